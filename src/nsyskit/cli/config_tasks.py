@@ -1,0 +1,73 @@
+"""Tasks that show and check the configuration and prepare this machine."""
+
+from __future__ import annotations
+
+import json
+
+from invoke import Exit
+from rich.table import Table
+
+from nsyskit import console
+from nsyskit.cli import PROFILE_HELP, load, project_root, task
+from nsyskit.config import SECTIONS, available_profiles, key_of, load_config, settings
+from nsyskit.errors import ConfigErrors
+from nsyskit.setup import run_setup
+
+
+def _shown(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return "-".join(str(v) for v in value)
+    return "" if value is None else str(value)
+
+
+@task(
+    name="config",
+    help={
+        "check": "Only validate: list every problem at once and exit non-zero if there is any.",
+        "profile": PROFILE_HELP,
+        "json": "Print the resolved settings as JSON (key: value, source).",
+    },
+)
+def show_config(c, check=False, profile=None, json_=False):
+    """Print the resolved configuration and where each value came from (defaults < .env < profile < env < flags)."""
+    root = project_root(c)
+    try:
+        cfg = load_config(root, profile=profile)
+    except ConfigErrors as problems:
+        for problem in problems.errors:
+            console.err.print(f"[red]✗[/] {problem}", markup=True)
+        raise Exit(f"{len(problems.errors)} configuration problem(s)", code=1) from None
+    for warning in cfg.warnings:
+        console.warn(warning)
+    if check:
+        console.done(f"configuration is valid ({len(settings())} settings, profile: {profile or 'none'})")
+        return
+    rows = {key_of(f): (_shown(getattr(cfg, f.name)), cfg.sources[key_of(f)], f.metadata["section"]) for f in settings()}
+    if json_:
+        console.out.print_json(json.dumps({k: {"value": v, "source": s} for k, (v, s, _) in rows.items()}))
+        return
+    table = Table(title="nsyskit configuration  (defaults < .env < profile < environment < flags)", title_justify="left")
+    for column in ("setting", "value", "from"):
+        table.add_column(column)
+    for section in SECTIONS:
+        table.add_section()
+        for key, (value, source, sect) in rows.items():
+            if sect == section:
+                style = "dim" if source == "default" else ""
+                table.add_row(key, value, source, style=style)
+    console.out.print(table)
+    console.out.print(f"image: {cfg.image_ref}   world size: {cfg.world_size}   profiles: {', '.join(available_profiles(root))}")
+
+
+@task(help={"profile": PROFILE_HELP})
+def setup(c, profile=None):
+    """Prepare this machine: a running Docker engine and the base image the profile needs (idempotent)."""
+    report = run_setup(load(c, profile))
+    for line in report.present:
+        console.done(line)
+    for line in report.done:
+        console.done(line)
+    if not report.changed:
+        console.out.print("setup: nothing to do, everything was already in place")

@@ -1,0 +1,124 @@
+"""The typed configuration model: every .env key, its parser, default and help, in one dataclass."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from nsyskit.config import parse as p
+
+
+def setting(default: str, parser, section: str, help: str) -> Any:
+    """A config field whose .env key is the upper-cased attribute name; `default` is raw .env text."""
+    return field(default=parser(default), metadata={"raw_default": default, "parse": parser, "section": section, "help": help})
+
+
+@dataclass(frozen=True)
+class Config:
+    """The resolved configuration (defaults < .env < profile < environment < task flags)."""
+
+    # --- image: what is built and where it goes ---
+    registry: str = setting("", p.registry_host, "image", "Registry host the image is pushed to; an ECR host (ACCOUNT.dkr.ecr.REGION.amazonaws.com) also gives account and region. Empty: local image only.")
+    aws_region: str = setting("us-west-2", p.aws_region, "image", "AWS region of the ECR registry and of the AWS API calls.")
+    image: str = setting("nsyskit", p.image_name, "image", "Image repository name.")
+    tag: str = setting("latest", p.image_tag, "image", "Image tag; the build also adds a content tag.")
+    base_image: str = setting("nvcr.io/nvidia/pytorch:25.01-py3", p.image_reference, "image", "Base image: an NGC PyTorch image for GPUs, or the locally made Debian image of the local-cpu profile.")
+    base_image_source: str = setting("pull", p.choice("pull", "debootstrap"), "image", "How BASE_IMAGE is obtained: pull (from its registry) or debootstrap (made locally by 'invoke setup').")
+    debian_suite: str = setting("bookworm", p.text, "image", "Debian suite for BASE_IMAGE_SOURCE=debootstrap.")
+    debian_mirror: str = setting("http://deb.debian.org/debian", p.text, "image", "Debian mirror for debootstrap and for apt inside Debian-based builds (point it at a local mirror when air-gapped).")
+    ecr_scan_on_push: bool = setting("true", p.boolean, "image", "Create the ECR repository with image scanning on push.")
+    ecr_tag_immutability: bool = setting("false", p.boolean, "image", "Create the ECR repository with immutable tags.")
+
+    # --- build: which components go in ---
+    install_mpi: bool = setting("true", p.boolean, "build", "Install OpenMPI and sshd for multi-node launch.")
+    install_efa: bool = setting("true", p.boolean, "build", "Install the AWS EFA stack and aws-ofi-nccl (needs INSTALL_MPI=true).")
+    install_tests: bool = setting("true", p.boolean, "build", "Build the NCCL tests (needs INSTALL_EFA=true).")
+    extra_ca_bundle: str = setting("", p.text, "build", "PEM file of extra CA certificates trusted during the build only (TLS-intercepting proxies); never left in the image.")
+
+    # --- components: pinned versions and sources ---
+    nsys_source: str = setting("nvidia", p.choice("nvidia", "nvidia-apt", "debian", "base"), "components", "Where the nsys CLI comes from: nvidia (NVIDIA's CLI .deb), nvidia-apt (NVIDIA's apt repository), debian (non-free, 2022.4), base (already in BASE_IMAGE).")
+    nsys_version: str = setting("2024.6.1", p.version, "components", "Nsight Systems version (>= 2024.4 for EFA metrics).")
+    nsys_url: str = setting("", p.text, "components", "Override the nsys package URL or local path (air-gapped mirrors).")
+    nsys_sha256: str = setting("", p.sha256, "components", "sha256 of NSYS_URL; empty uses the pinned checksum.")
+    openmpi_source: str = setting("efa", p.choice("release", "efa", "distro"), "components", "Where OpenMPI comes from: release (pinned tarball built from source), efa (bundled by the EFA installer), distro (OS package).")
+    openmpi_version: str = setting("4.1.7", p.version, "components", "OpenMPI release for OPENMPI_SOURCE=release.")
+    openmpi_url: str = setting("", p.text, "components", "Override the OpenMPI tarball URL or local path.")
+    openmpi_sha256: str = setting("", p.sha256, "components", "sha256 of OPENMPI_URL; empty uses the pinned checksum.")
+    efa_installer_version: str = setting("1.38.0", p.version, "components", "AWS EFA installer version.")
+    efa_installer_url: str = setting("", p.text, "components", "Override the EFA installer tarball URL or local path.")
+    efa_installer_sha256: str = setting("", p.sha256, "components", "sha256 of EFA_INSTALLER_URL; empty uses the pinned checksum.")
+    nccl_version: str = setting("2.23.4-1", p.version, "components", "NCCL version expected in the image (the NGC base image ships it).")
+    nccl_tests_version: str = setting("v2.13.11", p.version, "components", "nccl-tests release tag.")
+    nccl_tests_url: str = setting("", p.text, "components", "Override the nccl-tests source tarball URL or local path.")
+    nccl_tests_sha256: str = setting("", p.sha256, "components", "sha256 of NCCL_TESTS_URL; empty uses the pinned checksum.")
+    nccl_tests_gencode: str = setting("-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90", p.text, "components", "nvcc -gencode flags for nccl-tests (A100: sm_80, H100/H200: sm_90).")
+    pip_wheelhouse: str = setting("", p.text, "components", "Local folder of wheels for the example's Python packages (offline builds); empty: PyPI.")
+
+    # --- run: the distributed training job ---
+    nodes: int = setting("2", p.positive_int, "run", "Number of nodes (containers locally, workers on Kubernetes, Slurm nodes).")
+    procs_per_node: int = setting("8", p.positive_int, "run", "Processes (ranks) per node.")
+    gpus_per_node: int = setting("8", p.non_negative_int, "run", "GPUs per node (0: CPU with gloo).")
+    efa_per_node: int = setting("32", p.non_negative_int, "run", "EFA devices per node (p5.48xlarge: 32, p4d.24xlarge: 4; 0: no EFA).")
+    instance_type: str = setting("p5.48xlarge", p.text, "run", "EC2 instance type (Kubernetes node selector; empty: none).")
+    model_size: str = setting("gpt2", p.choice("tiny", "gpt2", "gpt2-medium"), "run", "Model of the example: tiny (CPU), gpt2 (~124M), gpt2-medium (~350M); random weights.")
+    batch_size: int = setting("8", p.positive_int, "run", "Micro-batch size per rank.")
+    seq_len: int = setting("1024", p.positive_int, "run", "Sequence length of the synthetic token batches.")
+    steps: int = setting("50", p.positive_int, "run", "Training steps.")
+
+    # --- profile: what nsys records ---
+    nsys_trace: str = setting("cuda,nvtx,osrt", p.trace_set, "profile", "nsys --trace APIs.")
+    nsys_sample: str = setting("none", p.choice("none", "process-tree", "system-wide"), "profile", "CPU sampling (anything but none needs extra container capabilities).")
+    nsys_delay: int = setting("0", p.non_negative_int, "profile", "Seconds to wait before collecting (0: off; ignored with PROFILE_STEPS).")
+    nsys_duration: int = setting("0", p.non_negative_int, "profile", "Seconds to collect (0: until the end).")
+    profile_steps: tuple[int, int] | None = setting("10-15", p.step_range, "profile", "Training steps to record, FIRST-LAST (GPU: cudaProfilerApi capture range; CPU: marked by an NVTX range). Empty: whole run.")
+    profile_ranks: str = setting("all", p.rank_selection, "profile", "Ranks to profile: all, local0 (local rank 0 of each node) or a list like 0,3; the others run unprofiled.")
+    efa_metrics: bool = setting("true", p.boolean, "profile", "Record EFA NIC metrics (--enable efa_metrics) on local rank 0 of each node.")
+    nsys_extra_args: str = setting("", p.text, "profile", "Extra arguments appended to 'nsys profile'.")
+    nccl_debug: str = setting("INFO", p.choice("", "warn", "info", "trace", "version"), "profile", "NCCL_DEBUG level on GPU runs (empty: unset).")
+    nccl_debug_subsys: str = setting("INIT,COLL,NET,TUNING", p.text, "profile", "NCCL_DEBUG_SUBSYS on GPU runs; COLL is what 'invoke nccl-log' reads.")
+    report_dir: str = setting("reports", p.text, "profile", "Folder for run folders reports/<run-id>/ (relative to the project root).")
+
+    # Not settings: where each value came from, and warnings met while loading.
+    sources: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+    warnings: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+    # --- derived values ---
+    @property
+    def image_ref(self) -> str:
+        """REGISTRY/IMAGE:TAG, or IMAGE:TAG without a registry."""
+        name = f"{self.registry}/{self.image}" if self.registry else self.image
+        return f"{name}:{self.tag}"
+
+    @property
+    def world_size(self) -> int:
+        """Total ranks: NODES x PROCS_PER_NODE."""
+        return self.nodes * self.procs_per_node
+
+    @property
+    def ecr(self) -> dict[str, str] | None:
+        """{'account', 'region'} when REGISTRY is an ECR host, else None."""
+        match = p.ECR_HOST.fullmatch(self.registry)
+        return {"account": match["account"], "region": match["region"]} if match else None
+
+    @property
+    def uses_gpu(self) -> bool:
+        """True when the run uses GPUs (NCCL), False on CPU (gloo)."""
+        return self.gpus_per_node > 0
+
+    def replace(self, **changes: Any) -> Config:
+        """A copy with some attributes changed (no re-validation: use load_config for user input)."""
+        return dataclasses.replace(self, **changes)
+
+
+def settings() -> list[dataclasses.Field]:
+    """The settings fields in declaration order (excluding bookkeeping fields)."""
+    return [f for f in dataclasses.fields(Config) if "parse" in f.metadata]
+
+
+def key_of(f: dataclasses.Field) -> str:
+    """The .env key of a settings field."""
+    return f.name.upper()
+
+
+SECTIONS = ("image", "build", "components", "run", "profile")

@@ -1,0 +1,94 @@
+"""Reach the Docker engine, and on Debian/Ubuntu as root install and start one when none is running."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import docker
+from docker.errors import DockerException
+
+from nsyskit import console
+from nsyskit.errors import CommandError, EngineUnavailable
+
+DOCKERD_LOG = Path("/var/log/nsyskit/dockerd.log")
+START_TIMEOUT_S = 90
+
+
+def connect() -> docker.DockerClient:
+    """A client for the engine the environment points at (DOCKER_HOST or the default socket), or EngineUnavailable."""
+    try:
+        client = docker.from_env(timeout=600)
+        client.ping()
+        return client
+    except DockerException as exc:
+        raise EngineUnavailable(
+            f"no Docker engine reachable ({_where()}): {_short(exc)}; run 'invoke setup' to install/start one"
+        ) from exc
+
+
+def _where() -> str:
+    return os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+
+
+def _short(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text[:200]
+
+
+def _is_debian_like() -> bool:
+    try:
+        release = Path("/etc/os-release").read_text()
+    except OSError:
+        return False
+    return any(word in release for word in ("ID=debian", "ID=ubuntu", "ID_LIKE=debian", 'ID_LIKE="debian'))
+
+
+def apt_install(*packages: str) -> None:
+    """apt-get install the packages (updating the lists once if they are missing), or CommandError."""
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    cmd = ["apt-get", "install", "-y", "--no-install-recommends", *packages]
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        subprocess.run(["apt-get", "update"], env=env, capture_output=True, text=True)
+        result = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise CommandError(f"installing {' '.join(packages)}", cmd, result.returncode, result.stderr)
+
+
+def ensure_engine() -> tuple[docker.DockerClient, str]:
+    """A reachable engine and what was done to get it ('' when it was already running)."""
+    try:
+        return connect(), ""
+    except EngineUnavailable:
+        if os.environ.get("DOCKER_HOST"):
+            raise  # the user pointed us at a specific engine: starting a local one would hide that
+    if os.geteuid() != 0 or not _is_debian_like():
+        raise EngineUnavailable(
+            "no Docker engine is running and nsyskit can only install one on Debian/Ubuntu as root: "
+            "install Docker Engine (https://docs.docker.com/engine/install/) and start it, or set DOCKER_HOST"
+        )
+    did = []
+    if not shutil.which("dockerd"):
+        console.info("installing docker.io (apt-get)…")
+        apt_install("docker.io")
+        did.append("installed docker.io")
+    DOCKERD_LOG.parent.mkdir(parents=True, exist_ok=True)
+    console.info(f"starting dockerd (log: {DOCKERD_LOG})…")
+    with DOCKERD_LOG.open("ab") as log:
+        subprocess.Popen(["dockerd"], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        try:
+            client = connect()
+            break
+        except EngineUnavailable:
+            if time.monotonic() > deadline:
+                tail = " | ".join(DOCKERD_LOG.read_text(errors="replace").strip().splitlines()[-3:])
+                raise EngineUnavailable(f"dockerd did not answer within {START_TIMEOUT_S} s; log {DOCKERD_LOG}: {tail}") from None
+            time.sleep(1)
+    did.append(f"started dockerd (log: {DOCKERD_LOG})")
+    return client, "; ".join(did)

@@ -1,0 +1,53 @@
+"""The one exception root of nsyskit and its subclasses, each carrying the evidence a user needs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class NsyskitError(Exception):
+    """Root of every error a user can cause or fix; tasks turn it into one line and a non-zero exit."""
+
+    exit_code = 1
+
+    def one_line(self) -> str:
+        """The message as shown by the command line: the first line of str(self)."""
+        text = str(self).strip()
+        return text.splitlines()[0] if text else type(self).__name__
+
+
+class ConfigError(NsyskitError):
+    """A configuration value is wrong: names the key, the value, where it came from and the fix."""
+
+    def __init__(self, key: str, value: object, problem: str, fix: str, source: str = "") -> None:
+        self.key, self.value, self.problem, self.fix, self.source = key, value, problem, fix, source
+        where = f" (from {source})" if source and source != "default" else ""
+        super().__init__(f"{key}={value!r}{where}: {problem}; fix: {fix}")
+
+
+class ConfigErrors(NsyskitError):
+    """Several configuration problems found at once; str() lists one per line."""
+
+    def __init__(self, errors: Sequence[ConfigError]) -> None:
+        self.errors = list(errors)
+        super().__init__("\n".join(str(e) for e in self.errors))
+
+    def one_line(self) -> str:
+        first = str(self.errors[0])
+        more = len(self.errors) - 1
+        return first + (f" (and {more} more problem(s): run 'invoke config --check')" if more else "")
+
+
+class EngineUnavailable(NsyskitError):
+    """No Docker engine could be reached or started; says what to install or start."""
+
+
+class CommandError(NsyskitError):
+    """An external command failed: carries the command, its exit code and the tail of its stderr."""
+
+    def __init__(self, what: str, cmd: Sequence[str], returncode: int, stderr: str = "") -> None:
+        self.what, self.cmd, self.returncode, self.stderr = what, list(cmd), returncode, stderr
+        tail = " | ".join(line for line in stderr.strip().splitlines()[-3:] if line.strip())
+        super().__init__(
+            f"{what} failed: '{' '.join(self.cmd)}' exited {returncode}" + (f": {tail}" if tail else "")
+        )

@@ -1,0 +1,63 @@
+"""The one renderer of what every launcher runs: the wrapper's environment, the per-rank command and mpirun."""
+
+from __future__ import annotations
+
+from nsyskit.config import Config
+
+# Paths inside the image (Container-Root/ is copied to /).
+WRAPPER = "/usr/local/bin/nsys-profile"
+EXAMPLE = "/nsyskit/workload/train.py"
+CONTAINER_REPORT_DIR = "/reports"
+HOSTFILE = "/etc/mpi/hostfile"  # where the Kubeflow MPI operator mounts it; the local run mounts its own there
+
+
+def wrapper_env(cfg: Config, report_dir: str = CONTAINER_REPORT_DIR, launcher: str = "mpirun") -> dict[str, str]:
+    """NSYSKIT_* settings the rank-aware wrapper reads, plus the NCCL/EFA environment of GPU runs."""
+    env = {
+        "NSYSKIT_REPORT_DIR": report_dir,
+        "NSYSKIT_LAUNCHER": launcher,
+        "NSYSKIT_PROFILE_RANKS": cfg.profile_ranks,
+        "NSYSKIT_TRACE": cfg.nsys_trace,
+        "NSYSKIT_SAMPLE": cfg.nsys_sample,
+        "NSYSKIT_DELAY": str(cfg.nsys_delay),
+        "NSYSKIT_DURATION": str(cfg.nsys_duration),
+        # On GPU the example brackets PROFILE_STEPS with cudaProfilerStart/Stop; on CPU it marks them with NVTX.
+        "NSYSKIT_CAPTURE": "cudaProfilerApi" if cfg.profile_steps and cfg.uses_gpu else "none",
+        "NSYSKIT_EFA_METRICS": "1" if cfg.efa_metrics and cfg.efa_per_node > 0 else "0",
+        "NSYSKIT_EXTRA_ARGS": cfg.nsys_extra_args,
+    }
+    if cfg.uses_gpu and cfg.nccl_debug:
+        env["NCCL_DEBUG"] = cfg.nccl_debug.upper()
+        env["NCCL_DEBUG_SUBSYS"] = cfg.nccl_debug_subsys
+    if cfg.efa_per_node > 0 and cfg.uses_gpu:
+        env.update({"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "NCCL_SOCKET_IFNAME": "^lo,docker"})
+    return env
+
+
+def rank_command(cfg: Config) -> list[str]:
+    """What each rank runs: the wrapper around the example with the run settings."""
+    command = [
+        WRAPPER, "python3", EXAMPLE,
+        "--model-size", cfg.model_size,
+        "--batch-size", str(cfg.batch_size),
+        "--seq-len", str(cfg.seq_len),
+        "--steps", str(cfg.steps),
+    ]  # fmt: skip
+    if cfg.profile_steps:
+        command += ["--profile-steps", f"{cfg.profile_steps[0]}-{cfg.profile_steps[1]}"]
+    return command
+
+
+def mpirun_command(cfg: Config, hostfile: str = HOSTFILE, report_dir: str = CONTAINER_REPORT_DIR) -> list[str]:
+    """The launcher's mpirun over all nodes' slots, exporting the wrapper environment to every rank."""
+    command = [
+        "mpirun", "--allow-run-as-root",
+        "-np", str(cfg.world_size),
+        "--hostfile", hostfile,
+        "--map-by", f"ppr:{cfg.procs_per_node}:node",
+        "--bind-to", "none",
+        "--mca", "plm_rsh_args", "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR",
+    ]  # fmt: skip
+    for key, value in wrapper_env(cfg, report_dir).items():
+        command += ["-x", f"{key}={value}"]
+    return command + rank_command(cfg)
