@@ -54,7 +54,9 @@ def find_job_dir(root: Path, target: str, job: str | None = None) -> Path:
     if not job:
         pointer = base / f"last-{target}"
         if not pointer.is_file():
-            raise NsyskitError(f"no {target} job deployed from {root} yet; fix: run 'invoke deploy --{target}' or pass --job")
+            raise NsyskitError(
+                f"no {target} job deployed from {root} yet; fix: run 'invoke deploy --{target}' or pass --job"
+            )
         folder = base / pointer.read_text().strip()
         if not folder.is_dir():
             raise NsyskitError(f"the last {target} job folder {folder} is gone; fix: pass --job")
@@ -63,5 +65,7 @@ def find_job_dir(root: Path, target: str, job: str | None = None) -> Path:
         return base / job
     matches = [d for d in sorted(base.glob(f"{target}-*")) if str(read_record(d).get("job_id")) == str(job)]
     if not matches:
-        raise NsyskitError(f"job {job!r}: no {target} job folder under {base} has that name or job id; fix: check 'ls {base}'")
+        raise NsyskitError(
+            f"job {job!r}: no {target} job folder under {base} has that name or job id; fix: check 'ls {base}'"
+        )
     return matches[-1]
