@@ -1,0 +1,90 @@
+"""The Invoke front: every task and flag documented, user errors as one line with a non-zero exit."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+INVOKE = [sys.executable, "-m", "invoke"]
+
+
+def namespace():
+    spec = importlib.util.spec_from_file_location("project_tasks", ROOT / "tasks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.ns
+
+
+def invoke(*args: str, **env: str) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if k != "NSYSKIT_PROFILE"} | env
+    return subprocess.run([*INVOKE, *args], cwd=ROOT, env=environ, capture_output=True, text=True, timeout=120)
+
+
+def test_every_task_has_a_one_line_help_and_every_flag_has_help():
+    ns = namespace()
+    assert ns.task_names, "no tasks"
+    for name in ns.task_names:
+        task = ns[name]
+        assert (task.__doc__ or "").strip(), f"task {name} has no docstring"
+        flags = [arg for arg in task.get_arguments() if arg.name not in ("c", "ctx")]
+        missing = [arg.name for arg in flags if not arg.help]
+        assert not missing, f"task {name}: flags without help: {missing}"
+
+
+def test_invoke_list_shows_every_task_with_its_help():
+    result = invoke("--list")
+    assert result.returncode == 0, result.stderr
+    for name in namespace().task_names:
+        line = next((line for line in result.stdout.splitlines() if line.strip().startswith(name + " ")), "")
+        assert line.strip() != name and len(line.split()) > 1, f"{name} listed without help: {line!r}"
+
+
+def test_config_check_names_both_keys_of_a_broken_dependency_and_exits_non_zero():
+    result = invoke("config", "--check", INSTALL_TESTS="true", INSTALL_EFA="false")
+    assert result.returncode != 0
+    assert "INSTALL_TESTS" in result.stderr and "INSTALL_EFA" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_config_check_lists_every_problem_at_once():
+    result = invoke("config", "--check", NODES="0", INSTALL_MPI="perhaps")
+    assert result.returncode != 0
+    assert "NODES='0'" in result.stderr and "INSTALL_MPI='perhaps'" in result.stderr
+    assert "2 configuration problem(s)" in result.stderr
+
+
+def test_config_check_passes_on_the_committed_files():
+    for profile in ([], ["--profile", "local-cpu"]):
+        result = invoke("config", "--check", *profile)
+        assert result.returncode == 0, result.stderr
+
+
+def test_config_shows_value_and_source_of_each_layer():
+    result = invoke("config", "--json", "--profile", "local-cpu", STEPS="33")
+    assert result.returncode == 0, result.stderr
+    import json
+
+    shown = json.loads(result.stdout)
+    assert shown["STEPS"] == {"value": "33", "source": "environment"}
+    assert shown["MODEL_SIZE"] == {"value": "tiny", "source": "profiles/local-cpu.env"}
+    assert shown["IMAGE"]["source"] == ".env"
+
+
+def test_a_bad_value_in_a_task_is_one_line_without_traceback():
+    result = invoke("setup", NODES="zero")
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines == ["error: NODES='zero' (from environment): is not a positive integer; fix: use a whole number of 1 or more, e.g. 2"]
+
+
+def test_unreachable_engine_is_one_line_naming_it_and_the_fix():
+    result = invoke("setup", DOCKER_HOST="tcp://127.0.0.1:9")
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: no Docker engine reachable (tcp://127.0.0.1:9)")
+    assert "invoke setup" in lines[0]
