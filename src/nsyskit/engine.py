@@ -63,9 +63,13 @@ def ensure_engine() -> tuple[docker.DockerClient, str]:
     """A reachable engine and what was done to get it ('' when it was already running)."""
     try:
         return connect(), ""
-    except EngineUnavailable:
+    except EngineUnavailable as exc:
         if os.environ.get("DOCKER_HOST"):
-            raise  # the user pointed us at a specific engine: starting a local one would hide that
+            # The user pointed us at a specific engine: starting a local one would hide that.
+            raise EngineUnavailable(
+                f"no Docker engine reachable at DOCKER_HOST={os.environ['DOCKER_HOST']}: start that engine, "
+                "or unset DOCKER_HOST to let 'invoke setup' start a local one"
+            ) from exc
     if os.geteuid() != 0 or not _is_debian_like():
         raise EngineUnavailable(
             "no Docker engine is running and nsyskit can only install one on Debian/Ubuntu as root: "

@@ -86,5 +86,5 @@ def test_unreachable_engine_is_one_line_naming_it_and_the_fix():
     assert result.returncode != 0
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, result.stderr
-    assert lines[0].startswith("error: no Docker engine reachable (tcp://127.0.0.1:9)")
-    assert "invoke setup" in lines[0]
+    assert lines[0].startswith("error: no Docker engine reachable at DOCKER_HOST=tcp://127.0.0.1:9")
+    assert "unset DOCKER_HOST" in lines[0]
