@@ -20,6 +20,7 @@ class Config:
 
     # --- image: what is built and where it goes ---
     registry: str = setting("", p.registry_host, "image", "Registry host the image is pushed to; an ECR host (ACCOUNT.dkr.ecr.REGION.amazonaws.com) also gives account and region. Empty: local image only.")
+    registry_endpoint: str = setting("", p.registry_host, "image", "Host[:port] Docker really pushes to and pulls from for REGISTRY, when it differs (ECR dual-stack ACCOUNT.dkr-ecr.REGION.on.aws, a proxy, a local test registry); ECR calls still use REGISTRY. Empty: REGISTRY.")
     aws_region: str = setting("us-west-2", p.aws_region, "image", "AWS region of the ECR registry and of the AWS API calls.")
     image: str = setting("nsyskit", p.image_name, "image", "Image repository name.")
     tag: str = setting("latest", p.image_tag, "image", "Image tag; the build also adds a content tag.")
