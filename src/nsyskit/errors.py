@@ -51,3 +51,55 @@ class CommandError(NsyskitError):
         super().__init__(
             f"{what} failed: '{' '.join(self.cmd)}' exited {returncode}" + (f": {tail}" if tail else "")
         )
+
+
+class AwsError(NsyskitError):
+    """An AWS API call failed: carries the operation (e.g. CreateRepository) and the service's error code."""
+
+    def __init__(self, message: str, operation: str = "", code: str = "") -> None:
+        self.operation, self.code = operation, code
+        super().__init__(message)
+
+
+class AwsCredentialsMissing(AwsError):
+    """No AWS credentials were found, or the API rejected them; says how to provide them."""
+
+
+class AwsAccessDenied(AwsError):
+    """The credentials lack an IAM permission: carries the IAM action (e.g. ecr:CreateRepository)."""
+
+    def __init__(self, message: str, action: str, operation: str = "", code: str = "") -> None:
+        self.action = action
+        super().__init__(message, operation, code)
+
+
+class AwsEndpointUnreachable(AwsError):
+    """The AWS API endpoint could not be reached (network, proxy, or a wrong AWS_ENDPOINT_URL*)."""
+
+
+class RegistryError(NsyskitError):
+    """A registry login, push or pull failed: carries the registry host, the operation and the registry's own message."""
+
+    def __init__(self, message: str, registry: str = "", operation: str = "", detail: str = "") -> None:
+        self.registry, self.operation, self.detail = registry, operation, detail
+        super().__init__(message)
+
+
+class RegistryAuthError(RegistryError):
+    """The registry rejected the credentials (or they are missing for a registry that needs them)."""
+
+
+class RegistryUnreachable(RegistryError):
+    """The registry did not answer, even after retries with backoff."""
+
+
+class TagImmutable(RegistryError):
+    """The tag already names a different image in a repository with immutable tags."""
+
+
+class ImageNotBuilt(NsyskitError):
+    """The image to push is not in the local engine: carries the references looked for."""
+
+    def __init__(self, message: str, refs: Sequence[str] = ()) -> None:
+        self.refs = list(refs)
+        super().__init__(message)
