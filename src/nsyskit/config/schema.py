@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from nsyskit.config import k8s_parse as kp
 from nsyskit.config import parse as p
 
 
@@ -80,6 +81,21 @@ class Config:
     nccl_debug_subsys: str = setting("INIT,COLL,NET,TUNING", p.text, "profile", "NCCL_DEBUG_SUBSYS on GPU runs; COLL is what 'invoke nccl-log' reads.")
     report_dir: str = setting("reports", p.text, "profile", "Folder for run folders reports/<run-id>/ (relative to the project root).")
 
+    # --- k8s: the Kubeflow MPIJob of 'invoke deploy --k8s' ---
+    k8s_namespace: str = setting("default", kp.dns_label, "k8s", "Namespace of the MPIJob.")
+    k8s_report_volume: str = setting("hostpath", p.choice("hostpath", "pvc"), "k8s", "Where the workers write reports: hostpath (K8S_REPORT_HOST_PATH/<job> on each node; 'invoke collect --k8s' copies them out of the worker pods) or pvc (subfolder <job> of the claim K8S_REPORT_PVC).")
+    k8s_report_host_path: str = setting("/var/lib/nsyskit/reports", kp.absolute_path, "k8s", "Folder on each node for K8S_REPORT_VOLUME=hostpath.")
+    k8s_report_pvc: str = setting("", kp.optional_dns_label, "k8s", "PersistentVolumeClaim (ReadWriteMany, e.g. FSx for Lustre) for K8S_REPORT_VOLUME=pvc.")
+    k8s_memory: str = setting("256Gi", kp.memory_quantity, "k8s", "Memory request and limit of each worker, /dev/shm included; empty: none.")
+    k8s_shm_size: str = setting("64Gi", kp.memory_quantity, "k8s", "Size of /dev/shm (a memory emptyDir) in each worker; it counts against K8S_MEMORY.")
+    k8s_hugepages: str = setting("5120Mi", kp.hugepages_quantity, "k8s", "hugepages-2Mi request and limit of each worker (EFA registers memory in them); 0: none. Needs K8S_MEMORY.")
+    k8s_clean_pod_policy: str = setting("none", p.choice("none", "running", "all"), "k8s", "runPolicy.cleanPodPolicy: none keeps the worker pods after the launcher ends so 'invoke collect --k8s' can copy hostpath reports ('invoke undeploy --k8s' frees them); running or all delete them.")
+    k8s_backoff_limit: int = setting("0", p.non_negative_int, "k8s", "runPolicy.backoffLimit: how often a failed launcher is retried before the job fails.")
+    k8s_ttl_seconds_after_finished: int | None = setting("3600", kp.optional_non_negative_int, "k8s", "runPolicy.ttlSecondsAfterFinished: seconds after the job ends before it and its pods are deleted; empty: kept until 'invoke undeploy --k8s'.")
+    k8s_profiler: str = setting("wrapper", p.choice("wrapper", "devtools-sidecar-injector", "nsight-operator"), "k8s", "Who starts nsys in the pods: wrapper (nsyskit's rank-aware wrapper) or NVIDIA's injector installed in the cluster (devtools-sidecar-injector, nsight-operator): then the pods get its label, ranks run unwrapped and its helm values are rendered too.")
+    k8s_injector_image: str = setting("", p.text, "k8s", "Nsight Systems binaries image the injector copies into pods (devtoolBinariesImage.image); empty: the chart's default.")
+    k8s_mpi_operator_manifest: str = setting("", p.text, "k8s", "Manifest 'invoke k8s-setup' applies when the MPIJob CRD is missing: URL or file; empty: the pinned kubeflow/mpi-operator v0.8.2 release.")
+
     # Not settings: where each value came from, and warnings met while loading.
     sources: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
     warnings: tuple[str, ...] = field(default=(), compare=False, repr=False)
@@ -122,4 +138,4 @@ def key_of(f: dataclasses.Field) -> str:
     return f.name.upper()
 
 
-SECTIONS = ("image", "build", "components", "run", "profile")
+SECTIONS = ("image", "build", "components", "run", "profile", "k8s")
