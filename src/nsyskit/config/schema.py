@@ -8,6 +8,7 @@ from typing import Any
 
 from nsyskit.config import k8s_parse as kp
 from nsyskit.config import parse as p
+from nsyskit.config import slurm_parse as sp
 
 
 def setting(default: str, parser, section: str, help: str) -> Any:
@@ -96,6 +97,19 @@ class Config:
     k8s_injector_image: str = setting("", p.text, "k8s", "Nsight Systems binaries image the injector copies into pods (devtoolBinariesImage.image); empty: the chart's default.")
     k8s_mpi_operator_manifest: str = setting("", p.text, "k8s", "Manifest 'invoke k8s-setup' applies when the MPIJob CRD is missing: URL or file; empty: the pinned kubeflow/mpi-operator v0.8.2 release.")
 
+    # --- slurm: 'invoke deploy --slurm' (sbatch; Pyxis/enroot containers or the nodes' own nsys and python) ---
+    slurm_mode: str = setting("pyxis", p.choice("pyxis", "host"), "slurm", "pyxis: each task runs in the image through Pyxis/enroot; host: no container, nsys, python and the kit's wrapper and example are on the nodes.")
+    slurm_partition: str = setting("", sp.slurm_name, "slurm", "sbatch --partition (empty: the cluster's default partition).")
+    slurm_account: str = setting("", sp.slurm_name, "slurm", "sbatch --account (empty: your default account).")
+    slurm_time_limit: str = setting("01:00:00", sp.slurm_time, "slurm", "sbatch --time: minutes, HH:MM:SS or D-HH:MM:SS (empty: the partition's default).")
+    slurm_exclusive: bool = setting("true", p.boolean, "slurm", "sbatch --exclusive: whole nodes, so no other job disturbs the profile.")
+    slurm_mpi: str = setting("pmix", sp.slurm_name, "slurm", "srun --mpi plugin (pmix, pmi2, none; empty: the cluster's default).")
+    slurm_shared_dir: str = setting("/fsx", sp.node_folder, "slurm", "Shared file system at the same path on every node (FSx for Lustre on ParallelCluster); Pyxis mounts it at the same path. Keep the project on it: the job folder jobs/<id>/ must be visible from the nodes at the same path.")
+    slurm_container_image: str = setting("registry", sp.container_image, "slurm", "What Pyxis runs: registry (the pushed REGISTRY/IMAGE:TAG, given as REGISTRY#IMAGE:TAG), sqsh (the file SLURM_SQSH made by 'invoke enroot-import'), an absolute .sqsh path, or an enroot URI [USER@][REGISTRY#]IMAGE[:TAG].")
+    slurm_sqsh: str = setting("", sp.sqsh_path, "slurm", "Squashfs image 'invoke enroot-import' writes and SLURM_CONTAINER_IMAGE=sqsh runs (empty: SLURM_SHARED_DIR/enroot/IMAGE+TAG.sqsh).")
+    slurm_container_mounts: str = setting("", sp.container_mounts, "slurm", "Extra Pyxis --container-mounts SRC:DST[:FLAGS],... (the job's report folder and SLURM_SHARED_DIR are always mounted).")
+    slurm_submit_prefix: str = setting("", sp.command_prefix, "slurm", "Command prefix for sbatch, squeue, sacct, scontrol and scancel, e.g. 'ssh login-node' when the kit runs off the cluster (empty: run them here).")
+
     # Not settings: where each value came from, and warnings met while loading.
     sources: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
     warnings: tuple[str, ...] = field(default=(), compare=False, repr=False)
@@ -138,4 +152,4 @@ def key_of(f: dataclasses.Field) -> str:
     return f.name.upper()
 
 
-SECTIONS = ("image", "build", "components", "run", "profile", "k8s")
+SECTIONS = ("image", "build", "components", "run", "profile", "k8s", "slurm")

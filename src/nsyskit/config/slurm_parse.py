@@ -1,0 +1,84 @@
+"""Parsers for the Slurm settings: time limits, Pyxis mounts, container images, node paths and command prefixes."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from nsyskit.config.parse import Problem
+
+# Slurm's --time forms: MIN, MIN:SEC, H:MIN:SEC, D-H, D-H:MIN, D-H:MIN:SEC (sbatch(1)).
+_TIME = re.compile(r"\d+(:\d{1,2}){0,2}|\d+-\d+(:\d{1,2}){0,2}")
+_WORD = re.compile(r"[A-Za-z0-9_.-]+")
+_MOUNT = re.compile(r"/[^,:\s]*:/[^,:\s]*(:[a-z+]+)?")
+
+
+def slurm_time(raw: str) -> str:
+    """A Slurm time limit such as 30, 01:00:00 or 2-00:00:00 (empty: the partition's default)."""
+    value = raw.strip()
+    if value and value not in ("infinite", "unlimited") and not _TIME.fullmatch(value):
+        raise Problem(
+            "is not a Slurm time limit", "use minutes, HH:MM:SS or D-HH:MM:SS, e.g. 01:00:00 (empty: partition default)"
+        )
+    return value
+
+
+def slurm_name(raw: str) -> str:
+    """Empty or one Slurm name (partition, account, MPI plugin): letters, digits, '_', '.', '-'."""
+    value = raw.strip()
+    if value and not _WORD.fullmatch(value):
+        raise Problem(
+            "is not a Slurm name", "use a single name of letters, digits, '_', '.' or '-' (empty: cluster default)"
+        )
+    return value
+
+
+def container_mounts(raw: str) -> str:
+    """Empty or Pyxis --container-mounts entries SRC:DST[:FLAGS] with absolute paths, comma-separated."""
+    items = [item.strip() for item in raw.split(",") if item.strip()]
+    bad = [item for item in items if not _MOUNT.fullmatch(item)]
+    if bad:
+        raise Problem(
+            f"has malformed mount(s) {', '.join(bad)}",
+            "use SRC:DST[:FLAGS] with absolute paths, comma-separated, e.g. /fsx:/fsx,/data:/data:ro",
+        )
+    return ",".join(items)
+
+
+def node_folder(raw: str) -> str:
+    """An absolute folder on every node, such as /fsx (no spaces, commas or colons: Pyxis mount syntax)."""
+    value = raw.strip().rstrip("/")
+    if not value.startswith("/") or re.search(r"[\s,:]", value):
+        raise Problem("is not an absolute folder", "use an absolute path without spaces, commas or colons, e.g. /fsx")
+    return value
+
+
+def container_image(raw: str) -> str:
+    """registry (the pushed image), sqsh (the file of 'invoke enroot-import'), a .sqsh path or an enroot URI."""
+    value = raw.strip()
+    if value in ("registry", "sqsh") or (value.startswith("/") and value.endswith(".sqsh")):
+        return value
+    if not re.fullmatch(r"([\w.-]+@)?([\w.:-]+#)?[\w./-]+(:[\w.-]+)?", value):
+        raise Problem(
+            "is not a container image for Pyxis",
+            "use registry, sqsh, an absolute .sqsh path or [USER@][REGISTRY#]IMAGE[:TAG]",
+        )
+    return value
+
+
+def command_prefix(raw: str) -> str:
+    """Empty or a shell-quoted command prefix such as 'ssh login-node' (checked for balanced quotes)."""
+    value = raw.strip()
+    try:
+        shlex.split(value)
+    except ValueError as exc:
+        raise Problem(f"is not a valid command prefix ({exc})", "balance the quotes, e.g. ssh login-node") from None
+    return value
+
+
+def sqsh_path(raw: str) -> str:
+    """Empty (SLURM_SHARED_DIR/enroot/IMAGE+TAG.sqsh) or an absolute path ending in .sqsh."""
+    value = raw.strip()
+    if value and not (value.startswith("/") and value.endswith(".sqsh") and not re.search(r"[\s,:]", value)):
+        raise Problem("is not an absolute .sqsh path", "use e.g. /fsx/enroot/nsyskit.sqsh, or leave it empty")
+    return value
