@@ -103,3 +103,19 @@ class ImageNotBuilt(NsyskitError):
     def __init__(self, message: str, refs: Sequence[str] = ()) -> None:
         self.refs = list(refs)
         super().__init__(message)
+
+
+class ClusterError(NsyskitError):
+    """kubectl could not do what was asked of the cluster: carries the command, its exit code and kubectl's stderr."""
+
+    def __init__(self, message: str, cmd: Sequence[str] = (), returncode: int | None = None, stderr: str = "") -> None:
+        self.cmd, self.returncode, self.stderr = list(cmd), returncode, stderr
+        super().__init__(message)
+
+
+class ClusterUnreachable(ClusterError):
+    """No Kubernetes API server answered (no kubeconfig, wrong context, network): says how to point kubectl at one."""
+
+
+class KubectlMissing(ClusterError):
+    """kubectl is not installed: says how to install it."""
