@@ -119,3 +119,18 @@ class ClusterUnreachable(ClusterError):
 
 class KubectlMissing(ClusterError):
     """kubectl is not installed: says how to install it."""
+
+
+class SlurmJobFailed(NsyskitError):
+    """A Slurm job ended in a state other than COMPLETED: carries the job id, state, exit code and its log path."""
+
+    def __init__(self, job_id: str, state: str, exit_code: int, log: str, reason: str = "") -> None:
+        self.job_id, self.state, self.job_exit_code, self.log, self.reason = job_id, state, exit_code, log, reason
+        # The task exits with the job's own exit code (1 when Slurm ended it without one: CANCELLED, TIMEOUT...).
+        self.exit_code = exit_code if 0 < exit_code < 256 else 1
+        why = f", reason {reason}" if reason and reason != "None" else ""
+        super().__init__(f"Slurm job {job_id} ended {state} (exit code {exit_code}{why}); log: {log}")
+
+
+class EnrootMissing(NsyskitError):
+    """enroot is not installed where 'invoke enroot-import' runs: says where to run it or how to install it."""
