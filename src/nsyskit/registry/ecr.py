@@ -1,0 +1,164 @@
+"""Raw Amazon ECR calls through boto3 (repository, authorization token, tag lookup); botocore errors become NsyskitErrors."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import boto3
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    NoRegionError,
+    PartialCredentialsError,
+    ReadTimeoutError,
+)
+
+from nsyskit.errors import AwsAccessDenied, AwsCredentialsMissing, AwsEndpointUnreachable, AwsError
+
+HOW_TO_GIVE_CREDENTIALS = (
+    "set AWS_PROFILE (after 'aws configure' or 'aws sso login'), or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+    "or run where an IAM role is attached (EC2 instance profile, EKS pod identity)"
+)
+_DENIED_CODES = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnauthorizedException"}
+_REJECTED_CREDENTIAL_CODES = {
+    "UnrecognizedClientException", "InvalidSignatureException", "ExpiredTokenException", "ExpiredToken",
+    "InvalidClientTokenId", "SignatureDoesNotMatch", "AuthFailure", "InvalidAccessKeyId",
+}  # fmt: skip
+_MANIFEST_TYPES = [
+    "application/vnd.docker.distribution.manifest.v2+json",
+    "application/vnd.oci.image.manifest.v1+json",
+]
+
+
+@dataclass(frozen=True)
+class RegistryCredentials:
+    """A user name and password for a registry, where they came from and (for tokens) when they expire."""
+
+    username: str
+    password: str = field(repr=False)  # never in repr, so never in a log line or a traceback of this object
+    source: str = ""
+    expires_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Repository:
+    """An ECR repository as the API describes it, and whether this call created it."""
+
+    name: str
+    uri: str
+    scan_on_push: bool
+    immutable: bool
+    created: bool
+
+
+def client(region: str):
+    """A boto3 ECR client for `region`; the endpoint follows boto3's AWS_ENDPOINT_URL_ECR / AWS_ENDPOINT_URL."""
+    try:
+        return boto3.session.Session(region_name=region).client("ecr")
+    except (NoRegionError, BotoCoreError) as exc:
+        raise AwsError(f"cannot make an ECR client for region {region!r}: {exc}; fix: set AWS_REGION") from exc
+
+
+def endpoint_of(ecr) -> str:
+    """The URL the client sends ECR API calls to."""
+    return ecr.meta.endpoint_url
+
+
+@contextmanager
+def translated(operation: str, ecr) -> Iterator[None]:
+    """Turn botocore's exceptions raised by ECR `operation` into one-line NsyskitErrors that say the fix."""
+    action = f"ecr:{operation}"
+    try:
+        yield
+    except (NoCredentialsError, PartialCredentialsError) as exc:
+        raise AwsCredentialsMissing(
+            f"no AWS credentials found for {action}: {HOW_TO_GIVE_CREDENTIALS}", operation, "NoCredentials"
+        ) from exc
+    except (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError) as exc:
+        raise AwsEndpointUnreachable(
+            f"cannot reach the ECR API at {endpoint_of(ecr)} for {action}: {exc}; "
+            "fix: check the network or proxy, AWS_REGION, or AWS_ENDPOINT_URL_ECR / AWS_ENDPOINT_URL",
+            operation,
+        ) from exc
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        code, message = error.get("Code", "?"), error.get("Message", str(exc))
+        if code in _DENIED_CODES:
+            raise AwsAccessDenied(
+                f"AWS denied {action} ({code}): grant the IAM action {action} to these credentials; AWS said: {message}",
+                action, operation, code,
+            ) from exc  # fmt: skip
+        if code in _REJECTED_CREDENTIAL_CODES:
+            raise AwsCredentialsMissing(
+                f"AWS rejected the credentials for {action} ({code}: {message}); fix: refresh them, "
+                + HOW_TO_GIVE_CREDENTIALS,
+                operation, code,
+            ) from exc  # fmt: skip
+        raise AwsError(f"{action} failed ({code}): {message}", operation, code) from exc
+    except BotoCoreError as exc:  # e.g. an expired SSO token: botocore says what to run
+        raise AwsCredentialsMissing(f"AWS credentials unusable for {action}: {exc}", operation) from exc
+
+
+def ensure_repository(ecr, account: str, name: str, scan_on_push: bool, immutable: bool) -> Repository:
+    """Describe repository `name`, creating it with the given scan/immutability settings when it is missing."""
+    try:
+        with translated("DescribeRepositories", ecr):
+            found = ecr.describe_repositories(registryId=account, repositoryNames=[name])["repositories"][0]
+        return _repository(found, created=False)
+    except AwsError as exc:
+        if exc.code != "RepositoryNotFoundException":
+            raise
+    with translated("CreateRepository", ecr):
+        made = ecr.create_repository(
+            registryId=account,
+            repositoryName=name,
+            imageScanningConfiguration={"scanOnPush": scan_on_push},
+            imageTagMutability="IMMUTABLE" if immutable else "MUTABLE",
+        )["repository"]
+    return _repository(made, created=True)
+
+
+def _repository(described: dict, created: bool) -> Repository:
+    return Repository(
+        name=described["repositoryName"],
+        uri=described.get("repositoryUri", ""),
+        scan_on_push=bool(described.get("imageScanningConfiguration", {}).get("scanOnPush", False)),
+        immutable=described.get("imageTagMutability", "MUTABLE").startswith("IMMUTABLE"),
+        created=created,
+    )
+
+
+def authorization(ecr, account: str) -> RegistryCredentials:
+    """A Docker user name and password for the account's registry, decoded from GetAuthorizationToken."""
+    with translated("GetAuthorizationToken", ecr):
+        data = ecr.get_authorization_token(registryIds=[account])["authorizationData"][0]
+    try:
+        username, password = base64.b64decode(data["authorizationToken"]).decode().split(":", 1)
+    except (ValueError, KeyError) as exc:
+        raise AwsError("ecr:GetAuthorizationToken returned a token that is not base64 'user:password'",
+                       "GetAuthorizationToken") from exc  # fmt: skip
+    return RegistryCredentials(
+        username, password, source=f"ECR token of account {account}", expires_at=data.get("expiresAt")
+    )
+
+
+def image_config_digest(ecr, account: str, name: str, tag: str) -> str | None:
+    """The config digest (= Docker image ID) of the manifest ECR holds for `tag`, or None when unknown."""
+    with translated("BatchGetImage", ecr):
+        images = ecr.batch_get_image(
+            registryId=account, repositoryName=name, imageIds=[{"imageTag": tag}], acceptedMediaTypes=_MANIFEST_TYPES
+        ).get("images", [])
+    if not images:
+        return None
+    try:
+        return json.loads(images[0]["imageManifest"])["config"]["digest"]
+    except (KeyError, ValueError, TypeError):
+        return None  # a manifest list or an unexpected shape: cannot compare
