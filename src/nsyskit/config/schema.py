@@ -94,7 +94,7 @@ class Config:
     k8s_backoff_limit: int = setting("0", p.non_negative_int, "k8s", "runPolicy.backoffLimit: how often a failed launcher is retried before the job fails.")
     k8s_ttl_seconds_after_finished: int | None = setting("3600", kp.optional_non_negative_int, "k8s", "runPolicy.ttlSecondsAfterFinished: seconds after the job ends before it and its pods are deleted; empty: kept until 'invoke undeploy --k8s'.")
     k8s_profiler: str = setting("wrapper", p.choice("wrapper", "devtools-sidecar-injector", "nsight-operator"), "k8s", "Who starts nsys in the pods: wrapper (nsyskit's rank-aware wrapper) or NVIDIA's injector installed in the cluster (devtools-sidecar-injector, nsight-operator): then the pods get its label, ranks run unwrapped and its helm values are rendered too.")
-    k8s_injector_image: str = setting("", p.text, "k8s", "Nsight Systems binaries image the injector copies into pods (devtoolBinariesImage.image); empty: the chart's default.")
+    k8s_injector_image: str = setting("", p.text, "k8s", "Nsight Systems binaries image the devtools-sidecar-injector copies into pods (devtoolBinariesImage.image); empty: the chart's default.")
     k8s_mpi_operator_manifest: str = setting("", p.text, "k8s", "Manifest 'invoke k8s-setup' applies when the MPIJob CRD is missing: URL or file; empty: the pinned kubeflow/mpi-operator v0.8.2 release.")
 
     # --- slurm: 'invoke deploy --slurm' (sbatch; Pyxis/enroot containers or the nodes' own nsys and python) ---

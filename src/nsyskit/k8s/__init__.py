@@ -1,0 +1,239 @@
+"""The Kubernetes deployment target: the job as a Kubeflow MPIJob, managed with kubectl (see nsyskit.deploy.Target)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from nsyskit import jobdir, launch
+from nsyskit.config import Config
+from nsyskit.deploy import DeployResult
+from nsyskit.errors import ClusterError, NsyskitError
+from nsyskit.k8s import crd, kubectl, render
+
+TARGET = "k8s"
+OPERATOR_VERSION = "v0.8.2"  # the release whose CRD k8s/crds/ holds and the renderer targets
+OPERATOR_MANIFEST = f"https://raw.githubusercontent.com/kubeflow/mpi-operator/{OPERATOR_VERSION}/deploy/v2beta1/mpi-operator.yaml"
+OPERATOR_NAMESPACE = "mpi-operator"
+WAIT_POLL_S = 10.0
+
+
+def job_name(job_dir: Path) -> str:
+    """The MPIJob name of a job folder: 'nsyskit-' + the folder name (a valid DNS label)."""
+    return f"nsyskit-{job_dir.name}".lower()
+
+
+def _relative(path: Path, root: Path) -> str:
+    """PATH relative to the project root when inside it (shorter messages), else absolute."""
+    try:
+        return str(Path(path).resolve().relative_to(Path(root).resolve()))
+    except ValueError:
+        return str(path)
+
+
+def render_job(cfg: Config, root: Path) -> tuple[Path, str, dict[str, Path]]:
+    """Check the config, then render and CRD-validate the job's files into a fresh jobs/<id>/: (folder, name, files)."""
+    render.check(cfg)  # before anything is written
+    job_dir = jobdir.new_job_dir(root, TARGET)
+    name = job_name(job_dir)
+    texts = render.render(cfg, name, root)
+    crd.validate(texts[render.MPIJOB_FILE], Path(root) / crd.CRD_FILE, name=_relative(job_dir / render.MPIJOB_FILE, root))
+    files = {}
+    for filename, text in texts.items():
+        files[filename] = job_dir / filename
+        files[filename].write_text(text)
+    jobdir.write_record(
+        job_dir, job_id=name, namespace=cfg.k8s_namespace, profiler=cfg.k8s_profiler, image=cfg.image_ref,
+        report_volume=cfg.k8s_report_volume, report_host_path=cfg.k8s_report_host_path, report_pvc=cfg.k8s_report_pvc,
+        world_size=cfg.world_size, nodes=cfg.nodes, submitted=False,
+    )  # fmt: skip
+    return job_dir, name, files
+
+
+def deploy(cfg: Config, root: Path, *, dry_run: bool, wait: bool) -> DeployResult:
+    """Render the MPIJob into jobs/<id>/, validate it against the CRD, then 'kubectl apply' it unless dry_run."""
+    job_dir, name, files = render_job(cfg, root)
+    result = DeployResult(job_dir=job_dir, files=list(files.values()), job_id=name)
+    shown = _relative(files[render.MPIJOB_FILE], root)
+    result.lines.append(f"rendered MPIJob {name} ({cfg.nodes} worker(s) x {cfg.procs_per_node} slot(s) = {cfg.world_size} ranks, "
+                        f"namespace {cfg.k8s_namespace}) into {_relative(job_dir, root)}/, valid against the MPIJob CRD {OPERATOR_VERSION}")  # fmt: skip
+    for filename, path in files.items():
+        result.lines.append(f"  {_relative(path, root)}")
+    if render.VALUES_FILE in files:
+        chart = render.INJECTORS[cfg.k8s_profiler]["chart"]
+        result.lines.append(f"profiling by {cfg.k8s_profiler}: install it with 'helm upgrade --install -f "
+                            f"{_relative(files[render.VALUES_FILE], root)} {cfg.k8s_profiler} {chart}' before the job starts")  # fmt: skip
+    if dry_run:
+        result.lines.append(f"dry run: nothing submitted; submit with 'kubectl apply -f {shown}'")
+        return result
+    try:
+        output = kubectl.run(f"submitting MPIJob {name}", kubectl.command("apply", "-f", str(files[render.MPIJOB_FILE])))
+    except ClusterError as exc:
+        raise type(exc)(f"{exc} (rendered files kept in {_relative(job_dir, root)}/)", exc.cmd, exc.returncode, exc.stderr) from None
+    jobdir.write_record(job_dir, submitted=True)
+    result.submitted = True
+    result.lines += [line for line in output.strip().splitlines() if line]
+    result.lines.append("next: 'invoke status --k8s', 'invoke logs --k8s', 'invoke collect --k8s' (after the job), 'invoke undeploy --k8s'")
+    if wait:
+        result.exit_code = wait_for(name, cfg.k8s_namespace)
+        result.lines.append(f"MPIJob {name} ended with exit code {result.exit_code}")
+    return result
+
+
+def _job(cfg: Config, root: Path, job: str | None) -> tuple[str, str, dict[str, Any]]:
+    """(MPIJob name, namespace, job.json record) of JOB or of the last k8s job; an unknown name is taken as an MPIJob name."""
+    try:
+        folder = jobdir.find_job_dir(root, TARGET, job)
+    except NsyskitError:
+        if job and not (Path(root) / jobdir.JOBS / job).exists():
+            return job, cfg.k8s_namespace, {}  # an MPIJob not deployed from this project
+        raise
+    record = jobdir.read_record(folder)
+    return record.get("job_id") or job_name(folder), record.get("namespace") or cfg.k8s_namespace, {**record, "dir": folder}
+
+
+def undeploy(cfg: Config, root: Path, job: str | None) -> str:
+    """Delete the MPIJob (and so its pods); a job already gone is not an error."""
+    name, namespace, _ = _job(cfg, root, job)
+    output = kubectl.run(
+        f"deleting MPIJob {name}", kubectl.command("delete", "mpijob", name, "--ignore-not-found", namespace=namespace)
+    )
+    return output.strip() or f"MPIJob {name} is not in namespace {namespace} (already deleted or expired)"
+
+
+def status(cfg: Config, root: Path, job: str | None) -> str:
+    """The MPIJob's state and its pods (kubectl get)."""
+    name, namespace, _ = _job(cfg, root, job)
+    what = f"getting the status of MPIJob {name}"
+    job_table = kubectl.run(what, kubectl.command("get", "mpijob", name, "-o", "wide", namespace=namespace))
+    pods = kubectl.run(what, kubectl.command("get", "pods", "-l", f"{render.JOB_LABEL}={name}", "-o", "wide", namespace=namespace))
+    return job_table.rstrip() + "\n\n" + (pods.rstrip() or f"no pods of {name} (yet, or any more)")
+
+
+def _pods(name: str, namespace: str, role: str) -> list[dict[str, Any]]:
+    """The pods of one role (launcher/worker) of an MPIJob, as kubectl's JSON items, oldest first."""
+    selector = f"{render.JOB_LABEL}={name},{render.ROLE_LABEL}={role}"
+    output = kubectl.run(
+        f"listing the {role} pods of MPIJob {name}", kubectl.command("get", "pods", "-l", selector, "-o", "json", namespace=namespace)
+    )
+    items = json.loads(output or "{}").get("items", [])
+    return sorted(items, key=lambda pod: pod["metadata"].get("creationTimestamp", ""))
+
+
+def logs(cfg: Config, root: Path, job: str | None, follow: bool) -> None:
+    """Print the launcher's output (mpirun and every rank's stdout), following it with follow=True."""
+    name, namespace, _ = _job(cfg, root, job)
+    launchers = _pods(name, namespace, "launcher")
+    if not launchers:
+        raise NsyskitError(
+            f"MPIJob {name} has no launcher pod yet (it starts when every worker is ready); fix: see 'invoke status --k8s'"
+        )
+    pod = launchers[-1]["metadata"]["name"]
+    args = ["logs", f"pod/{pod}", "--namespace", namespace] + (["--follow"] if follow else [])
+    kubectl.stream(f"reading the logs of {pod}", args)
+
+
+def _ended(name: str, namespace: str) -> str | None:
+    """'Succeeded' or 'Failed' once the MPIJob has ended, else None."""
+    output = kubectl.run(f"watching MPIJob {name}", kubectl.command("get", "mpijob", name, "-o", "json", namespace=namespace))
+    for condition in json.loads(output).get("status", {}).get("conditions", []):
+        if condition.get("type") in ("Succeeded", "Failed") and condition.get("status") == "True":
+            return condition["type"]
+    return None
+
+
+def launcher_exit_code(pod: dict[str, Any]) -> int | None:
+    """The exit code of a launcher pod's container once it terminated, else None."""
+    for container in pod.get("status", {}).get("containerStatuses", []):
+        terminated = container.get("state", {}).get("terminated")
+        if terminated is not None:
+            return int(terminated.get("exitCode", 1))
+    return None
+
+
+def wait_for(name: str, namespace: str, poll_s: float = WAIT_POLL_S) -> int:
+    """Block until the MPIJob has succeeded or failed; its launcher's exit code (1 for a failure without one)."""
+    while (state := _ended(name, namespace)) is None:
+        time.sleep(poll_s)
+    launchers = _pods(name, namespace, "launcher")
+    code = launcher_exit_code(launchers[-1]) if launchers else None
+    return code if code is not None else (0 if state == "Succeeded" else 1)
+
+
+def collect(cfg: Config, root: Path, job: str | None) -> Path:
+    """Copy the job's reports out of its running worker pods into REPORT_DIR/<job>/ (kubectl cp)."""
+    name, namespace, record = _job(cfg, root, job)
+    volume = record.get("report_volume", cfg.k8s_report_volume)
+    workers = [pod for pod in _pods(name, namespace, "worker") if pod.get("status", {}).get("phase") == "Running"]
+    if not workers:
+        raise NsyskitError(where_reports_are(name, record, cfg))
+    if volume == "pvc" and record.get("profiler", cfg.k8s_profiler) == "wrapper":
+        workers = workers[:1]  # every worker mounts the same folder of the claim
+    dest = Path(root) / cfg.report_dir / name
+    staging = dest / ".staging"
+    for pod in workers:
+        pod_name = pod["metadata"]["name"]
+        target = staging / pod_name
+        kubectl.run(
+            f"copying the reports out of {pod_name}",
+            ["cp", "--namespace", namespace, "-c", "worker", f"{pod_name}:{launch.CONTAINER_REPORT_DIR}", str(target)],
+        )
+        _merge(target, dest, keep=None if record.get("profiler", "wrapper") == "wrapper" else name)
+    shutil.rmtree(staging, ignore_errors=True)
+    if "dir" in record:
+        shutil.copy2(Path(record["dir"]) / jobdir.RECORD, dest / jobdir.RECORD)
+    return dest
+
+
+def _merge(source: Path, dest: Path, keep: str | None) -> None:
+    """Move the files of one pod's copy into DEST (only names containing KEEP, when given); clashing names get the pod's."""
+    for path in sorted(p for p in source.rglob("*") if p.is_file()):
+        if keep and keep not in path.name:
+            continue  # an injector's shared folder also holds other jobs' reports
+        target = dest / path.relative_to(source)
+        if target.exists():
+            target = target.with_name(f"{source.name}-{target.name}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(path), target)
+
+
+def where_reports_are(name: str, record: dict[str, Any], cfg: Config) -> str:
+    """One line saying where the reports of a job whose worker pods are gone can be found."""
+    if record.get("report_volume", cfg.k8s_report_volume) == "pvc":
+        claim = record.get("report_pvc", cfg.k8s_report_pvc)
+        folder = f"{name}/" if record.get("profiler", "wrapper") == "wrapper" else f"files named {name}-worker-*"
+        return (f"MPIJob {name} has no running worker pod to copy from; its reports are on the claim {claim} "
+                f"({folder}); fix: mount the claim in a pod and 'kubectl cp' them, or read them where the volume lives (e.g. FSx)")  # fmt: skip
+    base = record.get("report_host_path", cfg.k8s_report_host_path)
+    folder = f"{base}/{name}/" if record.get("profiler", "wrapper") == "wrapper" else f"{base}/ (files named {name}-worker-*)"
+    return (f"MPIJob {name} has no running worker pod to copy from; its reports stay on the nodes that ran it, in {folder}; "
+            "fix: copy them from the nodes, and next time keep K8S_CLEAN_POD_POLICY=none and collect before K8S_TTL_SECONDS_AFTER_FINISHED")  # fmt: skip
+
+
+def operator_installed(cfg: Config) -> bool:
+    """True when the cluster has the MPIJob CRD (raises ClusterUnreachable when there is no cluster)."""
+    try:
+        kubectl.run("looking for the MPIJob CRD", kubectl.command("get", "crd", kubectl.MPIJOB_CRD, "-o", "name"))
+    except ClusterError as exc:
+        if "notfound" in exc.stderr.lower().replace(" ", "") or "not found" in exc.stderr.lower():
+            return False
+        raise
+    return True
+
+
+def setup_operator(cfg: Config, root: Path) -> str:
+    """Apply the pinned MPI operator release when the cluster lacks the MPIJob CRD; says what was done."""
+    if operator_installed(cfg):
+        return f"the MPIJob CRD ({kubectl.MPIJOB_CRD}) is installed: nothing to do"
+    manifest = cfg.k8s_mpi_operator_manifest or OPERATOR_MANIFEST
+    if "://" not in manifest:
+        manifest = str((Path(root) / manifest).resolve())
+    kubectl.run("installing the MPI operator", ["apply", "--server-side", "-f", manifest])
+    kubectl.run(
+        "waiting for the MPI operator",
+        ["rollout", "status", "deployment/mpi-operator", "--namespace", OPERATOR_NAMESPACE, "--timeout=300s"],
+    )
+    return f"installed the MPI operator from {manifest}; 'invoke deploy --k8s' can submit MPIJobs now"

@@ -1,0 +1,213 @@
+"""Pure rendering of the Kubernetes files of a job (MPIJob, injector helm values, pod label) from the config."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from nsyskit import launch
+from nsyskit.config import Config
+from nsyskit.config.k8s_parse import quantity_bytes
+from nsyskit.errors import ConfigError, ConfigErrors
+
+TEMPLATES = "k8s"  # the templates folder under the project root
+MPIJOB_FILE = "mpijob.yaml"
+VALUES_FILE = "injector-values.yaml"
+LABEL_FILE = "pod-label.yaml"
+
+# Labels nsyskit puts on its pods, so status/logs/collect find them without the operator's own labels.
+JOB_LABEL = "nsyskit/job"
+ROLE_LABEL = "nsyskit/role"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+
+# The injection label each NVIDIA injector watches for, and the chart that installs it.
+INJECTORS = {
+    "devtools-sidecar-injector": {
+        "label": ("nvidia-devtools-sidecar-injector", "enabled"),
+        "chart": "https://helm.ngc.nvidia.com/nvidia/devtools/charts/devtools-sidecar-injector-1.0.0.tgz",
+    },
+    "nsight-operator": {
+        "label": ("nvidia-nsight-profile", "enabled"),
+        "chart": "https://helm.ngc.nvidia.com/nvidia/devtools/charts/nsight-operator-1.1.0.tgz",
+    },
+}
+# Which processes the injector wraps: the example that the ranks run.
+INJECTION_MATCH = "^.*" + re.escape(launch.EXAMPLE) + ".*$"
+SSH_PORT = 22
+
+
+def check(cfg: Config) -> None:
+    """Reject settings a cluster job cannot run with: every problem at once, before anything is written."""
+    errors: list[ConfigError] = []
+
+    def err(key: str, value: object, problem: str, fix: str) -> None:
+        errors.append(ConfigError(key, value, problem, fix, cfg.sources.get(key, "")))
+
+    if cfg.nodes < 1:
+        err("NODES", cfg.nodes, "an MPIJob needs at least one worker", "set NODES to 1 or more")
+    if cfg.procs_per_node < 1:
+        err("PROCS_PER_NODE", cfg.procs_per_node, "each worker needs at least one slot", "set PROCS_PER_NODE to 1 or more")
+    elif cfg.gpus_per_node and cfg.procs_per_node % cfg.gpus_per_node:
+        err("GPUS_PER_NODE", cfg.gpus_per_node,
+            f"does not divide PROCS_PER_NODE={cfg.procs_per_node}, so the ranks of a worker cannot share its GPUs evenly",
+            f"set PROCS_PER_NODE to a multiple of GPUS_PER_NODE (usually equal: {cfg.gpus_per_node}), or GPUS_PER_NODE to a divisor of it")  # fmt: skip
+    if not cfg.registry:
+        err("REGISTRY", cfg.registry, f"the cluster must pull the image {cfg.image_ref} from a registry, but REGISTRY is empty",
+            "set REGISTRY (e.g. ACCOUNT.dkr.ecr.REGION.amazonaws.com) and run 'invoke push'")  # fmt: skip
+    if cfg.k8s_hugepages and not cfg.k8s_memory:
+        err("K8S_HUGEPAGES", cfg.k8s_hugepages, "Kubernetes admits huge pages only with a memory request, and K8S_MEMORY is empty",
+            "set K8S_MEMORY (e.g. 256Gi), or K8S_HUGEPAGES=0")  # fmt: skip
+    if cfg.k8s_memory and cfg.k8s_shm_size and quantity_bytes(cfg.k8s_shm_size) > quantity_bytes(cfg.k8s_memory):
+        err("K8S_SHM_SIZE", cfg.k8s_shm_size, f"is larger than K8S_MEMORY={cfg.k8s_memory}, and /dev/shm counts against it",
+            "lower K8S_SHM_SIZE or raise K8S_MEMORY")  # fmt: skip
+    if cfg.k8s_report_volume == "pvc" and not cfg.k8s_report_pvc:
+        err("K8S_REPORT_PVC", "", "K8S_REPORT_VOLUME=pvc needs the name of a claim",
+            "set K8S_REPORT_PVC to an existing ReadWriteMany claim, or K8S_REPORT_VOLUME=hostpath")  # fmt: skip
+    if cfg.instance_type and not _label_value_ok(cfg.instance_type):
+        err("INSTANCE_TYPE", cfg.instance_type, "is not a valid Kubernetes label value",
+            "use an instance type such as p5.48xlarge, or leave it empty for no node selector")  # fmt: skip
+    if errors:
+        raise ConfigErrors(errors)
+
+
+def _label_value_ok(value: str) -> bool:
+    """True for a valid label value: at most 63 of [A-Za-z0-9._-], alphanumeric at both ends."""
+    return bool(re.fullmatch(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?", value))
+
+
+def launcher_command(cfg: Config) -> list[str]:
+    """What the launcher runs: launch.mpirun_command, with the ranks unwrapped when an injector profiles them."""
+    command = launch.mpirun_command(cfg)
+    if cfg.k8s_profiler == "wrapper":
+        return command
+    # The injector starts nsys itself; running our wrapper too would profile every rank twice.
+    return [arg for arg in command if arg != launch.WRAPPER]
+
+
+def worker_command() -> list[str]:
+    """What every worker runs: sshd in the foreground, so the launcher's mpirun can start ranks over ssh."""
+    return ["/bin/bash", "-c", "mkdir -p /run/sshd && exec /usr/sbin/sshd -De"]
+
+
+def report_volume(cfg: Config, job: str) -> dict[str, Any]:
+    """The worker volume that holds reports: a per-job hostPath folder, or the claim (with a per-job subPath)."""
+    if cfg.k8s_report_volume == "pvc":
+        return {"volume": {"name": "reports", "persistentVolumeClaim": {"claimName": cfg.k8s_report_pvc}}, "sub_path": job}
+    path = f"{cfg.k8s_report_host_path}/{job}"
+    return {"volume": {"name": "reports", "hostPath": {"path": path, "type": "DirectoryOrCreate"}}, "sub_path": None}
+
+
+def worker_resources(cfg: Config) -> dict[str, str | int]:
+    """Requests = limits of each worker: GPUs, EFA devices, huge pages and memory (extended resources need both equal)."""
+    resources: dict[str, str | int] = {}
+    if cfg.gpus_per_node:
+        resources["nvidia.com/gpu"] = cfg.gpus_per_node
+    if cfg.efa_per_node:
+        resources["vpc.amazonaws.com/efa"] = cfg.efa_per_node
+    if cfg.k8s_hugepages:
+        resources["hugepages-2Mi"] = cfg.k8s_hugepages
+    if cfg.k8s_memory:
+        resources["memory"] = cfg.k8s_memory
+    return resources
+
+
+def capabilities(cfg: Config) -> list[str]:
+    """Linux capabilities the workers need: IPC_LOCK to pin EFA memory, SYS_ADMIN for nsys CPU sampling."""
+    caps = []
+    if cfg.efa_per_node:
+        caps.append("IPC_LOCK")
+    if cfg.nsys_sample != "none":
+        caps.append("SYS_ADMIN")
+    return caps
+
+
+def injector_label(cfg: Config) -> tuple[str, str] | None:
+    """The (key, value) pod label of the configured injector, or None for the wrapper."""
+    injector = INJECTORS.get(cfg.k8s_profiler)
+    return injector["label"] if injector else None
+
+
+def injector_nsys_args(cfg: Config) -> str:
+    """'nsys profile' arguments for the injector, with per-pod, per-rank report names under /reports."""
+    args = ["profile", "--trace", cfg.nsys_trace, "--sample", cfg.nsys_sample, "--force-overwrite", "true"]
+    if cfg.profile_steps and cfg.uses_gpu:
+        args += ["--capture-range", "cudaProfilerApi", "--capture-range-end", "stop"]
+    elif cfg.nsys_delay:
+        args += ["--delay", str(cfg.nsys_delay)]
+    if cfg.nsys_duration:
+        args += ["--duration", str(cfg.nsys_duration)]
+    if cfg.nsys_extra_args:
+        args.append(cfg.nsys_extra_args)
+    # {..} are filled in by the injector, %{..} by nsys from the process environment (mpirun sets the rank).
+    placeholders = {
+        "devtools-sidecar-injector": "%{POD_FULLNAME}_rank%{OMPI_COMM_WORLD_RANK}_{PROCESS_NAME}_{TIMESTAMP}_{UID}",
+        "nsight-operator": "%{NVDT_POD_FULLNAME}_rank%{OMPI_COMM_WORLD_RANK}_{NVDT_PROCESS_NAME}_{NVDT_TIMESTAMP}_{NVDT_UID}",
+    }[cfg.k8s_profiler]
+    return " ".join([*args, "-o", f"{launch.CONTAINER_REPORT_DIR}/{placeholders}.nsys-rep"])
+
+
+def context(cfg: Config, job: str) -> dict[str, Any]:
+    """Everything the templates need, computed here so the templates only lay out YAML."""
+    volume = report_volume(cfg, job)
+    label = injector_label(cfg)
+    return {
+        "job": job,
+        "cfg": cfg,
+        "namespace": cfg.k8s_namespace,
+        "image": cfg.image_ref,
+        "job_label": JOB_LABEL,
+        "role_label": ROLE_LABEL,
+        "launcher_command": launcher_command(cfg),
+        "worker_command": worker_command(),
+        "ssh_port": SSH_PORT,
+        "slots": cfg.procs_per_node,
+        "workers": cfg.nodes,
+        "resources": worker_resources(cfg),
+        "capabilities": capabilities(cfg),
+        "node_selector": {INSTANCE_TYPE_LABEL: cfg.instance_type} if cfg.instance_type else {},
+        "clean_pod_policy": cfg.k8s_clean_pod_policy.capitalize(),
+        "report_volume": volume["volume"],
+        "report_sub_path": volume["sub_path"],
+        "report_dir": launch.CONTAINER_REPORT_DIR,
+        "mount_reports": label is None,  # with an injector, its helm values mount the report volume
+        "injector": cfg.k8s_profiler if label else None,
+        "injector_label": label,
+        "injector_chart": INJECTORS[cfg.k8s_profiler]["chart"] if label else None,
+        "injector_args": injector_nsys_args(cfg) if label else None,
+        "injection_match": INJECTION_MATCH,
+        "injector_volume": _injector_volume(cfg),
+    }
+
+
+def _injector_volume(cfg: Config) -> dict[str, Any]:
+    """The report volume the injector mounts into every labelled pod (the base folder: pod names tell jobs apart)."""
+    if cfg.k8s_report_volume == "pvc":
+        return {"name": "nsys-reports", "persistentVolumeClaim": {"claimName": cfg.k8s_report_pvc}}
+    return {"name": "nsys-reports", "hostPath": {"path": cfg.k8s_report_host_path, "type": "DirectoryOrCreate"}}
+
+
+def _environment(root: Path) -> jinja2.Environment:
+    """A strict Jinja2 environment over ROOT/k8s whose `q` filter writes a YAML-safe (JSON) scalar."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(Path(root) / TEMPLATES)),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    env.filters["q"] = lambda value: json.dumps(value, ensure_ascii=False)
+    return env
+
+
+def render(cfg: Config, job: str, root: Path) -> dict[str, str]:
+    """The files of the job, name -> text: the MPIJob, plus the injector's helm values and pod label when one is used."""
+    env = _environment(root)
+    ctx = context(cfg, job)
+    files = {MPIJOB_FILE: env.get_template("mpijob.yaml.j2").render(ctx)}
+    if ctx["injector"]:
+        files[VALUES_FILE] = env.get_template(f"{ctx['injector']}-values.yaml.j2").render(ctx)
+        files[LABEL_FILE] = env.get_template("pod-label.yaml.j2").render(ctx)
+    return files
