@@ -16,7 +16,9 @@ from nsyskit.k8s import crd, kubectl, render
 
 TARGET = "k8s"
 OPERATOR_VERSION = "v0.8.2"  # the release whose CRD k8s/crds/ holds and the renderer targets
-OPERATOR_MANIFEST = f"https://raw.githubusercontent.com/kubeflow/mpi-operator/{OPERATOR_VERSION}/deploy/v2beta1/mpi-operator.yaml"
+OPERATOR_MANIFEST = (
+    f"https://raw.githubusercontent.com/kubeflow/mpi-operator/{OPERATOR_VERSION}/deploy/v2beta1/mpi-operator.yaml"
+)
 OPERATOR_NAMESPACE = "mpi-operator"
 WAIT_POLL_S = 10.0
 
@@ -40,7 +42,9 @@ def render_job(cfg: Config, root: Path) -> tuple[Path, str, dict[str, Path]]:
     job_dir = jobdir.new_job_dir(root, TARGET)
     name = job_name(job_dir)
     texts = render.render(cfg, name, root)
-    crd.validate(texts[render.MPIJOB_FILE], Path(root) / crd.CRD_FILE, name=_relative(job_dir / render.MPIJOB_FILE, root))
+    crd.validate(
+        texts[render.MPIJOB_FILE], Path(root) / crd.CRD_FILE, name=_relative(job_dir / render.MPIJOB_FILE, root)
+    )
     files = {}
     for filename, text in texts.items():
         files[filename] = job_dir / filename
@@ -60,8 +64,7 @@ def deploy(cfg: Config, root: Path, *, dry_run: bool, wait: bool) -> DeployResul
     shown = _relative(files[render.MPIJOB_FILE], root)
     result.lines.append(f"rendered MPIJob {name} ({cfg.nodes} worker(s) x {cfg.procs_per_node} slot(s) = {cfg.world_size} ranks, "
                         f"namespace {cfg.k8s_namespace}) into {_relative(job_dir, root)}/, valid against the MPIJob CRD {OPERATOR_VERSION}")  # fmt: skip
-    for filename, path in files.items():
-        result.lines.append(f"  {_relative(path, root)}")
+    result.lines += [f"  {_relative(path, root)}" for path in files.values()]
     if render.VALUES_FILE in files:
         chart = render.INJECTORS[cfg.k8s_profiler]["chart"]
         result.lines.append(f"profiling by {cfg.k8s_profiler}: install it with 'helm upgrade --install -f "
@@ -70,13 +73,19 @@ def deploy(cfg: Config, root: Path, *, dry_run: bool, wait: bool) -> DeployResul
         result.lines.append(f"dry run: nothing submitted; submit with 'kubectl apply -f {shown}'")
         return result
     try:
-        output = kubectl.run(f"submitting MPIJob {name}", kubectl.command("apply", "-f", str(files[render.MPIJOB_FILE])))
+        output = kubectl.run(
+            f"submitting MPIJob {name}", kubectl.command("apply", "-f", str(files[render.MPIJOB_FILE]))
+        )
     except ClusterError as exc:
-        raise type(exc)(f"{exc} (rendered files kept in {_relative(job_dir, root)}/)", exc.cmd, exc.returncode, exc.stderr) from None
+        raise type(exc)(
+            f"{exc} (rendered files kept in {_relative(job_dir, root)}/)", exc.cmd, exc.returncode, exc.stderr
+        ) from None
     jobdir.write_record(job_dir, submitted=True)
     result.submitted = True
     result.lines += [line for line in output.strip().splitlines() if line]
-    result.lines.append("next: 'invoke status --k8s', 'invoke logs --k8s', 'invoke collect --k8s' (after the job), 'invoke undeploy --k8s'")
+    result.lines.append(
+        "next: 'invoke status --k8s', 'invoke logs --k8s', 'invoke collect --k8s' (after the job), 'invoke undeploy --k8s'"
+    )
     if wait:
         result.exit_code = wait_for(name, cfg.k8s_namespace)
         result.lines.append(f"MPIJob {name} ended with exit code {result.exit_code}")
@@ -92,7 +101,11 @@ def _job(cfg: Config, root: Path, job: str | None) -> tuple[str, str, dict[str, 
             return job, cfg.k8s_namespace, {}  # an MPIJob not deployed from this project
         raise
     record = jobdir.read_record(folder)
-    return record.get("job_id") or job_name(folder), record.get("namespace") or cfg.k8s_namespace, {**record, "dir": folder}
+    return (
+        record.get("job_id") or job_name(folder),
+        record.get("namespace") or cfg.k8s_namespace,
+        {**record, "dir": folder},
+    )
 
 
 def undeploy(cfg: Config, root: Path, job: str | None) -> str:
@@ -109,7 +122,9 @@ def status(cfg: Config, root: Path, job: str | None) -> str:
     name, namespace, _ = _job(cfg, root, job)
     what = f"getting the status of MPIJob {name}"
     job_table = kubectl.run(what, kubectl.command("get", "mpijob", name, "-o", "wide", namespace=namespace))
-    pods = kubectl.run(what, kubectl.command("get", "pods", "-l", f"{render.JOB_LABEL}={name}", "-o", "wide", namespace=namespace))
+    pods = kubectl.run(
+        what, kubectl.command("get", "pods", "-l", f"{render.JOB_LABEL}={name}", "-o", "wide", namespace=namespace)
+    )
     return job_table.rstrip() + "\n\n" + (pods.rstrip() or f"no pods of {name} (yet, or any more)")
 
 
@@ -117,7 +132,8 @@ def _pods(name: str, namespace: str, role: str) -> list[dict[str, Any]]:
     """The pods of one role (launcher/worker) of an MPIJob, as kubectl's JSON items, oldest first."""
     selector = f"{render.JOB_LABEL}={name},{render.ROLE_LABEL}={role}"
     output = kubectl.run(
-        f"listing the {role} pods of MPIJob {name}", kubectl.command("get", "pods", "-l", selector, "-o", "json", namespace=namespace)
+        f"listing the {role} pods of MPIJob {name}",
+        kubectl.command("get", "pods", "-l", selector, "-o", "json", namespace=namespace),
     )
     items = json.loads(output or "{}").get("items", [])
     return sorted(items, key=lambda pod: pod["metadata"].get("creationTimestamp", ""))
@@ -138,7 +154,9 @@ def logs(cfg: Config, root: Path, job: str | None, follow: bool) -> None:
 
 def _ended(name: str, namespace: str) -> str | None:
     """'Succeeded' or 'Failed' once the MPIJob has ended, else None."""
-    output = kubectl.run(f"watching MPIJob {name}", kubectl.command("get", "mpijob", name, "-o", "json", namespace=namespace))
+    output = kubectl.run(
+        f"watching MPIJob {name}", kubectl.command("get", "mpijob", name, "-o", "json", namespace=namespace)
+    )
     for condition in json.loads(output).get("status", {}).get("conditions", []):
         if condition.get("type") in ("Succeeded", "Failed") and condition.get("status") == "True":
             return condition["type"]
@@ -208,7 +226,11 @@ def where_reports_are(name: str, record: dict[str, Any], cfg: Config) -> str:
         return (f"MPIJob {name} has no running worker pod to copy from; its reports are on the claim {claim} "
                 f"({folder}); fix: mount the claim in a pod and 'kubectl cp' them, or read them where the volume lives (e.g. FSx)")  # fmt: skip
     base = record.get("report_host_path", cfg.k8s_report_host_path)
-    folder = f"{base}/{name}/" if record.get("profiler", "wrapper") == "wrapper" else f"{base}/ (files named {name}-worker-*)"
+    folder = (
+        f"{base}/{name}/"
+        if record.get("profiler", "wrapper") == "wrapper"
+        else f"{base}/ (files named {name}-worker-*)"
+    )
     return (f"MPIJob {name} has no running worker pod to copy from; its reports stay on the nodes that ran it, in {folder}; "
             "fix: copy them from the nodes, and next time keep K8S_CLEAN_POD_POLICY=none and collect before K8S_TTL_SECONDS_AFTER_FINISHED")  # fmt: skip
 

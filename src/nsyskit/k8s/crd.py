@@ -24,7 +24,10 @@ OBJECT_META = {
     "properties": {
         "name": {"type": "string", "maxLength": 63, "pattern": r"^[a-z]([-a-z0-9]*[a-z0-9])?$"},
         "namespace": {"type": "string", "maxLength": 63, "pattern": _DNS_SUBDOMAIN},
-        "labels": {"type": "object", "additionalProperties": {"type": "string", "maxLength": 63, "pattern": _LABEL_VALUE}},
+        "labels": {
+            "type": "object",
+            "additionalProperties": {"type": "string", "maxLength": 63, "pattern": _LABEL_VALUE},
+        },
         "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
     },
 }

@@ -20,7 +20,11 @@ _UNREACHABLE = (
     "dial tcp", "context deadline exceeded", "tls handshake timeout", "no route to host", "network is unreachable",
     "the server could not find the requested resource (get",
 )  # fmt: skip
-_NO_CRD = ('no matches for kind "mpijob"', "resource mapping not found", 'the server doesn\'t have a resource type "mpijob')
+_NO_CRD = (
+    'no matches for kind "mpijob"',
+    "resource mapping not found",
+    "the server doesn't have a resource type \"mpijob",
+)
 _REASON = re.compile(
     r"connection refused|no such host|i/o timeout|no route to host|network is unreachable|"
     r"context deadline exceeded|TLS handshake timeout|certificate signed by unknown authority|Unauthorized"

@@ -50,7 +50,12 @@ def check(cfg: Config) -> None:
     if cfg.nodes < 1:
         err("NODES", cfg.nodes, "an MPIJob needs at least one worker", "set NODES to 1 or more")
     if cfg.procs_per_node < 1:
-        err("PROCS_PER_NODE", cfg.procs_per_node, "each worker needs at least one slot", "set PROCS_PER_NODE to 1 or more")
+        err(
+            "PROCS_PER_NODE",
+            cfg.procs_per_node,
+            "each worker needs at least one slot",
+            "set PROCS_PER_NODE to 1 or more",
+        )
     elif cfg.gpus_per_node and cfg.procs_per_node % cfg.gpus_per_node:
         err("GPUS_PER_NODE", cfg.gpus_per_node,
             f"does not divide PROCS_PER_NODE={cfg.procs_per_node}, so the ranks of a worker cannot share its GPUs evenly",
@@ -96,7 +101,10 @@ def worker_command() -> list[str]:
 def report_volume(cfg: Config, job: str) -> dict[str, Any]:
     """The worker volume that holds reports: a per-job hostPath folder, or the claim (with a per-job subPath)."""
     if cfg.k8s_report_volume == "pvc":
-        return {"volume": {"name": "reports", "persistentVolumeClaim": {"claimName": cfg.k8s_report_pvc}}, "sub_path": job}
+        return {
+            "volume": {"name": "reports", "persistentVolumeClaim": {"claimName": cfg.k8s_report_pvc}},
+            "sub_path": job,
+        }
     path = f"{cfg.k8s_report_host_path}/{job}"
     return {"volume": {"name": "reports", "hostPath": {"path": path, "type": "DirectoryOrCreate"}}, "sub_path": None}
 
