@@ -134,3 +134,11 @@ class SlurmJobFailed(NsyskitError):
 
 class EnrootMissing(NsyskitError):
     """enroot is not installed where 'invoke enroot-import' runs: says where to run it or how to install it."""
+
+
+class NcclLogError(NsyskitError):
+    """An NCCL log argument is unusable (missing, unreadable, bad range): names the argument, the value and the fix."""
+
+    def __init__(self, what: str, value: object, problem: str, fix: str) -> None:
+        self.what, self.value, self.problem, self.fix = what, value, problem, fix
+        super().__init__(f"{what} {value!r}: {problem}; fix: {fix}")
