@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from botocore.exceptions import (
     EndpointConnectionError,
     NoCredentialsError,
     NoRegionError,
+    ParamValidationError,
     PartialCredentialsError,
     ReadTimeoutError,
 )
@@ -32,6 +34,7 @@ _REJECTED_CREDENTIAL_CODES = {
     "UnrecognizedClientException", "InvalidSignatureException", "ExpiredTokenException", "ExpiredToken",
     "InvalidClientTokenId", "SignatureDoesNotMatch", "AuthFailure", "InvalidAccessKeyId",
 }  # fmt: skip
+_PERFORM = re.compile(r"not authorized to perform:? ([a-z0-9-]+:[A-Za-z0-9]+)")
 _MANIFEST_TYPES = [
     "application/vnd.docker.distribution.manifest.v2+json",
     "application/vnd.oci.image.manifest.v1+json",
@@ -90,10 +93,13 @@ def translated(operation: str, ecr) -> Iterator[None]:
         ) from exc
     except ClientError as exc:
         error = exc.response.get("Error", {})
-        code, message = error.get("Code", "?"), error.get("Message", str(exc))
-        if code in _DENIED_CODES:
+        code, message = error.get("Code", "?"), _plain(error.get("Message", str(exc)))
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if code in _DENIED_CODES or (status == 403 and code not in _REJECTED_CREDENTIAL_CODES):
+            named = _PERFORM.search(message)
+            action = named[1] if named else action  # AWS names the exact action it checked
             raise AwsAccessDenied(
-                f"AWS denied {action} ({code}): grant the IAM action {action} to these credentials; AWS said: {message}",
+                f"AWS denied {action}: grant the IAM action {action} to these credentials; AWS said: {message}",
                 action, operation, code,
             ) from exc  # fmt: skip
         if code in _REJECTED_CREDENTIAL_CODES:
@@ -103,8 +109,18 @@ def translated(operation: str, ecr) -> Iterator[None]:
                 operation, code,
             ) from exc  # fmt: skip
         raise AwsError(f"{action} failed ({code}): {message}", operation, code) from exc
-    except BotoCoreError as exc:  # e.g. an expired SSO token: botocore says what to run
-        raise AwsCredentialsMissing(f"AWS credentials unusable for {action}: {exc}", operation) from exc
+    except ParamValidationError as exc:
+        raise AwsError(f"{action} rejected the request: {' '.join(str(exc).split())}", operation) from exc
+    except BotoCoreError as exc:
+        if re.search(r"credential|token|sso", type(exc).__name__, re.I):  # e.g. an expired SSO token
+            raise AwsCredentialsMissing(f"AWS credentials unusable for {action}: {exc}", operation) from exc
+        raise AwsError(f"{action} failed: {exc}", operation) from exc
+
+
+def _plain(message: str) -> str:
+    """The human part of an AWS error message (some endpoints answer JSON services with an XML body)."""
+    inner = re.search(r"<Message>(.*?)</Message>", message, re.S)
+    return " ".join((inner[1] if inner else message).split())
 
 
 def ensure_repository(ecr, account: str, name: str, scan_on_push: bool, immutable: bool) -> Repository:
