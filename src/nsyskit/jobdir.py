@@ -41,10 +41,11 @@ def read_record(job_dir: Path) -> dict[str, Any]:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def write_record(job_dir: Path, **fields: Any) -> dict[str, Any]:
+def write_record(folder: Path, /, **fields: Any) -> dict[str, Any]:
     """Merge `fields` into the job folder's job.json (e.g. the scheduler's job id once submitted)."""
-    record = {**read_record(job_dir), **fields}
-    (Path(job_dir) / RECORD).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    # `folder` is positional-only: 'job_dir' is itself one of the recorded fields.
+    record = {**read_record(folder), **fields}
+    (Path(folder) / RECORD).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     return record
 
 
