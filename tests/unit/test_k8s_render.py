@@ -1,0 +1,326 @@
+"""The Kubernetes renderer: CRD validity with unknown fields rejected, golden files, one distributed job, bad values."""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from nsyskit import k8s, launch
+from nsyskit.config import load_config
+from nsyskit.errors import ConfigErrors
+from nsyskit.k8s import crd, render
+
+ROOT = Path(__file__).resolve().parents[2]
+CRD = ROOT / crd.CRD_FILE
+GOLDEN = ROOT / "tests" / "data" / "golden" / "k8s"
+REGEN = "NSYSKIT_REGEN_GOLDEN"
+JOB = "nsyskit-golden"
+ECR = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
+
+# name -> (profile, overrides): the committed .env (the real AWS use) and the variants the issue names.
+VARIANTS = {
+    "default": (None, {"REGISTRY": ECR}),
+    "cpu": ("local-cpu", {"REGISTRY": "127.0.0.1:5000", "NODES": "2", "K8S_HUGEPAGES": "0", "K8S_MEMORY": "8Gi", "K8S_SHM_SIZE": "2Gi"}),
+    "gpu-efa": (None, {"REGISTRY": ECR, "NODES": "4", "INSTANCE_TYPE": "p4d.24xlarge", "EFA_PER_NODE": "4",
+                       "K8S_NAMESPACE": "training", "K8S_HUGEPAGES": "10240Mi", "NSYS_SAMPLE": "process-tree", "PROFILE_RANKS": "local0"}),
+    "pvc": (None, {"REGISTRY": ECR, "K8S_REPORT_VOLUME": "pvc", "K8S_REPORT_PVC": "fsx-claim", "K8S_CLEAN_POD_POLICY": "running",
+                   "K8S_TTL_SECONDS_AFTER_FINISHED": "", "K8S_BACKOFF_LIMIT": "2", "INSTANCE_TYPE": ""}),
+    "sidecar-injector": (None, {"REGISTRY": ECR, "K8S_PROFILER": "devtools-sidecar-injector",
+                                "K8S_INJECTOR_IMAGE": f"{ECR}/nsight-systems-cli:2024.6.1"}),
+    "nsight-operator": (None, {"REGISTRY": ECR, "K8S_PROFILER": "nsight-operator", "K8S_REPORT_VOLUME": "pvc", "K8S_REPORT_PVC": "fsx-claim"}),
+}  # fmt: skip
+
+
+def config(variant: str = "default", **more: str):
+    """The config of a variant, read from this repository's .env and profiles (the process environment left out)."""
+    profile, overrides = VARIANTS[variant]
+    return load_config(ROOT, profile=profile, overrides={**overrides, **more}, environ={})
+
+
+def mpijob(variant: str = "default", **more: str) -> dict:
+    """The rendered MPIJob of a variant, parsed."""
+    return yaml.safe_load(render.render(config(variant, **more), JOB, ROOT)[render.MPIJOB_FILE])
+
+
+def replica(document: dict, role: str) -> dict:
+    """The pod spec of the Launcher or Worker replica."""
+    return document["spec"]["mpiReplicaSpecs"][role]["template"]["spec"]
+
+
+# --- CRD validity ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_every_variant_validates_against_the_crd_with_unknown_fields_rejected(variant):
+    assert crd.problems(mpijob(variant), CRD) == []
+
+
+def test_vendored_crd_is_the_shared_one():
+    shared = ROOT.parent / "shared" / "schemas" / CRD.name
+    if not shared.is_file():
+        pytest.skip(f"no {shared} beside this checkout (CI and the workspace have it)")
+    assert CRD.read_bytes() == shared.read_bytes()
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        ("spec",),
+        ("spec", "runPolicy"),
+        ("spec", "mpiReplicaSpecs", "Worker"),
+        ("spec", "mpiReplicaSpecs", "Worker", "template", "spec"),
+        ("spec", "mpiReplicaSpecs", "Worker", "template", "spec", "containers", 0),
+        ("spec", "mpiReplicaSpecs", "Worker", "template", "spec", "containers", 0, "resources"),
+        ("spec", "mpiReplicaSpecs", "Launcher", "template", "metadata"),
+        ("metadata",),
+    ],
+    ids=lambda path: ".".join(map(str, path)),
+)
+def test_an_unknown_field_anywhere_is_rejected(path):
+    document = copy.deepcopy(mpijob())
+    node = document
+    for part in path:
+        node = node[part]
+    node["slotsPerWorkr"] = 8  # a typo: the API server would drop it silently
+    found = crd.problems(document, CRD)
+    assert any("slotsPerWorkr" in problem for problem in found), found
+
+
+def test_wrong_types_and_values_are_rejected():
+    document = copy.deepcopy(mpijob())
+    document["spec"]["slotsPerWorker"] = "8"
+    document["spec"]["mpiImplementation"] = "MVAPICH"
+    replica(document, "Worker")["containers"][0]["resources"]["limits"]["memory"] = "lots"
+    found = "\n".join(crd.problems(document, CRD))
+    assert "spec.slotsPerWorker" in found and "spec.mpiImplementation" in found and "limits.memory" in found
+
+
+def test_metadata_name_must_be_a_dns_label():
+    document = copy.deepcopy(mpijob())
+    document["metadata"]["name"] = "Not_A_Name"
+    assert any(problem.startswith("metadata.name") for problem in crd.problems(document, CRD))
+
+
+def test_strict_keeps_schemas_that_preserve_unknown_fields_open():
+    schema = {"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {}}, crd.PRESERVE: True}}}
+    strict = crd.strict(schema)
+    assert strict["additionalProperties"] is False
+    assert "additionalProperties" not in strict["properties"]["a"]
+
+
+def test_invalid_manifest_error_is_one_line_naming_file_and_field():
+    document = copy.deepcopy(mpijob())
+    document["spec"]["bogus"] = 1
+    with pytest.raises(crd.InvalidManifest) as error:
+        crd.validate(yaml.safe_dump(document), CRD, name="jobs/x/mpijob.yaml")
+    assert error.value.one_line().startswith(
+        "jobs/x/mpijob.yaml does not match the MPIJob CRD: spec: Additional properties"
+    )
+
+
+# --- golden files ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_rendered_files_match_the_golden_files(variant):
+    files = render.render(config(variant), JOB, ROOT)
+    folder = GOLDEN / variant
+    if os.environ.get(REGEN) == "1":
+        if os.environ.get("CI"):
+            pytest.fail(f"{REGEN}=1 is refused in CI: golden files are regenerated only on request, by a developer")
+        folder.mkdir(parents=True, exist_ok=True)
+        for stale in folder.glob("*"):
+            stale.unlink()
+        for name, text in files.items():
+            (folder / name).write_text(text)
+    expected = {path.name: path.read_text() for path in sorted(folder.glob("*"))}
+    hint = f"templates or settings changed: review the diff, then regenerate with {REGEN}=1 pytest {Path(__file__).relative_to(ROOT)}"
+    assert sorted(files) == sorted(expected), hint
+    for name, text in files.items():
+        assert text == expected[name], f"{variant}/{name}: {hint}"
+
+
+# --- one distributed job, rendered by launch.py -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", ["default", "cpu", "gpu-efa", "pvc"])
+def test_launcher_runs_exactly_the_mpirun_command_of_the_local_multi_container_run(variant):
+    cfg = config(variant)
+    command = replica(mpijob(variant), "Launcher")["containers"][0]["command"]
+    # The local multi-node run executes launch.mpirun_command(cfg) with the hostfile it mounts at launch.HOSTFILE.
+    assert command == launch.mpirun_command(cfg)
+    assert command[:1] == ["mpirun"] and launch.WRAPPER in command
+
+
+@pytest.mark.parametrize("variant", ["default", "cpu", "gpu-efa"])
+def test_one_job_over_all_ranks(variant):
+    cfg = config(variant)
+    document = mpijob(variant)
+    spec = document["spec"]
+    assert spec["mpiReplicaSpecs"]["Launcher"]["replicas"] == 1
+    assert spec["mpiReplicaSpecs"]["Worker"]["replicas"] == cfg.nodes
+    assert spec["slotsPerWorker"] == cfg.procs_per_node
+    command = replica(document, "Launcher")["containers"][0]["command"]
+    assert command[command.index("-np") + 1] == str(cfg.nodes * cfg.procs_per_node)
+    assert command[command.index("--hostfile") + 1] == "/etc/mpi/hostfile"  # the operator's hostfile of all workers
+    # Workers run no training of their own: only sshd, which the launcher's mpirun uses to start the ranks.
+    assert "train.py" not in " ".join(replica(document, "Worker")["containers"][0]["command"])
+    assert spec["launcherCreationPolicy"] == "WaitForWorkersReady"
+
+
+def test_gpu_efa_worker_resources_are_requested_and_limited_equally():
+    worker = replica(mpijob("gpu-efa"), "Worker")
+    resources = worker["containers"][0]["resources"]
+    assert (
+        resources["limits"]
+        == resources["requests"]
+        == {
+            "nvidia.com/gpu": 8,
+            "vpc.amazonaws.com/efa": 4,
+            "hugepages-2Mi": "10240Mi",
+            "memory": "256Gi",
+        }
+    )
+    assert worker["nodeSelector"] == {"node.kubernetes.io/instance-type": "p4d.24xlarge"}
+    assert worker["containers"][0]["securityContext"]["capabilities"]["add"] == ["IPC_LOCK", "SYS_ADMIN"]
+    command = replica(mpijob("gpu-efa"), "Launcher")["containers"][0]["command"]
+    for variable in ("FI_PROVIDER=efa", "FI_EFA_USE_DEVICE_RDMA=1", "NCCL_DEBUG=INFO", "NSYSKIT_PROFILE_RANKS=local0"):
+        assert command[command.index(variable) - 1] == "-x"
+
+
+def test_cpu_worker_asks_for_no_gpu_efa_or_huge_pages_and_has_no_node_selector():
+    worker = replica(mpijob("cpu"), "Worker")
+    assert worker["containers"][0]["resources"]["limits"] == {"memory": "8Gi"}
+    assert "nodeSelector" not in worker and "securityContext" not in worker["containers"][0]
+
+
+def test_shm_is_a_memory_empty_dir_and_reports_a_per_job_host_folder():
+    worker = replica(mpijob(), "Worker")
+    volumes = {volume["name"]: volume for volume in worker["volumes"]}
+    assert volumes["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "64Gi"}
+    assert volumes["reports"]["hostPath"] == {"path": f"/var/lib/nsyskit/reports/{JOB}", "type": "DirectoryOrCreate"}
+    mounts = {mount["name"]: mount for mount in worker["containers"][0]["volumeMounts"]}
+    assert mounts["dshm"]["mountPath"] == "/dev/shm" and mounts["reports"] == {
+        "name": "reports",
+        "mountPath": "/reports",
+    }
+
+
+def test_pvc_reports_go_to_a_per_job_sub_path_and_run_policy_follows_the_settings():
+    document = mpijob("pvc")
+    worker = replica(document, "Worker")
+    volumes = {volume["name"]: volume for volume in worker["volumes"]}
+    assert volumes["reports"]["persistentVolumeClaim"] == {"claimName": "fsx-claim"}
+    mounts = {mount["name"]: mount for mount in worker["containers"][0]["volumeMounts"]}
+    assert mounts["reports"] == {"name": "reports", "mountPath": "/reports", "subPath": JOB}
+    assert document["spec"]["runPolicy"] == {"cleanPodPolicy": "Running", "backoffLimit": 2}
+    assert mpijob()["spec"]["runPolicy"] == {
+        "cleanPodPolicy": "None",
+        "backoffLimit": 0,
+        "ttlSecondsAfterFinished": 3600,
+    }
+
+
+# --- the injector mode ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("variant", "label", "match_key"),
+    [
+        ("sidecar-injector", "nvidia-devtools-sidecar-injector", "injectionMatch"),
+        ("nsight-operator", "nvidia-nsight-profile", "injectionIncludePatterns"),
+    ],
+)
+def test_injector_mode_labels_workers_unwraps_ranks_and_renders_helm_values(variant, label, match_key):
+    files = render.render(config(variant), JOB, ROOT)
+    assert sorted(files) == [render.VALUES_FILE, render.MPIJOB_FILE, render.LABEL_FILE]
+    document = yaml.safe_load(files[render.MPIJOB_FILE])
+    worker_labels = document["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["metadata"]["labels"]
+    assert worker_labels[label] == "enabled"
+    command = replica(document, "Launcher")["containers"][0]["command"]
+    assert (
+        launch.WRAPPER not in command
+        and command[-len(launch.rank_command(config(variant))) + 1 :] == launch.rank_command(config(variant))[1:]
+    )
+    values = yaml.safe_load(files[render.VALUES_FILE])["profile"]
+    pattern = values[match_key] if isinstance(values[match_key], str) else values[match_key][0]
+    assert re.match(pattern, "python3 /nsyskit/workload/train.py --model-size gpt2")
+    assert "-o /reports/" in values["devtoolArgs"] and "OMPI_COMM_WORLD_RANK" in values["devtoolArgs"]
+    assert "--capture-range cudaProfilerApi" in values["devtoolArgs"]
+    assert values["volumeMounts"] == [{"name": "nsys-reports", "mountPath": "/reports"}]
+    patch = yaml.safe_load(files[render.LABEL_FILE])
+    assert patch == {"spec": {"template": {"metadata": {"labels": {label: "enabled"}}}}}
+
+
+def test_sidecar_injector_values_name_the_binaries_image():
+    values = yaml.safe_load(render.render(config("sidecar-injector"), JOB, ROOT)[render.VALUES_FILE])
+    assert values["devtoolBinariesImage"]["image"] == f"{ECR}/nsight-systems-cli:2024.6.1"
+    assert values["profile"]["volumes"][0]["hostPath"]["path"] == "/var/lib/nsyskit/reports"
+
+
+# --- bad values: rejected before anything is written -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("overrides", "key", "words"),
+    [
+        ({"NODES": "0"}, "NODES", "is not a positive integer"),
+        ({"GPUS_PER_NODE": "3"}, "GPUS_PER_NODE", "does not divide PROCS_PER_NODE=8"),
+        ({"PROCS_PER_NODE": "4"}, "GPUS_PER_NODE", "does not divide PROCS_PER_NODE=4"),
+        ({"K8S_HUGEPAGES": "-2Gi"}, "K8S_HUGEPAGES", "is negative"),
+        ({"K8S_HUGEPAGES": "3Mi"}, "K8S_HUGEPAGES", "is not a whole number of 2Mi pages"),
+        ({"REGISTRY": ""}, "REGISTRY", "must pull the image nsyskit:latest from a registry"),
+        ({"K8S_MEMORY": ""}, "K8S_HUGEPAGES", "only with a memory request"),
+        ({"K8S_SHM_SIZE": "300Gi"}, "K8S_SHM_SIZE", "is larger than K8S_MEMORY=256Gi"),
+        ({"K8S_REPORT_VOLUME": "pvc"}, "K8S_REPORT_PVC", "needs the name of a claim"),
+        ({"K8S_NAMESPACE": "My_Team"}, "K8S_NAMESPACE", "is not a Kubernetes name"),
+        ({"K8S_MEMORY": "lots"}, "K8S_MEMORY", "is not a Kubernetes quantity"),
+    ],
+)
+def test_bad_values_are_rejected_with_one_line_before_anything_is_written(tmp_path, overrides, key, words):
+    with pytest.raises(ConfigErrors) as error:
+        k8s.deploy(config("default", **overrides), tmp_path, dry_run=True, wait=False)
+    line = error.value.one_line()
+    assert line.startswith(f"{key}=") and words in line and "fix:" in line and "\n" not in line
+    assert list(tmp_path.iterdir()) == []  # no jobs/ folder, no file
+
+
+def test_zero_workers_or_slots_are_rejected_even_when_the_config_was_built_in_code(tmp_path):
+    cfg = config().replace(nodes=0, procs_per_node=0)
+    with pytest.raises(ConfigErrors) as error:
+        k8s.deploy(cfg, tmp_path, dry_run=True, wait=False)
+    assert [e.key for e in error.value.errors][:2] == ["NODES", "PROCS_PER_NODE"]
+    assert not (tmp_path / "jobs").exists()
+
+
+# --- dry run: files in jobs/<id>/, nothing needs a cluster ------------------------------------------------------------
+
+
+def _project(tmp_path: Path) -> Path:
+    """A project root with this repository's templates, so jobs/ lands in a temporary folder."""
+    (tmp_path / "k8s").symlink_to(ROOT / "k8s")
+    return tmp_path
+
+
+def test_dry_run_writes_valid_files_into_a_fresh_job_folder_and_remembers_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")  # no kubectl: a dry run must not need it
+    root = _project(tmp_path)
+    result = k8s.deploy(config("sidecar-injector"), root, dry_run=True, wait=False)
+    assert not result.submitted and result.job_dir.parent == root / "jobs"
+    assert sorted(path.name for path in result.files) == sorted(
+        [render.MPIJOB_FILE, render.VALUES_FILE, render.LABEL_FILE]
+    )
+    text = (result.job_dir / render.MPIJOB_FILE).read_text()
+    assert crd.problems(yaml.safe_load(text), CRD) == []
+    assert f"name: {result.job_id}" in text and result.job_id == "nsyskit-" + result.job_dir.name
+    assert any(line.startswith("dry run: nothing submitted") for line in result.lines)
+    assert (root / "jobs" / "last-k8s").read_text().strip() == result.job_dir.name
+    record = k8s.jobdir.read_record(result.job_dir)
+    assert record["job_id"] == result.job_id and record["submitted"] is False and record["namespace"] == "default"
+    second = k8s.deploy(config(), root, dry_run=True, wait=False)
+    assert second.job_dir != result.job_dir and second.job_id != result.job_id
