@@ -109,8 +109,10 @@ def credentials(target: Target, ecr_client=None) -> RegistryCredentials | None:
             "login",
         )
     found = docker.auth.load_config().resolve_authconfig(target.host) or {}
-    if found.get("Username") and found.get("Password"):
-        return RegistryCredentials(found["Username"], found["Password"], source="Docker config")
+    # 'auths' entries come back as username/password, credential helpers as Username/Secret-derived Password.
+    username, password = found.get("username") or found.get("Username"), found.get("password") or found.get("Password")
+    if username and password:
+        return RegistryCredentials(username, password, source="Docker config")
     return None
 
 
