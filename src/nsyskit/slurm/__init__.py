@@ -1,0 +1,150 @@
+"""The Slurm deployment target: render the sbatch script into jobs/<id>/, submit it, watch, cancel and collect it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from nsyskit import console
+from nsyskit.config import Config
+from nsyskit.deploy import DeployResult
+from nsyskit.errors import NsyskitError, SlurmJobFailed
+from nsyskit.jobdir import find_job_dir, new_job_dir, read_record, write_record
+from nsyskit.slurm import scheduler
+from nsyskit.slurm.render import REPORTS, SCRIPT, log_path, render_script
+
+TARGET = "slurm"
+FOLLOW_POLL_S = 1.0
+
+
+def render(cfg: Config, root: Path) -> Path:
+    """Render the job into a fresh job folder (script and empty report folder); return the script's path."""
+    job_dir = new_job_dir(root, TARGET)
+    script = job_dir / SCRIPT
+    script.write_text(render_script(cfg, root, job_dir))
+    script.chmod(0o755)
+    (job_dir / REPORTS).mkdir()
+    write_record(job_dir, mode=cfg.slurm_mode, script=SCRIPT, nodes=cfg.nodes, procs_per_node=cfg.procs_per_node,
+                 world_size=cfg.world_size, submitted=False)  # fmt: skip
+    return script
+
+
+def deploy(cfg: Config, root: Path, *, dry_run: bool, wait: bool) -> DeployResult:
+    """Render; unless dry_run, sbatch it and print the job id; with wait, return the job's exit code or raise SlurmJobFailed."""
+    script = render(cfg, root)
+    job_dir = script.parent
+    result = DeployResult(job_dir=job_dir, files=[script])
+    if dry_run:
+        result.lines.append(f"rendered {script} ({cfg.slurm_mode} mode); dry run: not submitted")
+        return result
+    job_id = scheduler.submit(cfg, script)
+    log = log_path(job_dir, job_id)
+    write_record(job_dir, job_id=job_id, submitted=True, log=log.name)
+    result.submitted, result.job_id = True, job_id
+    result.lines += [f"submitted Slurm job {job_id} ({cfg.slurm_mode} mode): {script}", f"log: {log}"]
+    if not wait:
+        return result
+    console.info(f"submitted Slurm job {job_id}; waiting for it to end (log: {log})")
+    final = scheduler.wait(cfg, job_id, on_change=lambda s: console.info(f"job {job_id}: {s.state}"))
+    write_record(job_dir, state=final.state, exit_code=final.exit_code)
+    if final.state != "COMPLETED" or final.exit_code:
+        raise SlurmJobFailed(job_id, final.state, final.exit_code, str(log), final.reason)
+    result.exit_code = 0
+    result.lines.append(f"job {job_id} COMPLETED (exit code 0); 'invoke collect --slurm' gathers its reports")
+    return result
+
+
+def _submitted(root: Path, job: str | None) -> tuple[Path, str]:
+    """The job folder and Slurm job id of `job` (default: the last one); an error if it was never submitted."""
+    job_dir = find_job_dir(root, TARGET, job)
+    job_id = read_record(job_dir).get("job_id")
+    if not job_id:
+        raise NsyskitError(f"{job_dir} was rendered with --dry-run and never submitted; fix: 'invoke deploy --slurm'")
+    return job_dir, str(job_id)
+
+
+def undeploy(cfg: Config, root: Path, job: str | None) -> str:
+    """scancel the job."""
+    job_dir, job_id = _submitted(root, job)
+    scheduler.cancel(cfg, job_id)
+    return f"cancelled Slurm job {job_id} ({job_dir})"
+
+
+def status(cfg: Config, root: Path, job: str | None) -> str:
+    """The job's state (scontrol, squeue, sacct) and where its files are."""
+    job_dir, job_id = _submitted(root, job)
+    lines = scheduler.describe(cfg, job_id)
+    lines.append(f"folder: {job_dir}  log: {log_path(job_dir, job_id)}")
+    return "\n".join(lines)
+
+
+def logs(cfg: Config, root: Path, job: str | None, follow: bool) -> None:
+    """Print the job's output file (all ranks, labelled by srun); with follow, keep printing until the job ends."""
+    job_dir, job_id = _submitted(root, job)
+    log = log_path(job_dir, job_id)
+    offset = 0
+    while True:
+        if log.is_file():
+            with log.open("rb") as handle:
+                handle.seek(offset)
+                chunk = handle.read()
+            offset += len(chunk)
+            sys.stdout.write(chunk.decode(errors="replace"))
+            sys.stdout.flush()
+        if not follow:
+            if not log.is_file():
+                console.warn(f"no output yet at {log} (the job may still be pending)")
+            return
+        state = scheduler.query(cfg, job_id)
+        if state is None or state.final:
+            if log.is_file() and log.stat().st_size > offset:
+                continue  # print what was written after the last read
+            return
+        time.sleep(FOLLOW_POLL_S)
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    """Hard-link (reports can be large; same file system) or else copy one file."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.exists():
+        target.unlink()
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def collect(cfg: Config, root: Path, job: str | None) -> Path:
+    """Gather the ended job's reports, logs, nsys command lines and script into REPORT_DIR/<run-id>/ with a run.json."""
+    job_dir, job_id = _submitted(root, job)
+    state = scheduler.query(cfg, job_id)
+    if state is not None and not state.final:
+        raise NsyskitError(
+            f"Slurm job {job_id} is {state.state}; fix: wait until it ends ('invoke status --slurm'), then collect"
+        )
+    run_id = job_dir.name
+    dest = Path(root) / cfg.report_dir / run_id
+    dest.mkdir(parents=True, exist_ok=True)
+    files = []
+    for source in sorted((job_dir / REPORTS).rglob("*")):
+        if source.is_file():
+            _link_or_copy(source, dest / source.relative_to(job_dir / REPORTS))
+            files.append(str(source.relative_to(job_dir / REPORTS)))
+    for extra in (log_path(job_dir, job_id), job_dir / SCRIPT):
+        if extra.is_file():
+            _link_or_copy(extra, dest / extra.name)
+    record = read_record(job_dir)
+    run = {
+        "run_id": run_id, "target": TARGET, "mode": record.get("mode"), "job_id": job_id,
+        "state": state.state if state else record.get("state"), "exit_code": state.exit_code if state else record.get("exit_code"),
+        "nodes": record.get("nodes"), "procs_per_node": record.get("procs_per_node"), "world_size": record.get("world_size"),
+        "job_dir": str(job_dir), "log": log_path(job_dir, job_id).name, "files": files,
+    }  # fmt: skip
+    (dest / "run.json").write_text(json.dumps(run, indent=2) + "\n")
+    if not any(name.endswith((".nsys-rep", ".qdstrm")) for name in files):
+        console.warn(f"no nsys report in {job_dir / REPORTS}: see the job's log {log_path(job_dir, job_id)}")
+    return dest
