@@ -155,3 +155,25 @@ class BuildError(NsyskitError):
         super().__init__(
             f"image build failed{where}: {reason}" + (f"; fix: {fix}" if fix else "") + (f"; log tail: {tail}" if tail else "")
         )
+
+
+class AnalysisError(NsyskitError):
+    """A report cannot be analyzed: names the file, what is wrong with it and the fix."""
+
+    def __init__(self, path: object, problem: str, fix: str = "") -> None:
+        self.path, self.problem, self.fix = str(path), problem, fix
+        super().__init__(f"{self.path}: {problem}" + (f"; fix: {fix}" if fix else ""))
+
+
+class ReportFileError(AnalysisError):
+    """A report file is missing, empty, truncated, corrupt or not an Nsight Systems export."""
+
+
+class NsysUnavailable(AnalysisError):
+    """The nsys CLI is needed (export of a .nsys-rep, recipes) but is missing or lacks the feature."""
+
+
+class RegressionFound(NsyskitError):
+    """'invoke analyze --diff --fail-on-regression' found a metric that got worse by more than the threshold."""
+
+    exit_code = 3
