@@ -4,7 +4,7 @@ from pathlib import Path
 
 from invoke import Collection
 
-from nsyskit.cli import config_tasks, registry_tasks, test_tasks
+from nsyskit.cli import config_tasks, deploy_tasks, registry_tasks, slurm_tasks, test_tasks
 
 ns = Collection(
     config_tasks.show_config,
@@ -13,5 +13,12 @@ ns = Collection(
     registry_tasks.login,
     registry_tasks.push,
     registry_tasks.pull,
+    deploy_tasks.deploy,
+    deploy_tasks.undeploy,
+    deploy_tasks.status,
+    deploy_tasks.logs,
+    deploy_tasks.collect,
+    slurm_tasks.enroot_credentials,
+    slurm_tasks.enroot_import,
 )
 ns.configure({"nsyskit": {"root": str(Path(__file__).resolve().parent)}})

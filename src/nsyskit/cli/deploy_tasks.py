@@ -35,6 +35,12 @@ def status(c, k8s=False, slurm=False, job=None, profile=None):
     console.out.print(target(k8s, slurm).status(load(c, profile), project_root(c), job))
 
 
+@task(help={**TARGET_HELP, "job": JOB_HELP, "follow": "Keep printing new output until the job ends."})
+def logs(c, k8s=False, slurm=False, job=None, follow=False, profile=None):
+    """Print the job's output (the launcher's log / the Slurm job's output file)."""
+    target(k8s, slurm).logs(load(c, profile), project_root(c), job, follow)
+
+
 @task(help={**TARGET_HELP, "job": JOB_HELP})
 def collect(c, k8s=False, slurm=False, job=None, profile=None):
     """Gather the job's reports into reports/<run-id>/ for 'invoke analyze'."""
