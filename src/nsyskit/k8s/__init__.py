@@ -11,7 +11,7 @@ from typing import Any
 from nsyskit import jobdir, launch
 from nsyskit.config import Config
 from nsyskit.deploy import DeployResult
-from nsyskit.errors import ClusterError, NsyskitError
+from nsyskit.errors import ClusterError, ClusterUnreachable, NsyskitError
 from nsyskit.k8s import crd, kubectl, render
 
 TARGET = "k8s"
@@ -239,8 +239,10 @@ def operator_installed(cfg: Config) -> bool:
     """True when the cluster has the MPIJob CRD (raises ClusterUnreachable when there is no cluster)."""
     try:
         kubectl.run("looking for the MPIJob CRD", kubectl.command("get", "crd", kubectl.MPIJOB_CRD, "-o", "name"))
+    except ClusterUnreachable:
+        raise
     except ClusterError as exc:
-        if "notfound" in exc.stderr.lower().replace(" ", "") or "not found" in exc.stderr.lower():
+        if "(notfound)" in exc.stderr.lower().replace(" ", ""):
             return False
         raise
     return True

@@ -29,7 +29,7 @@ _REASON = re.compile(
     r"connection refused|no such host|i/o timeout|no route to host|network is unreachable|"
     r"context deadline exceeded|TLS handshake timeout|certificate signed by unknown authority|Unauthorized"
 )
-_SERVER = re.compile(r'(?:the server |Get "|Post "|Patch ")(https?://[^/"\s]+|[\w.-]+:\d+)')
+_SERVER = re.compile(r'(?:the server |(?:Get|Post|Patch|Put|Delete) \\?")(https?://[^/"\\\s]+|[\w.-]+:\d+)')
 
 
 def binary() -> str:
@@ -66,10 +66,11 @@ def explain(what: str, cmd: Sequence[str], returncode: int, stderr: str) -> Clus
         )  # fmt: skip
     if any(marker in text for marker in _UNREACHABLE) or "localhost:8080" in text:
         server = _SERVER.search(stderr)
-        at = f" at {server[1]}" if server else ""
+        at = f" at {re.sub(r'^https?://', '', server[1])}" if server else ""
         reason = _REASON.search(stderr)
+        because = "connection refused" if "was refused" in text else reason[0] if reason else last
         return ClusterUnreachable(
-            f"{what}: no Kubernetes API server reachable{at} ({reason[0] if reason else last}); fix: point kubectl at your cluster "
+            f"{what}: no Kubernetes API server reachable{at} ({because}); fix: point kubectl at your cluster "
             "(KUBECONFIG, 'kubectl config use-context NAME'; check with 'kubectl cluster-info')",
             cmd, returncode, stderr,
         )  # fmt: skip
