@@ -21,7 +21,7 @@ TARGET = "slurm"
 FOLLOW_POLL_S = 1.0
 
 
-def render(cfg: Config, root: Path) -> Path:
+def render_job(cfg: Config, root: Path) -> Path:
     """Render the job into a fresh job folder (script and empty report folder); return the script's path."""
     job_dir = new_job_dir(root, TARGET)
     script = job_dir / SCRIPT
@@ -35,7 +35,7 @@ def render(cfg: Config, root: Path) -> Path:
 
 def deploy(cfg: Config, root: Path, *, dry_run: bool, wait: bool) -> DeployResult:
     """Render; unless dry_run, sbatch it and print the job id; with wait, return the job's exit code or raise SlurmJobFailed."""
-    script = render(cfg, root)
+    script = render_job(cfg, root)
     job_dir = script.parent
     result = DeployResult(job_dir=job_dir, files=[script])
     if dry_run:

@@ -1,0 +1,185 @@
+"""The Slurm renderer: golden sbatch scripts (pyxis, host), shellcheck and bash -n on every variant, one renderer.
+
+Golden files are compared, never rewritten, unless NSYSKIT_REGEN_GOLDEN=1 is set by a person on purpose.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from nsyskit import launch, slurm
+from nsyskit.config import load_config
+from nsyskit.engine import apt_install
+from nsyskit.errors import ConfigError, ConfigErrors, NsyskitError
+from nsyskit.jobdir import find_job_dir, read_record
+from nsyskit.slurm import render
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "data" / "golden" / "slurm"
+REGEN = "NSYSKIT_REGEN_GOLDEN"
+JOB_DIR = Path("/fsx/nsyskit/jobs/slurm-golden")
+ECR = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
+
+# name -> (profile, overrides): the committed .env (GPU + EFA, Pyxis pulling from ECR), a .sqsh variant, host mode on CPU.
+VARIANTS = {
+    "pyxis": (None, {"REGISTRY": ECR}),
+    "pyxis-sqsh": (None, {"REGISTRY": ECR, "SLURM_CONTAINER_IMAGE": "sqsh", "NODES": "4", "SLURM_PARTITION": "p5",
+                          "SLURM_ACCOUNT": "ml-infra", "SLURM_TIME_LIMIT": "30", "SLURM_EXCLUSIVE": "false",
+                          "SLURM_CONTAINER_MOUNTS": "/data:/data:ro", "PROFILE_RANKS": "local0", "SLURM_MPI": "pmi2"}),
+    "host": ("local-cpu", {"SLURM_MODE": "host", "NODES": "2", "EFA_PER_NODE": "1", "EFA_METRICS": "true"}),
+}  # fmt: skip
+
+
+def config(variant: str, **more: str):
+    """The config of a variant from this repository's .env and profiles (the process environment left out)."""
+    profile, overrides = VARIANTS[variant]
+    return load_config(ROOT, profile=profile, overrides={**overrides, **more}, environ={})
+
+
+def script(variant: str, **more: str) -> str:
+    return render.render_script(config(variant, **more), ROOT, JOB_DIR)
+
+
+@pytest.fixture(scope="module")
+def shellcheck() -> str:
+    """Debian's shellcheck, installed when missing (a fresh CI machine has none)."""
+    if not shutil.which("shellcheck"):
+        apt_install("shellcheck")
+    return shutil.which("shellcheck")
+
+
+@pytest.mark.parametrize("variant", ["pyxis", "host"])
+def test_golden_script(variant):
+    text = script(variant)
+    golden = GOLDEN / f"{variant}.sbatch"
+    if os.environ.get(REGEN) == "1":
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(text)
+    assert golden.is_file(), f"missing golden file {golden}: regenerate with {REGEN}=1 and review the diff"
+    assert text == golden.read_text(), f"{variant} script differs from {golden} (review; {REGEN}=1 rewrites it)"
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_every_script_passes_shellcheck_and_bash_n(variant, shellcheck, tmp_path):
+    path = tmp_path / f"{variant}.sbatch"
+    path.write_text(script(variant))
+    checked = subprocess.run([shellcheck, "--shell=bash", str(path)], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    parsed = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
+    assert parsed.returncode == 0, parsed.stderr
+
+
+def sbatch_options(text: str) -> dict[str, str]:
+    return dict(re.findall(r"^#SBATCH --([\w-]+)(?:=(\S+))?$", text, re.M))
+
+
+def srun_words(text: str) -> list[str]:
+    """The srun command of a script as the shell would split it."""
+    start = text.index("srun ")
+    return shlex.split(text[start:].replace("\\\n", " "))
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_each_task_runs_launch_rank_command(variant):
+    """The per-rank command comes from nsyskit.launch (one renderer), last on the srun line."""
+    words = srun_words(script(variant))
+    command = launch.rank_command(config(variant))
+    assert words[-len(command) :] == command
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_wrapper_environment_is_exported(variant):
+    cfg = config(variant)
+    report_dir = "/reports" if cfg.slurm_mode == "pyxis" else str(JOB_DIR / "reports")
+    text = script(variant)
+    for key, value in launch.wrapper_env(cfg, report_dir=report_dir, launcher="slurm").items():
+        assert f"export {key}={shlex.quote(value)}\n" in text
+
+
+def test_sbatch_header_follows_the_config():
+    opts = sbatch_options(script("pyxis-sqsh"))
+    assert opts["nodes"] == "4" and opts["ntasks-per-node"] == "8" and opts["gpus-per-node"] == "8"
+    assert opts["partition"] == "p5" and opts["account"] == "ml-infra" and opts["time"] == "30"
+    assert "exclusive" not in opts
+    assert opts["output"] == f"{JOB_DIR}/slurm-%j.out" and opts["chdir"] == str(JOB_DIR)
+    host = sbatch_options(script("host"))
+    assert "gpus-per-node" not in host and "exclusive" in host and "partition" not in host
+
+
+def test_pyxis_options_efa_and_nccl_environment():
+    text = script("pyxis")
+    words = srun_words(text)
+    assert f"--container-image={ECR}#nsyskit:latest" in words
+    assert f"--container-mounts={JOB_DIR}/reports:/reports,/fsx:/fsx" in words
+    assert "--no-container-remap-root" in words and "--mpi=pmix" in words
+    for line in ("export FI_PROVIDER=efa", "export FI_EFA_USE_DEVICE_RDMA=1", "export NCCL_DEBUG=INFO",
+                 "export NSYSKIT_EFA_METRICS=1", "export NSYSKIT_LAUNCHER=slurm", "export NSYSKIT_REPORT_DIR=/reports"):  # fmt: skip
+        assert line in text
+    assert 'export NCCL_DEBUG_FILE=/reports/nccl"_${SLURM_JOB_ID}_%h_%p.log"' in text
+
+
+def test_sqsh_variant_runs_the_enroot_import_file_with_extra_mounts():
+    words = srun_words(script("pyxis-sqsh"))
+    assert "--container-image=/fsx/enroot/nsyskit+latest.sqsh" in words
+    assert f"--container-mounts={JOB_DIR}/reports:/reports,/fsx:/fsx,/data:/data:ro" in words
+    assert "--mpi=pmi2" in words
+    explicit = srun_words(script("pyxis-sqsh", SLURM_SQSH="/lustre/img/k.sqsh"))
+    assert "--container-image=/lustre/img/k.sqsh" in explicit
+
+
+def test_host_mode_has_no_container_and_writes_reports_into_the_job_folder():
+    text = script("host")
+    assert "--container" not in text
+    assert f"export NSYSKIT_REPORT_DIR={JOB_DIR}/reports" in text
+    assert "NCCL_DEBUG" not in text and "FI_PROVIDER" not in text  # CPU run: gloo, no NCCL/EFA environment
+
+
+def test_registry_image_needs_a_registry():
+    with pytest.raises(ConfigError, match="SLURM_CONTAINER_IMAGE.*REGISTRY is empty"):
+        script("pyxis", REGISTRY="")
+
+
+def test_registry_endpoint_is_where_nodes_pull_from():
+    words = srun_words(script("pyxis", REGISTRY_ENDPOINT="mirror.example.com:5000"))
+    assert "--container-image=mirror.example.com:5000#nsyskit:latest" in words
+
+
+def test_job_folder_with_blanks_is_refused():
+    with pytest.raises(ConfigError, match="blanks"):
+        render.render_script(config("host"), ROOT, Path("/fsx/my project/jobs/x"))
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("SLURM_TIME_LIMIT", "1h"), ("SLURM_MODE", "docker"), ("SLURM_CONTAINER_MOUNTS", "data:/data"),
+     ("SLURM_SHARED_DIR", "fsx"), ("SLURM_CONTAINER_IMAGE", "not an image"), ("SLURM_SQSH", "/fsx/x.tar"),
+     ("SLURM_PARTITION", "p5 p4"), ("SLURM_SUBMIT_PREFIX", "ssh 'login")],
+)  # fmt: skip
+def test_bad_slurm_values_name_the_key(key, value):
+    with pytest.raises(ConfigErrors) as caught:
+        config("pyxis", **{key: value})
+    assert caught.value.errors[0].key == key and "fix:" in str(caught.value)
+
+
+def test_dry_run_renders_into_a_fresh_job_folder_and_records_it(tmp_path):
+    shutil.copytree(ROOT / "slurm", tmp_path / "slurm")
+    cfg = config("host")
+    first = slurm.deploy(cfg, tmp_path, dry_run=True, wait=False)
+    second = slurm.deploy(cfg, tmp_path, dry_run=True, wait=False)
+    assert first.job_dir != second.job_dir and not second.submitted and second.job_id is None
+    script_path = second.job_dir / "job.sbatch"
+    assert second.files == [script_path] and os.access(script_path, os.X_OK)
+    assert (second.job_dir / "reports").is_dir()
+    assert script_path.read_text() == render.render_script(cfg, tmp_path, second.job_dir)
+    assert find_job_dir(tmp_path, "slurm") == second.job_dir  # the last job is the default
+    assert read_record(second.job_dir)["mode"] == "host"
+    assert "dry run" in second.lines[0]
+    with pytest.raises(NsyskitError, match="dry-run"):
+        slurm.status(cfg, tmp_path, None)
