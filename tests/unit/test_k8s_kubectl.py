@@ -6,9 +6,12 @@ import json
 import os
 import shutil
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from k8s_variants import ECR as ECR_HOST
 from k8s_variants import ROOT, config
 
 from nsyskit import engine, k8s
@@ -197,3 +200,52 @@ def test_where_reports_are_when_the_worker_pods_are_gone():
 
 def test_kubeconfig_fixture_does_not_leak(no_cluster):
     assert os.environ["KUBECONFIG"].endswith("kubeconfig")
+
+
+# --- the tasks, as a user runs them ---------------------------------------------------------------------------------
+
+
+def invoke_in(project: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """Run 'invoke ARGS' in a copy of this project's front whose root (and so jobs/) is PROJECT."""
+    for name in ("tasks.py", ".env"):
+        if not (project / name).exists():
+            shutil.copy2(ROOT / name, project / name)
+    if not (project / "profiles").exists():
+        (project / "profiles").symlink_to(ROOT / "profiles")
+    environ = {k: v for k, v in os.environ.items() if k != "NSYSKIT_PROFILE"} | env
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", *args], cwd=project, env=environ, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_deploy_task_without_a_cluster_prints_one_error_line_and_exits_1(no_cluster, project):
+    result = invoke_in(project, "deploy", "--k8s", REGISTRY=ECR_HOST)
+    assert result.returncode == 1 and result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: submitting MPIJob nsyskit-k8s-"), result.stderr
+    assert f"reachable at {no_cluster} (connection refused)" in lines[0]
+
+
+def test_deploy_task_dry_run_needs_no_cluster_and_prints_where_the_files_are(project):
+    result = invoke_in(
+        project,
+        "deploy",
+        "--k8s",
+        "--dry-run",
+        "--nodes",
+        "3",
+        REGISTRY=ECR_HOST,
+        PATH="/nonexistent:" + os.path.dirname(sys.executable),
+    )
+    assert result.returncode == 0, result.stderr
+    assert "3 worker(s) x 8 slot(s) = 24 ranks" in result.stdout
+    job_dir = k8s.jobdir.find_job_dir(project, "k8s")
+    assert f"jobs/{job_dir.name}/mpijob.yaml" in result.stdout and "dry run: nothing submitted" in result.stdout
+
+
+def test_deploy_task_rejects_bad_values_in_one_line_before_writing(project):
+    result = invoke_in(project, "deploy", "--k8s", "--dry-run", REGISTRY=ECR_HOST, GPUS_PER_NODE="3")
+    assert result.returncode == 1 and result.stderr.startswith(
+        "error: GPUS_PER_NODE=3 (from environment): does not divide"
+    )
+    assert len(result.stderr.strip().splitlines()) == 1 and not (project / "jobs").exists()
