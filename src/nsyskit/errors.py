@@ -147,13 +147,23 @@ class NcclLogError(NsyskitError):
 class BuildError(NsyskitError):
     """An image build failed: carries the failing step (number, total, instruction), the reason and the log tail."""
 
-    def __init__(self, reason: str, step: int = 0, total: int = 0, instruction: str = "", log_tail: Sequence[str] = (), fix: str = "") -> None:
+    def __init__(
+        self,
+        reason: str,
+        step: int = 0,
+        total: int = 0,
+        instruction: str = "",
+        log_tail: Sequence[str] = (),
+        fix: str = "",
+    ) -> None:
         self.reason, self.step, self.total, self.instruction = reason, step, total, instruction
         self.log_tail, self.fix = list(log_tail), fix
         where = f" at step {step}/{total} ({instruction})" if step else ""
         tail = " | ".join(line for line in self.log_tail[-3:] if line.strip() and line.strip() not in reason)
         super().__init__(
-            f"image build failed{where}: {reason}" + (f"; fix: {fix}" if fix else "") + (f"; log tail: {tail}" if tail else "")
+            f"image build failed{where}: {reason}"
+            + (f"; fix: {fix}" if fix else "")
+            + (f"; log tail: {tail}" if tail else "")
         )
 
 
