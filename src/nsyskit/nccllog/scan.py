@@ -1,0 +1,298 @@
+"""The streaming scanner: reads logs (plain or gzip) in big blocks and counts what their lines say, in constant memory.
+
+Speed comes from never looping over lines in Python: one precompiled regex finds every NCCL INFO line of a
+block (collectives with their fields, any other message as text), collections.Counter counts identical
+findings in C, and only the distinct findings are looked at one by one.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nsyskit.nccllog.facts import Facts
+from nsyskit.nccllog.steps import NEEDLES, StepLine, parse_step_line
+
+BLOCK_SIZE = 8 << 20
+MAX_LINE = 16 << 20  # a "line" longer than this is garbage (binary junk): counted and dropped, never buffered
+MAX_EXAMPLES = 3
+
+# What may precede 'host:pid:tid [dev] NCCL INFO': srun -l task ids ('0: ', '  12: '), bracketed stamps
+# ('[2025-01-02 03:04:05] ' from NCCL_DEBUG_TIMESTAMP_FORMAT, mpirun '[1,0]<stdout>:', torchrun '[default0]:'),
+# ISO timestamps and '|' separators of log collectors. Possessive, so a line costs one pass.
+_PREFIX = rb"[ \t|]*+(?:(?:\[[^\]\n]*+\]|<\w++>|\d++:|\d{4}-\d\d-\d\d[T ][\d:.,+\-]*+)[ \t:|]*+)*+"
+_HOST = rb"([^\s:\[\]|<>]++):\d++:\d++ \[(\d++)\] NCCL INFO "
+_COLL = (
+    rb"(\w++): opCount [0-9a-fA-F]++ sendbuff \S++ recvbuff \S++ count (\d++) datatype (\d++) op \d++ root -?\d++"
+    rb" comm \S++ \[nranks=(\d++)\]"
+)
+# Groups: host, dev, op, count, datatype, nranks (collective lines) | message (any other INFO line).
+INFO_LINE = re.compile(rb"\n(?:(?=[ \t|\[<\d])" + _PREFIX + rb")?" + _HOST + rb"(?:" + _COLL + rb"|([^\n]*+))")
+
+
+@dataclass(frozen=True)
+class Window:
+    """Which part of each file counts: step lines' iterations A-B and/or 1-based line numbers A-B (both inclusive)."""
+
+    steps: tuple[int, int] | None = None
+    lines: tuple[int, int] | None = None
+
+    def describe(self) -> str:
+        """The window in words."""
+        parts = []
+        if self.steps:
+            parts.append(f"iterations {self.steps[0]}-{self.steps[1]}")
+        if self.lines:
+            parts.append(f"lines {self.lines[0]}-{self.lines[1]}")
+        return " and ".join(parts) if parts else "whole log"
+
+
+@dataclass
+class StepStats:
+    """Running sums over the step lines in the window (constant memory)."""
+
+    lines: int = 0
+    timed: int = 0
+    time_sum: float = 0.0
+    time_min: float | None = None
+    time_max: float | None = None
+    with_tflops: int = 0
+    tflops_sum: float = 0.0
+    first_iteration: int | None = None
+    last_iteration: int | None = None
+    formats: Counter = field(default_factory=Counter)
+
+    def add(self, step: StepLine) -> None:
+        """Count one step line."""
+        self.lines += 1
+        self.formats[step.fmt] += 1
+        if self.first_iteration is None:
+            self.first_iteration = step.iteration
+        self.last_iteration = step.iteration
+        if step.step_time_s is not None:
+            self.timed += 1
+            self.time_sum += step.step_time_s
+            self.time_min = step.step_time_s if self.time_min is None else min(self.time_min, step.step_time_s)
+            self.time_max = step.step_time_s if self.time_max is None else max(self.time_max, step.step_time_s)
+        if step.tflops_per_gpu is not None:
+            self.with_tflops += 1
+            self.tflops_sum += step.tflops_per_gpu
+
+
+@dataclass
+class Scan:
+    """Everything counted over all files; `coll` maps (host, dev, op, count, datatype, nranks) bytes to calls."""
+
+    window: Window = field(default_factory=Window)
+    files: list[str] = field(default_factory=list)
+    bytes_read: int = 0
+    lines_total: int = 0
+    lines_in_window: int = 0
+    nccl_info_lines: int = 0
+    nccl_warn_lines: int = 0
+    other_info_lines: int = 0
+    unrecognized_nccl_lines: int = 0
+    garbled_coll_lines: int = 0
+    overlong_lines: int = 0
+    coll: Counter = field(default_factory=Counter)
+    facts: Facts = field(default_factory=Facts)
+    steps: StepStats = field(default_factory=StepStats)
+    files_without_steps: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    examples: dict[str, list[str]] = field(default_factory=dict)
+
+    def example(self, kind: str, where: str, text: bytes) -> None:
+        """Keep a few example lines of a problem, each with file:line."""
+        kept = self.examples.setdefault(kind, [])
+        if len(kept) < MAX_EXAMPLES:
+            kept.append(f"{where}: {text[:300].decode('utf-8', 'replace').rstrip()}")
+
+    def wants_example(self, kind: str) -> bool:
+        """True while fewer than MAX_EXAMPLES lines of that kind were kept."""
+        return len(self.examples.get(kind, ())) < MAX_EXAMPLES
+
+
+def is_gzip(path: Path) -> bool:
+    """True when the file starts with gzip's magic bytes (whatever its name)."""
+    with open(path, "rb") as f:
+        return f.read(2) == b"\x1f\x8b"
+
+
+def read_blocks(path: Path, scan: Scan, block_size: int = BLOCK_SIZE) -> Iterator[bytes]:
+    """The file as blocks of whole lines, each block starting with b'\\n' (so every line follows a newline)."""
+    opener = gzip.open if is_gzip(path) else open
+    rest = b""
+    with opener(path, "rb") as f:
+        try:
+            while True:
+                chunk = f.read(block_size)
+                if not chunk:
+                    break
+                scan.bytes_read += len(chunk)
+                cut = chunk.rfind(b"\n")
+                if cut < 0:
+                    rest += chunk
+                    if len(rest) > MAX_LINE:
+                        scan.overlong_lines += 1
+                        rest = b""
+                    continue
+                yield b"\n" + rest + chunk[: cut + 1]
+                rest = chunk[cut + 1 :]
+        except (OSError, EOFError, zlib.error) as exc:
+            scan.warnings.append(f"{path}: read stopped early ({exc}); analyzed what came before")
+    if rest:
+        yield b"\n" + rest + b"\n"
+
+
+class FileScanner:
+    """Scans one file block by block, keeping the per-file state: line number, current iteration, window."""
+
+    def __init__(self, path: Path, scan: Scan) -> None:
+        self.path, self.scan, self.window = path, scan, scan.window
+        self.line_no = 0  # lines before the current block
+        self.iteration: int | None = None
+        self.saw_step = False
+        lines = self.window.lines
+        self.in_lines = lines is None or lines[0] <= 1 <= lines[1]
+
+    def run(self) -> None:
+        """Scan the whole file."""
+        for block in read_blocks(self.path, self.scan):
+            self.block(block)
+        self.scan.lines_total += self.line_no
+        if self.window.steps and not self.saw_step:
+            self.scan.files_without_steps.append(str(self.path))
+
+    def in_window(self) -> bool:
+        """Whether the line at the current position counts."""
+        steps = self.window.steps
+        in_steps = steps is None or (self.iteration is not None and steps[0] <= self.iteration <= steps[1])
+        return in_steps and self.in_lines
+
+    def mode(self) -> str | None:
+        """'count' in the window; 'facts' before the file's first step line (init happens there); else None."""
+        if self.in_window():
+            return "count"
+        return "facts" if self.iteration is None else None
+
+    def block(self, block: bytes) -> None:
+        """Count one block: split it where the window opens or closes, count the in-window parts."""
+        nlines = block.count(b"\n") - 1
+        events = self._step_events(block) + self._line_events(block, nlines)
+        events.sort(key=lambda event: event[0])
+        start, mode = 0, self.mode()
+        for position, kind, value in events:
+            if kind == "step":
+                self.iteration = value.iteration
+            else:
+                self.in_lines = value
+            if kind == "step" and self.in_window():
+                self.scan.steps.add(value)
+            new_mode = self.mode()
+            if new_mode != mode:
+                if mode is not None:
+                    self.segment(block, start, position, facts_only=mode == "facts")
+                start, mode = position, new_mode
+        if mode is not None:
+            self.segment(block, start, len(block), facts_only=mode == "facts")
+        self.line_no += nlines
+
+    def _step_events(self, block: bytes) -> list[tuple[int, str, StepLine]]:
+        events, seen = [], set()
+        for needle in NEEDLES:
+            at = block.find(needle)
+            while at >= 0:
+                line_start = block.rfind(b"\n", 0, at)
+                line_end = block.find(b"\n", at)
+                if line_start not in seen:
+                    seen.add(line_start)
+                    step = parse_step_line(block[line_start + 1 : line_end].decode("utf-8", "replace"))
+                    if step is not None:
+                        self.saw_step = True
+                        events.append((line_start, "step", step))
+                at = block.find(needle, line_end)
+        return events
+
+    def _line_events(self, block: bytes, nlines: int) -> list[tuple[int, str, bool]]:
+        if self.window.lines is None:
+            return []
+        first, last = self.line_no + 1, self.line_no + nlines
+        events = []
+        for line_number, inside in ((self.window.lines[0], True), (self.window.lines[1] + 1, False)):
+            if first <= line_number <= last:
+                events.append((self._newline_before(block, line_number - first), "lines", inside))
+        return events
+
+    @staticmethod
+    def _newline_before(block: bytes, local_line: int) -> int:
+        position = 0
+        for _ in range(local_line):
+            position = block.find(b"\n", position + 1)
+        return position
+
+    def segment(self, block: bytes, start: int, end: int, facts_only: bool = False) -> None:
+        """Count the lines of block[start:end] (start is the newline before its first line); facts_only: only
+        gather init facts (the lines before the window that hold NCCL's initialization)."""
+        scan = self.scan
+        found = INFO_LINE.findall(block, start, end)
+        if not facts_only:
+            info = block.count(b"NCCL INFO", start, end)
+            scan.lines_in_window += block.count(b"\n", start, end) - (1 if end == len(block) else 0)
+            scan.nccl_info_lines += info
+            scan.nccl_warn_lines += block.count(b"NCCL WARN", start, end)
+            if info > len(found):
+                scan.unrecognized_nccl_lines += info - len(found)
+                if scan.wants_example("unrecognized"):
+                    self._unrecognized_examples(block, start, end)
+        coll, facts = scan.coll, scan.facts
+        for key, calls in Counter(found).items():
+            host, dev, op, count, dtype, nranks, message = key
+            if op:
+                if not facts_only:
+                    coll[(host, dev, op, count, dtype, nranks)] += calls
+                continue
+            if len(facts.hosts) < 4096:
+                facts.hosts.add(host)
+                facts.gpus.add((host, dev))
+            if facts_only:
+                facts.add(message.decode("utf-8", "replace"), calls, per_call=False)
+            elif b"opCount" in message:
+                scan.garbled_coll_lines += calls
+                if scan.wants_example("garbled"):
+                    self._example_of(block, start, end, message, "garbled")
+            elif not facts.add(message.decode("utf-8", "replace"), calls):
+                scan.other_info_lines += calls
+
+    def _where(self, block: bytes, newline: int) -> str:
+        line = self.line_no + 1 + block.count(b"\n", 0, newline)
+        return f"{self.path}:{line}"
+
+    def _example_of(self, block: bytes, start: int, end: int, message: bytes, kind: str) -> None:
+        at = block.find(message, start, end)
+        newline = block.rfind(b"\n", 0, at)
+        line_end = block.find(b"\n", at)
+        self.scan.example(kind, self._where(block, newline), block[newline + 1 : line_end])
+
+    def _unrecognized_examples(self, block: bytes, start: int, end: int) -> None:
+        at = block.find(b"NCCL INFO", start, end)
+        while at >= 0 and self.scan.wants_example("unrecognized"):
+            newline = block.rfind(b"\n", 0, at)
+            match = INFO_LINE.match(block, newline)
+            line_end = block.find(b"\n", at)
+            if match is None or block.count(b"NCCL INFO", newline, line_end) > 1:
+                self.scan.example("unrecognized", self._where(block, newline), block[newline + 1 : line_end])
+            at = block.find(b"NCCL INFO", line_end, end)
+
+
+def scan_files(paths: list[Path], window: Window | None = None) -> Scan:
+    """Scan the logs in order (each file has its own line numbers and step state) and return the counts."""
+    scan = Scan(window=window or Window())
+    for path in paths:
+        scan.files.append(str(path))
+        FileScanner(path, scan).run()
+    return scan
