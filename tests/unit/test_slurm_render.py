@@ -122,7 +122,11 @@ def test_pyxis_options_efa_and_nccl_environment():
     for line in ("export FI_PROVIDER=efa", "export FI_EFA_USE_DEVICE_RDMA=1", "export NCCL_DEBUG=INFO",
                  "export NSYSKIT_EFA_METRICS=1", "export NSYSKIT_LAUNCHER=slurm", "export NSYSKIT_REPORT_DIR=/reports"):  # fmt: skip
         assert line in text
-    assert 'export NCCL_DEBUG_FILE=/reports/nccl"_${SLURM_JOB_ID}_%h_%p.log"' in text
+    assert "export NCCL_DEBUG_FILE" not in text  # the wrapper sets one per rank, named like the rank's report
+    assert (
+        "export NSYSKIT_REPORT_NAME='nsyskit_%q{SLURM_JOB_ID}_node_%q{SLURM_NODEID}_rank_%q{SLURM_PROCID}_%q{NSYSKIT_HOST}'"
+        in text
+    )
 
 
 def test_sqsh_variant_runs_the_enroot_import_file_with_extra_mounts():
@@ -138,7 +142,7 @@ def test_host_mode_has_no_container_and_writes_reports_into_the_job_folder():
     text = script("host")
     assert "--container" not in text
     assert f"export NSYSKIT_REPORT_DIR={JOB_DIR}/reports" in text
-    assert "NCCL_DEBUG" not in text and "FI_PROVIDER" not in text  # CPU run: gloo, no NCCL/EFA environment
+    assert "export NCCL_DEBUG" not in text and "FI_PROVIDER" not in text  # CPU run: gloo, no NCCL/EFA environment
 
 
 def test_registry_image_needs_a_registry():

@@ -18,6 +18,9 @@ MASTER_PORT = 29500
 SCRIPT = "job.sbatch"
 REPORTS = "reports"  # the job folder's subfolder every rank writes into
 LOG_PATTERN = "slurm-%j.out"  # sbatch replaces %j by the job id
+# nsys expands %q{VAR} from each rank's environment; NSYSKIT_HOST is the rank's own host name, set by the wrapper
+# (HOSTNAME is not: srun passes on the batch script's environment, so it would name the submitting host).
+REPORT_NAME = "nsyskit_%q{SLURM_JOB_ID}_node_%q{SLURM_NODEID}_rank_%q{SLURM_PROCID}_%q{NSYSKIT_HOST}"
 
 
 def log_path(job_dir: Path, job_id: str) -> Path:
@@ -101,7 +104,7 @@ def context(cfg: Config, job_dir: Path) -> dict:
         "time_limit": cfg.slurm_time_limit,
         "report_dir": str(report_dir),
         "env": sorted(env.items()),
-        "nccl_debug_file": f"{task_report_dir}/nccl" if "NCCL_DEBUG" in env else "",
+        "report_name": REPORT_NAME,
         "master_port": MASTER_PORT,
         "srun_options": srun_options,
         "container_image": container_image(cfg) if pyxis else "",
