@@ -95,7 +95,8 @@ def launcher_command(cfg: Config) -> list[str]:
 
 def worker_command() -> list[str]:
     """What every worker runs: sshd in the foreground, so the launcher's mpirun can start ranks over ssh."""
-    return ["/bin/bash", "-c", "mkdir -p /run/sshd && exec /usr/sbin/sshd -De"]
+    # Host keys are made at start when the image has none (images should not share baked-in keys).
+    return ["/bin/bash", "-c", "mkdir -p /run/sshd && ssh-keygen -A && exec /usr/sbin/sshd -De"]
 
 
 def report_volume(cfg: Config, job: str) -> dict[str, Any]:
