@@ -318,3 +318,12 @@ def test_token_never_in_process_list_logs_or_image_history(ecr_registry, scratch
         if path.is_file():
             data = path.read_bytes()
             assert not any(n in data for n in encoded), f"token found in {path}"
+
+
+def test_generic_aws_endpoint_url_is_honoured(ecr_registry):
+    env = {key: value for key, value in ecr_registry.env.items() if key != "AWS_ENDPOINT_URL_ECR"}
+    env["AWS_ENDPOINT_URL"] = ecr_registry.moto.endpoint_url  # boto3's all-services override
+    result = invoke("login", env=env)
+    assert result.returncode == 0, result.stderr
+    assert f"ECR API endpoint: {ecr_registry.moto.endpoint_url}" in result.stderr
+    assert "reported expiry 2015-01-01 is past; ignored" in result.stdout  # moto's fixed expiry does not break the flow
