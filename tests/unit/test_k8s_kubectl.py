@@ -249,3 +249,11 @@ def test_deploy_task_rejects_bad_values_in_one_line_before_writing(project):
         "error: GPUS_PER_NODE=3 (from environment): does not divide"
     )
     assert len(result.stderr.strip().splitlines()) == 1 and not (project / "jobs").exists()
+
+
+def test_ended_state_reads_the_mpijob_conditions():
+    running = {"status": {"conditions": [{"type": "Created", "status": "True"}, {"type": "Running", "status": "True"}]}}
+    done = {"status": {"conditions": [{"type": "Running", "status": "False"}, {"type": "Succeeded", "status": "True"}]}}
+    failed = {"status": {"conditions": [{"type": "Failed", "status": "True"}]}}
+    assert k8s.ended_state(running) is None and k8s.ended_state({}) is None
+    assert k8s.ended_state(done) == "Succeeded" and k8s.ended_state(failed) == "Failed"

@@ -152,15 +152,20 @@ def logs(cfg: Config, root: Path, job: str | None, follow: bool) -> None:
     kubectl.stream(f"reading the logs of {pod}", args)
 
 
-def _ended(name: str, namespace: str) -> str | None:
-    """'Succeeded' or 'Failed' once the MPIJob has ended, else None."""
-    output = kubectl.run(
-        f"watching MPIJob {name}", kubectl.command("get", "mpijob", name, "-o", "json", namespace=namespace)
-    )
-    for condition in json.loads(output).get("status", {}).get("conditions", []):
+def ended_state(mpijob: dict[str, Any]) -> str | None:
+    """'Succeeded' or 'Failed' when an MPIJob (kubectl's JSON) has ended, else None."""
+    for condition in mpijob.get("status", {}).get("conditions", []):
         if condition.get("type") in ("Succeeded", "Failed") and condition.get("status") == "True":
             return condition["type"]
     return None
+
+
+def _ended(name: str, namespace: str) -> str | None:
+    """'Succeeded' or 'Failed' once the MPIJob has ended, else None (kubectl get)."""
+    output = kubectl.run(
+        f"watching MPIJob {name}", kubectl.command("get", "mpijob", name, "-o", "json", namespace=namespace)
+    )
+    return ended_state(json.loads(output))
 
 
 def launcher_exit_code(pod: dict[str, Any]) -> int | None:
