@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import base64
+import io
 import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 from botocore.exceptions import ClientError, NoCredentialsError
+from rich.console import Console
 
 from nsyskit.config import load_config
 from nsyskit.errors import (
@@ -239,10 +241,9 @@ def test_expiry_in_the_future_shows_time_left():
 
 
 # --- progress: the engine's push and pull event shapes ---
-def test_layer_progress_counts_outcomes(capsys):
-    from rich.console import Console
-
-    console = Console(file=open("/dev/null", "w"), force_terminal=False)  # noqa: SIM115
+def test_layer_progress_counts_outcomes():
+    output = io.StringIO()
+    console = Console(file=output, force_terminal=False, width=200)
     events = [
         {"status": "The push refers to repository [127.0.0.1:5000/kit]"},
         {"status": "Preparing", "progressDetail": {}, "id": "aaa"},
@@ -259,3 +260,4 @@ def test_layer_progress_counts_outcomes(capsys):
     assert progress.moved_layers == 1
     assert progress.summary() == "1 pushed, 1 already in the registry"
     assert progress.sizes == {"aaa": 2048}
+    assert output.getvalue().splitlines() == ["  layer aaa pushed (2.0 kB)", "  layer bbb already in the registry"]

@@ -22,7 +22,7 @@ class LayerProgress:
 
     def __init__(self, console: Console, enabled: bool = True) -> None:
         self.console = console
-        self.enabled = enabled
+        self.enabled = enabled and console.is_terminal  # bars only live on a terminal; logs get the per-layer lines
         self.bars = Progress(
             TextColumn("  {task.description}"),
             BarColumn(),
