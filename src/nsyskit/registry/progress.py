@@ -59,9 +59,9 @@ class LayerProgress:
         task = self.tasks[layer]
         if detail.get("total"):
             self.sizes[layer] = max(self.sizes.get(layer, 0), int(detail["total"]))
-            self.bars.update(
-                task, total=detail["total"], completed=detail.get("current", 0), description=f"{layer} {status.lower()}"
-            )
+            # the engine counts compressed bytes against an uncompressed total: it can overshoot, so clamp
+            completed = min(int(detail.get("current", 0)), int(detail["total"]))
+            self.bars.update(task, total=detail["total"], completed=completed, description=f"{layer} {status.lower()}")
         else:
             self.bars.update(task, description=f"{layer} {status.lower()}")
 
