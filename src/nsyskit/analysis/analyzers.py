@@ -1,0 +1,296 @@
+"""Analyzers: pure functions from reader columns to named-column Tables (no I/O, no printing)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from nsyskit.analysis import intervals as iv
+from nsyskit.analysis.reader import Intervals, NvtxRanges
+from nsyskit.analysis.table import Table
+
+NCCL_NAME = re.compile(r"nccl", re.IGNORECASE)
+STEP_NAME = re.compile(r"^\s*(?:train[ _-]?)?step[\s_:#-]*(\d+)\s*$", re.IGNORECASE)
+SIZE_BUCKETS = (("<64KB", 0, 64 << 10), ("64KB-1MB", 64 << 10, 1 << 20), ("1MB-16MB", 1 << 20, 16 << 20), (">16MB", 16 << 20, None))
+UNKNOWN_SIZE = "unknown"
+STAT_COLUMNS = ("total_ns", "instances", "avg_ns", "median_ns", "min_ns", "max_ns", "stddev_ns")
+BREAKDOWN_COLUMNS = (
+    "device", "window_ns", "busy_ns", "compute_ns", "comm_ns", "memory_ns", "idle_ns",
+    "compute_comm_overlap_ns", "compute_memory_overlap_ns", "comm_memory_overlap_ns", "exposed_comm_ns",
+)  # fmt: skip
+
+
+def duration_stats(keys: np.ndarray, durations: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Per distinct key: total, instances, average, median, min, max and sample stddev of the durations (ns).
+
+    One sort of (key, duration) packed into int64 when it fits (the usual case), else a lexsort; then reduceat.
+    """
+    keys, durations = np.asarray(keys, dtype=np.int64), np.asarray(durations, dtype=np.int64)
+    if len(keys) == 0:
+        return np.empty(0, dtype=np.int64), {c: np.empty(0) for c in STAT_COLUMNS}
+    dur_low = int(durations.min())
+    dur_bits = max(1, int(durations.max() - dur_low).bit_length())
+    key_low = int(keys.min())
+    key_bits = max(1, int(keys.max() - key_low).bit_length())
+    if dur_bits + key_bits <= 62:
+        packed = np.sort(((keys - key_low) << dur_bits) | (durations - dur_low))
+        skeys = (packed >> dur_bits) + key_low
+        sdur = (packed & ((1 << dur_bits) - 1)) + dur_low
+    else:
+        order = np.lexsort((durations, keys))
+        skeys, sdur = keys[order], durations[order]
+    firsts = np.flatnonzero(np.r_[True, skeys[1:] != skeys[:-1]])
+    lasts = np.r_[firsts[1:], len(skeys)] - 1
+    counts = lasts - firsts + 1
+    totals = np.add.reduceat(sdur, firsts)
+    means = totals / counts
+    deviation = sdur - np.repeat(means, counts)
+    squares = np.add.reduceat(deviation * deviation, firsts)
+    stddev = np.where(counts > 1, np.sqrt(squares / np.maximum(counts - 1, 1)), 0.0)
+    median = (sdur[firsts + (counts - 1) // 2] + sdur[firsts + counts // 2]) / 2.0
+    stats = {
+        "total_ns": totals, "instances": counts, "avg_ns": means, "median_ns": median,
+        "min_ns": sdur[firsts], "max_ns": sdur[lasts], "stddev_ns": stddev,
+    }  # fmt: skip
+    return skeys[firsts], stats
+
+
+def kernel_summary(kernels: Intervals, names: Mapping[int, str]) -> Table:
+    """nsys stats' kernel summary: per kernel name time %, total, instances, avg, median, min, max, stddev (ns)."""
+    ids, stats = duration_stats(kernels.extra.get("name", np.empty(0, dtype=np.int64)), kernels.end - kernels.start)
+    return _summary_table([names.get(int(i), f"<string {int(i)}>") for i in ids], stats)
+
+
+def _summary_table(labels: Sequence[str], stats: Mapping[str, np.ndarray]) -> Table:
+    grand = float(np.sum(stats["total_ns"])) if len(labels) else 0.0
+    pct = stats["total_ns"] * 100.0 / grand if grand else np.zeros(len(labels))
+    table = Table({"name": np.asarray(list(labels), dtype=object), "time_pct": np.asarray(pct, dtype=np.float64), **stats})
+    return table.sorted_by("total_ns") if len(table) else table
+
+
+def nccl_name_ids(names: Mapping[int, str]) -> np.ndarray:
+    """StringIds of kernel names that are NCCL kernels (communication)."""
+    return np.asarray(sorted(i for i, n in names.items() if NCCL_NAME.search(n or "")), dtype=np.int64)
+
+
+def gpu_breakdown(kernels: Intervals, nccl_ids: np.ndarray, memory: Sequence[Intervals], window: tuple[int, int] | None = None) -> Table:
+    """Per device: compute / communication (NCCL kernels) / memory (memcpy+memset) / idle time and their overlaps.
+
+    Exact: each category is the union of its intervals on that device (streams overlap), intersections follow
+    from |A∩B| = |A| + |B| - |A∪B|. The window is the span of the rank's GPU activity unless given.
+    """
+    mem_start = np.concatenate([m.start for m in memory]) if memory else np.empty(0, dtype=np.int64)
+    mem_end = np.concatenate([m.end for m in memory]) if memory else np.empty(0, dtype=np.int64)
+    mem_dev = np.concatenate([m.device for m in memory]) if memory else np.empty(0, dtype=np.int64)
+    devices = np.unique(np.concatenate([kernels.device, mem_dev]))
+    if len(devices) == 0:
+        return Table.empty(BREAKDOWN_COLUMNS + tuple(c.replace("_ns", "_pct") for c in BREAKDOWN_COLUMNS[2:]))
+    if window is None:
+        window = (
+            int(min(kernels.start.min(initial=np.iinfo(np.int64).max), mem_start.min(initial=np.iinfo(np.int64).max))),
+            int(max(kernels.end.max(initial=0), mem_end.max(initial=0))),
+        )
+    low, high = window
+    is_comm = np.isin(kernels.extra["name"], nccl_ids)
+    rows: dict[str, list] = {name: [] for name in BREAKDOWN_COLUMNS}
+    for device in devices:
+        on_kernel = kernels.device == device
+        on_mem = mem_dev == device
+        compute = iv.union(*iv.clip(kernels.start[on_kernel & ~is_comm], kernels.end[on_kernel & ~is_comm], low, high))
+        comm = iv.union(*iv.clip(kernels.start[on_kernel & is_comm], kernels.end[on_kernel & is_comm], low, high))
+        mem = iv.union(*iv.clip(mem_start[on_mem], mem_end[on_mem], low, high))
+        c, n, m = iv.length(*compute), iv.length(*comm), iv.length(*mem)
+        cn, cm, nm = iv.length(*iv.merge(compute, comm)), iv.length(*iv.merge(compute, mem)), iv.length(*iv.merge(comm, mem))
+        busy = iv.length(*iv.merge(compute, comm, mem))
+        values = {
+            "device": int(device), "window_ns": high - low, "busy_ns": busy, "compute_ns": c, "comm_ns": n, "memory_ns": m,
+            "idle_ns": (high - low) - busy, "compute_comm_overlap_ns": c + n - cn, "compute_memory_overlap_ns": c + m - cm,
+            "comm_memory_overlap_ns": n + m - nm, "exposed_comm_ns": cn - c,
+        }  # fmt: skip
+        for name, value in values.items():
+            rows[name].append(value)
+    table = {name: np.asarray(values, dtype=np.int64) for name, values in rows.items()}
+    span = np.maximum(table["window_ns"], 1)
+    for name in BREAKDOWN_COLUMNS[2:]:
+        table[name.replace("_ns", "_pct")] = table[name] * 100.0 / span
+    return Table(table)
+
+
+def memcpy_by_kind(memcpys: Intervals, kind_names: Mapping[int, str]) -> Table:
+    """Per copy kind (HtoD, DtoH, DtoD, PtoP, ...): count, bytes, time and average bandwidth (GB/s = bytes/ns)."""
+    kinds = memcpys.extra.get("kind", np.empty(0, dtype=np.int64))
+    if len(kinds) == 0:
+        return Table.empty(("kind", "count", "bytes", "total_ns", "avg_bytes", "bandwidth_gbps"))
+    unique, inverse = np.unique(kinds, return_inverse=True)
+    count = np.bincount(inverse)
+    total_bytes = np.bincount(inverse, weights=memcpys.extra["bytes"])
+    total_ns = np.bincount(inverse, weights=memcpys.end - memcpys.start)
+    table = Table(
+        {
+            "kind": np.asarray([kind_names.get(int(k), f"kind {int(k)}") for k in unique], dtype=object),
+            "count": count.astype(np.int64),
+            "bytes": total_bytes.astype(np.int64),
+            "total_ns": total_ns.astype(np.int64),
+            "avg_bytes": total_bytes / count,
+            "bandwidth_gbps": np.where(total_ns > 0, total_bytes / np.maximum(total_ns, 1), np.nan),
+        }
+    )
+    return table.sorted_by("bytes")
+
+
+def nvtx_summary(nvtx: NvtxRanges) -> Table:
+    """nsys stats' NVTX range summary: per range name (text, '@domain' when not default) the duration statistics."""
+    if len(nvtx) == 0:
+        return _summary_table([], {c: np.empty(0) for c in STAT_COLUMNS})
+    labels = np.asarray([t if not d else f"{t}@{d}" for t, d in zip(nvtx.text, nvtx.domain, strict=True)], dtype=object)
+    unique, inverse = np.unique(labels.astype(str), return_inverse=True)
+    ids, stats = duration_stats(inverse, nvtx.end - nvtx.start)
+    return _summary_table([str(unique[i]) for i in ids], stats)
+
+
+def step_times(nvtx: NvtxRanges, pattern: re.Pattern[str] = STEP_NAME) -> Table:
+    """The example's training steps: one row per NVTX range named like 'step N' (step, start, duration in ns)."""
+    steps, starts, durations = [], [], []
+    for text, start, end in zip(nvtx.text, nvtx.start, nvtx.end, strict=True):
+        match = pattern.match(text or "")
+        if match:
+            steps.append(int(match.group(1)))
+            starts.append(int(start))
+            durations.append(int(end - start))
+    order = np.argsort(np.asarray(starts, dtype=np.int64), kind="stable")
+    return Table(
+        {
+            "step": np.asarray(steps, dtype=np.int64)[order],
+            "start_ns": np.asarray(starts, dtype=np.int64)[order],
+            "duration_ns": np.asarray(durations, dtype=np.int64)[order],
+        }
+    )
+
+
+def size_bucket(size: float) -> str:
+    """The message-size bucket of a size in bytes (<64KB, 64KB-1MB, 1MB-16MB, >16MB) or 'unknown'."""
+    if size is None or np.isnan(size):
+        return UNKNOWN_SIZE
+    for label, low, high in SIZE_BUCKETS:
+        if size >= low and (high is None or size < high):
+            return label
+    return UNKNOWN_SIZE
+
+
+def payload_size(payload: float, json_text: str | None) -> float:
+    """A message size in bytes from an NVTX payload: the numeric payload, else a size/bytes field of a JSON payload."""
+    if payload is not None and not np.isnan(payload):
+        return float(payload)
+    if json_text:
+        try:
+            data = json.loads(json_text)
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            for key, value in data.items():
+                if re.search(r"size|bytes", str(key), re.IGNORECASE) and isinstance(value, int | float):
+                    return float(value)
+    return float("nan")
+
+
+def nccl_operations(nvtx: NvtxRanges, kernels: Intervals, names: Mapping[int, str], launched=None) -> Table:
+    """NCCL operations with message size: NVTX ranges named nccl* (sizes from payloads), else the NCCL kernels.
+
+    `launched(thread, start, end)` may return the kernels launched inside a range; the GPU time of NCCL
+    kernels among them then replaces the CPU duration of the range.
+    """
+    ops, starts, durations, sizes, sources = [], [], [], [], []
+    for i in range(len(nvtx)):
+        text, domain = nvtx.text[i] or "", nvtx.domain[i] or ""
+        if not (text.lower().startswith("nccl") or domain.upper() == "NCCL"):
+            continue
+        duration, source = int(nvtx.end[i] - nvtx.start[i]), "nvtx"
+        if launched is not None:
+            gpu = [(s, e) for s, e, n in launched(int(nvtx.thread[i]), int(nvtx.start[i]), int(nvtx.end[i])) if NCCL_NAME.search(names.get(n, ""))]
+            if gpu:
+                duration, source = int(max(e for _, e in gpu) - min(s for s, _ in gpu)), "gpu"
+        ops.append(re.sub(r"^nccl", "", text.split("(")[0].strip(), flags=re.IGNORECASE) or text)
+        starts.append(int(nvtx.start[i]))
+        durations.append(duration)
+        sizes.append(payload_size(nvtx.payload[i], nvtx.json[i]))
+        sources.append(source)
+    if not ops and len(kernels):
+        nccl = np.isin(kernels.extra["name"], nccl_name_ids(names))
+        for start, end, name in zip(kernels.start[nccl], kernels.end[nccl], kernels.extra["name"][nccl], strict=True):
+            ops.append(_kernel_op(names.get(int(name), "")))
+            starts.append(int(start))
+            durations.append(int(end - start))
+            sizes.append(float("nan"))
+            sources.append("gpu")
+    size_array = np.asarray(sizes, dtype=np.float64)
+    return Table(
+        {
+            "op": np.asarray(ops, dtype=object),
+            "start_ns": np.asarray(starts, dtype=np.int64),
+            "duration_ns": np.asarray(durations, dtype=np.int64),
+            "size_bytes": size_array,
+            "bucket": np.asarray([size_bucket(s) for s in size_array], dtype=object),
+            "source": np.asarray(sources, dtype=object),
+        }
+    )
+
+
+def _kernel_op(kernel_name: str) -> str:
+    """The collective in an NCCL kernel name: ncclKernel_AllReduce_RING_LL_Sum_float -> AllReduce."""
+    match = re.search(r"nccl(?:Dev)?Kernel_([A-Za-z]+)", kernel_name)
+    return match.group(1) if match else kernel_name.split("(")[0]
+
+
+def nccl_size_summary(ops: Table) -> Table:
+    """Per NCCL operation and message-size bucket: count, total and average duration, total bytes."""
+    labels = [label for label, _, _ in SIZE_BUCKETS] + [UNKNOWN_SIZE]
+    rows: dict[str, list] = {"op": [], "bucket": [], "count": [], "total_ns": [], "avg_ns": [], "median_ns": [], "bytes": []}
+    for op in sorted(set(ops["op"])) if len(ops) else []:
+        for label in labels:
+            mask = (ops["op"] == op) & (ops["bucket"] == label)
+            if not mask.any():
+                continue
+            durations = ops["duration_ns"][mask]
+            sizes = ops["size_bytes"][mask]
+            rows["op"].append(op)
+            rows["bucket"].append(label)
+            rows["count"].append(int(mask.sum()))
+            rows["total_ns"].append(int(durations.sum()))
+            rows["avg_ns"].append(float(durations.mean()))
+            rows["median_ns"].append(float(np.median(durations)))
+            rows["bytes"].append(float(np.nansum(sizes)) if not np.isnan(sizes).all() else float("nan"))
+    return Table(rows)
+
+
+def cross_rank(per_rank: Sequence[Mapping[str, float]], straggler_pct: float = 5.0) -> Table:
+    """Per rank: step time and communication share, their deviation from the median, stragglers flagged.
+
+    A straggler is a rank whose mean step time (or, without steps, GPU busy time) lies more than
+    `straggler_pct` percent from the median of all ranks; the furthest ranks are the ones flagged first.
+    """
+    if not per_rank:
+        return Table.empty(("rank", "host", "steps", "step_mean_ns", "step_median_ns", "gpu_busy_pct", "comm_share_pct", "deviation_pct", "straggler"))
+    rank = np.asarray([r["rank"] for r in per_rank], dtype=np.int64)
+    step_mean = np.asarray([r.get("step_mean_ns", np.nan) for r in per_rank], dtype=np.float64)
+    busy = np.asarray([r.get("gpu_busy_ns", np.nan) for r in per_rank], dtype=np.float64)
+    basis = step_mean if not np.isnan(step_mean).all() else busy
+    median = np.nanmedian(basis) if not np.isnan(basis).all() else np.nan
+    deviation = (basis - median) * 100.0 / median if median and not np.isnan(median) else np.full(len(basis), np.nan)
+    flagged = np.abs(np.nan_to_num(deviation)) > straggler_pct
+    table = Table(
+        {
+            "rank": rank,
+            "host": np.asarray([r.get("host", "") for r in per_rank], dtype=object),
+            "steps": np.asarray([r.get("steps", 0) for r in per_rank], dtype=np.int64),
+            "step_mean_ns": step_mean,
+            "step_median_ns": np.asarray([r.get("step_median_ns", np.nan) for r in per_rank], dtype=np.float64),
+            "gpu_busy_pct": np.asarray([r.get("gpu_busy_pct", np.nan) for r in per_rank], dtype=np.float64),
+            "comm_share_pct": np.asarray([r.get("comm_share_pct", np.nan) for r in per_rank], dtype=np.float64),
+            "deviation_pct": deviation,
+            "straggler": flagged,
+        }
+    )
+    return table.sorted_by("rank", descending=False)

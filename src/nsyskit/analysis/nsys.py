@@ -1,0 +1,159 @@
+"""The host's nsys CLI: find it (or install Debian's), turn .qdstrm/.nsys-rep into a cached .sqlite, stats, recipes."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from nsyskit.errors import NsysUnavailable, ReportFileError
+
+NSYS_CANDIDATES = ("/usr/bin/nsys", "/usr/local/bin/nsys", "/opt/nvidia/nsight-systems/*/bin/nsys", "/usr/local/cuda/bin/nsys")
+IMPORTER_CANDIDATES = (
+    "/usr/lib/nsight-systems/host-linux-x64/QdstrmImporter",
+    "/opt/nvidia/nsight-systems/*/host-linux-x64/QdstrmImporter",
+)
+DEBIAN_NON_FREE = Path("/etc/apt/sources.list.d/debian-non-free.sources")
+# nsys stats report names changed in 2023.1; the first name is 2023.1+, the second 2022.x.
+STATS_REPORTS = {"kernel": ("cuda_gpu_kern_sum", "gpukernsum"), "nvtx": ("nvtx_sum", "nvtxsum")}
+EXPORT_TIMEOUT_S = 1800
+
+
+def find_nsys() -> str | None:
+    """Path of the nsys CLI on this machine, or None."""
+    found = shutil.which("nsys")
+    if found:
+        return found
+    for pattern in NSYS_CANDIDATES:
+        for candidate in sorted(Path("/").glob(pattern.lstrip("/")), reverse=True):
+            if os.access(candidate, os.X_OK):
+                return str(candidate)
+    return None
+
+
+def require_nsys(for_what: str, path: object = "nsys") -> str:
+    """The nsys CLI, or NsysUnavailable saying what needed it and how to get it."""
+    nsys = find_nsys()
+    if not nsys:
+        raise NsysUnavailable(
+            path, f"the nsys CLI is needed to {for_what} but is not installed",
+            "install Nsight Systems (Debian: apt-get install nsight-systems from non-free) or pass the exported .sqlite",
+        )  # fmt: skip
+    return nsys
+
+
+def version(nsys: str | None = None) -> str:
+    """The nsys version, e.g. '2022.4.2.1' ('' when unknown)."""
+    nsys = nsys or find_nsys()
+    if not nsys:
+        return ""
+    result = subprocess.run([nsys, "--version"], capture_output=True, text=True, timeout=60)
+    match = re.search(r"(\d{4}\.\d+(?:\.\d+)*)", result.stdout + result.stderr)
+    return match.group(1) if match else ""
+
+
+def ensure_installed() -> str:
+    """nsys, installing Debian's nsight-systems (+ -target) from non-free when missing (root on Debian only)."""
+    nsys = find_nsys()
+    if nsys:
+        return nsys
+    from nsyskit.engine import apt_install  # only needed on this path
+
+    if os.geteuid() != 0 or not Path("/etc/debian_version").exists():
+        raise NsysUnavailable("nsys", "nsys is not installed", "install Nsight Systems from NVIDIA (or as root on Debian: apt-get install nsight-systems)")
+    if not _non_free_enabled():
+        DEBIAN_NON_FREE.write_text(
+            "Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm\nComponents: non-free\n"
+            "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
+        )
+        subprocess.run(["apt-get", "update"], capture_output=True, text=True)
+    apt_install("nsight-systems", "nsight-systems-target")
+    return require_nsys("run")
+
+
+def _non_free_enabled() -> bool:
+    sources = [Path("/etc/apt/sources.list"), *Path("/etc/apt/sources.list.d").glob("*")]
+    for source in sources:
+        try:
+            text = source.read_text()
+        except OSError:
+            continue
+        if re.search(r"^(?!#).*\bnon-free\b(?!-firmware)", text, re.MULTILINE):
+            return True
+    return False
+
+
+def find_importer() -> str | None:
+    """Path of QdstrmImporter (Debian's nsys leaves .qdstrm files that it turns into .nsys-rep)."""
+    for pattern in IMPORTER_CANDIDATES:
+        for candidate in sorted(Path("/").glob(pattern.lstrip("/")), reverse=True):
+            if os.access(candidate, os.X_OK):
+                return str(candidate)
+    return None
+
+
+def import_qdstrm(qdstrm: Path) -> Path:
+    """X.qdstrm -> X.nsys-rep beside it (cached); NsysUnavailable without the importer."""
+    rep = qdstrm.with_suffix(".nsys-rep")
+    if rep.exists() and rep.stat().st_mtime >= qdstrm.stat().st_mtime:
+        return rep
+    importer = find_importer()
+    if not importer:
+        raise NsysUnavailable(qdstrm, "QdstrmImporter (part of nsys) is needed to import a .qdstrm but is not installed", "install Nsight Systems")
+    result = subprocess.run([importer, "-i", str(qdstrm)], capture_output=True, text=True, timeout=EXPORT_TIMEOUT_S)
+    if result.returncode != 0 or not rep.exists():
+        tail = _tail(result.stdout + result.stderr)
+        raise ReportFileError(qdstrm, f"QdstrmImporter could not import it (exit {result.returncode}): {tail}", "the capture may be incomplete; record it again")
+    return rep
+
+
+def export_sqlite(rep: Path) -> Path:
+    """X.nsys-rep -> X.sqlite beside it (reused while newer than the report), with 'nsys export --type sqlite'."""
+    target = rep.with_suffix(".sqlite")
+    if target.exists() and target.stat().st_size > 0 and target.stat().st_mtime >= rep.stat().st_mtime:
+        return target
+    if not os.access(rep.parent, os.W_OK):
+        cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "nsyskit" / "exports"
+        cache.mkdir(parents=True, exist_ok=True)
+        target = cache / f"{abs(hash(str(rep.resolve())))}-{rep.stem}.sqlite"
+    nsys = require_nsys("export a .nsys-rep to SQLite", rep)
+    if rep.stat().st_size == 0:
+        raise ReportFileError(rep, "is empty (0 bytes)", "the profile did not finish: record it again")
+    cmd = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(target), str(rep)]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=EXPORT_TIMEOUT_S)
+    if result.returncode != 0 or not target.exists():
+        target.unlink(missing_ok=True)
+        tail = _tail(result.stderr or result.stdout)
+        raise ReportFileError(rep, f"nsys export failed (exit {result.returncode}): {tail}", "the report is corrupt or truncated; record it again")
+    return target
+
+
+def stats(path: Path, kind: str = "kernel") -> list[dict[str, str]]:
+    """Rows of nsys stats' summary report of `kind` ('kernel' or 'nvtx') as CSV dicts, with the name this nsys uses."""
+    nsys = require_nsys("run nsys stats", path)
+    new, old = STATS_REPORTS[kind]
+    name = new if version(nsys) >= "2023.1" else old
+    cmd = [nsys, "stats", "--report", name, "--format", "csv", "--output", "-", "--force-export", "false", str(path)]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=EXPORT_TIMEOUT_S)
+    if result.returncode != 0:
+        raise NsysUnavailable(path, f"nsys stats -r {name} failed (exit {result.returncode}): {_tail(result.stderr)}")
+    text = result.stdout
+    header = next((i for i, line in enumerate(text.splitlines()) if line.startswith(('"Time', "Time"))), None)
+    if header is None:
+        return []
+    return list(csv.DictReader(io.StringIO("\n".join(text.splitlines()[header:]))))
+
+
+def has_recipes(nsys: str) -> bool:
+    """Whether this nsys has the 'recipe' command (2023.3 and later)."""
+    result = subprocess.run([nsys, "recipe", "--help"], capture_output=True, text=True, timeout=120)
+    return result.returncode == 0 and "recipe" in (result.stdout + result.stderr).lower() and "unknown" not in result.stderr.lower()
+
+
+def _tail(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return " | ".join(lines[-2:])[:300] if lines else "no output"

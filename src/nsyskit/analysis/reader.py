@@ -1,0 +1,335 @@
+"""The one module that knows the Nsight Systems SQLite export schema and its differences between versions.
+
+Every other analysis module sees clean numpy columns. What differs between nsys versions (2022.4 … current)
+and is handled here, and only here:
+- table name variants (GPU info, kernel tables) and tables missing from CPU-only reports (-> empty columns);
+- names stored as StringIds references (kernel names, NVTX registered strings: `textId`) or as plain text
+  (NVTX `text`), and columns that only newer exports have (`textId`, payload columns, `jsonText`);
+- memcpy kinds as numbers (with or without the ENUM_CUDA_MEMCPY_OPER table of newer exports).
+
+Large tables are read columnar: SQLite packs several offset-encoded integer columns into one 64-bit word per
+row and returns a whole column as one `group_concat` string that numpy parses. That avoids building millions
+of Python tuples and is several times faster than fetchall() on the 2M-row tables of real GPU runs.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import struct
+import urllib.parse
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from nsyskit.errors import ReportFileError
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+KERNEL_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL")
+MEMCPY_TABLES = ("CUPTI_ACTIVITY_KIND_MEMCPY",)
+MEMSET_TABLES = ("CUPTI_ACTIVITY_KIND_MEMSET",)
+RUNTIME_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME",)
+NVTX_TABLES = ("NVTX_EVENTS",)
+GPU_TABLES = ("TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU", "TARGET_INFO_CUDA_DEVICE")
+# Kernel name columns, best first: what `nsys stats` summarizes by default (the demangled, templated name).
+KERNEL_NAME_COLUMNS = ("demangledName", "shortName", "mangledName")
+# NVTX event types of ranges: push/pop, start/end, and their NVTX-T (imported .nvtxt) twins.
+NVTX_RANGE_TYPES = (59, 60, 70, 71)
+NVTX_DOMAIN_CREATE = 75
+PAYLOAD_COLUMNS = ("uint64Value", "int64Value", "uint32Value", "int32Value", "doubleValue", "floatValue")
+# CUPTI's CUpti_ActivityMemcpyKind, the values of `copyKind` in every export version.
+MEMCPY_KINDS = {
+    0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
+    8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "UVM HtoD", 12: "UVM DtoH", 13: "UVM DtoD",
+}  # fmt: skip
+# The export tables by which a file is recognised as an Nsight Systems export.
+NSYS_MARKER_TABLES = ("StringIds", "EXPORT_META_DATA", "TARGET_INFO_SESSION_START_TIME", "ANALYSIS_DETAILS")
+
+
+@dataclass(frozen=True)
+class Intervals:
+    """GPU activities of one kind: start/end (ns), device, and per kind `name` (StringId), `bytes`, `kind`."""
+
+    start: np.ndarray
+    end: np.ndarray
+    device: np.ndarray
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    @classmethod
+    def empty(cls, *extra: str) -> Intervals:
+        """No activities, with the given extra columns."""
+        nothing = np.empty(0, dtype=np.int64)
+        return cls(nothing, nothing, nothing, {name: nothing for name in extra})
+
+
+@dataclass(frozen=True)
+class NvtxRanges:
+    """NVTX ranges with resolved text, domain and numeric payload (NaN when absent)."""
+
+    start: np.ndarray
+    end: np.ndarray
+    text: np.ndarray  # object array of str
+    domain: np.ndarray  # object array of str ('' for the default domain)
+    thread: np.ndarray
+    payload: np.ndarray  # float64, NaN when the range has no numeric payload
+    json: np.ndarray  # object array: JSON payload text or None
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+
+class ExportReader:
+    """Read-only access to one nsys SQLite export; raises ReportFileError naming the file for unusable files."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        _check_sqlite_file(self.path)
+        uri = "file:" + urllib.parse.quote(str(self.path.resolve())) + "?mode=ro&immutable=1"
+        try:
+            self.con = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            self.tables = {row[0] for row in self.con.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')")}
+        except sqlite3.DatabaseError as exc:
+            raise ReportFileError(self.path, f"corrupt SQLite file ({exc})", "re-export it with 'nsys export --type sqlite'") from None
+        if not any(t in self.tables for t in NSYS_MARKER_TABLES):
+            raise ReportFileError(
+                self.path, "not an Nsight Systems export (no StringIds/EXPORT_META_DATA tables)", "pass a .nsys-rep or the .sqlite 'nsys export' writes"
+            )
+
+    def close(self) -> None:
+        """Close the database connection."""
+        self.con.close()
+
+    # ---- schema helpers -------------------------------------------------------------------------------------
+
+    def _query(self, sql: str, params: tuple = ()) -> list[tuple]:
+        try:
+            return self.con.execute(sql, params).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise ReportFileError(self.path, f"corrupt or truncated export ({exc})", "re-export it with 'nsys export --type sqlite'") from None
+
+    def table(self, candidates: tuple[str, ...]) -> str | None:
+        """The first of the candidate table names this export has, or None (a CPU-only report has no CUPTI tables)."""
+        return next((name for name in candidates if name in self.tables), None)
+
+    def columns(self, table: str) -> set[str]:
+        """The column names of a table."""
+        return {row[1] for row in self._query(f"PRAGMA table_info({table})")}
+
+    def _packed_columns(self, table: str, exprs: dict[str, str], where: str = "") -> dict[str, np.ndarray]:
+        """Integer SQL expressions over every row of `table` as int64 numpy columns (row order kept), read columnar."""
+        where_sql = f" WHERE {where}" if where else ""
+        aggregates = ", ".join(f"min({e}), max({e})" for e in exprs.values())
+        bounds = self._query(f"SELECT count(*), {aggregates} FROM {table}{where_sql}")[0]
+        count = bounds[0]
+        if not count:
+            return {name: np.empty(0, dtype=np.int64) for name in exprs}
+        words: list[list[tuple[str, str, int, int]]] = [[]]  # per word: (name, expr, low, bits)
+        used = 0
+        for i, (name, expr) in enumerate(exprs.items()):
+            low, high = bounds[1 + 2 * i], bounds[2 + 2 * i]
+            low, high = int(low or 0), int(high or 0)
+            bits = max(1, (high - low).bit_length())
+            if used + bits > 62 and words[-1]:
+                words.append([])
+                used = 0
+            words[-1].append((name, expr, low, bits))
+            used += bits
+        result: dict[str, np.ndarray] = {}
+        for word in words:
+            parts, shift = [], 0
+            for _name, expr, low, bits in word:
+                parts.append(f"((({expr}) - ({low})) << {shift})")
+                shift += bits
+            text = self._query(f"SELECT group_concat({' | '.join(parts)}, ',') FROM {table} NOT INDEXED{where_sql}")[0][0]
+            packed = np.fromstring(text, dtype=np.int64, sep=",") if text else np.empty(0, dtype=np.int64)
+            if len(packed) != count:
+                raise ReportFileError(self.path, f"table {table} changed or is corrupt while reading", "re-export the report")
+            shift = 0
+            for name, _expr, low, bits in word:
+                result[name] = ((packed >> shift) & ((1 << bits) - 1)) + low
+                shift += bits
+        return result
+
+    def strings(self, ids: np.ndarray) -> dict[int, str]:
+        """StringIds values for the given ids."""
+        wanted = [int(i) for i in np.unique(ids)]
+        found: dict[int, str] = {}
+        for chunk in range(0, len(wanted), 500):
+            part = wanted[chunk : chunk + 500]
+            marks = ",".join("?" * len(part))
+            found.update(self._query(f"SELECT id, value FROM StringIds WHERE id IN ({marks})", tuple(part)))
+        return found
+
+    # ---- metadata ------------------------------------------------------------------------------------------
+
+    @cached_property
+    def meta(self) -> dict[str, str]:
+        """EXPORT_META_DATA as a dict (empty for exports that lack it)."""
+        if "EXPORT_META_DATA" not in self.tables:
+            return {}
+        return {name: value for name, value in self._query("SELECT name, value FROM EXPORT_META_DATA")}
+
+    @property
+    def nsys_version(self) -> str:
+        """The nsys version that wrote the export ('' when unknown)."""
+        return self.meta.get("EXPORT_PRODUCT_VERSION", "")
+
+    @cached_property
+    def system_env(self) -> dict[str, str]:
+        """TARGET_INFO_SYSTEM_ENV name -> value (hostname, CPU, driver...)."""
+        if "TARGET_INFO_SYSTEM_ENV" not in self.tables:
+            return {}
+        return {name: value for name, value in self._query("SELECT name, value FROM TARGET_INFO_SYSTEM_ENV")}
+
+    @cached_property
+    def session(self) -> tuple[int, int]:
+        """The capture's (start, stop) in the export's ns timeline; (0, 0) when unknown."""
+        if "ANALYSIS_DETAILS" in self.tables and {"startTime", "stopTime"} <= self.columns("ANALYSIS_DETAILS"):
+            row = self._query("SELECT min(startTime), max(stopTime) FROM ANALYSIS_DETAILS")[0]
+            if row[0] is not None:
+                return int(row[0]), int(row[1])
+        return 0, 0
+
+    def gpus(self) -> dict[int, str]:
+        """Device id -> GPU name (empty on CPU-only reports)."""
+        table = self.table(GPU_TABLES)
+        if not table:
+            return {}
+        cols = self.columns(table)
+        id_col = "id" if "id" in cols else "cuDevice" if "cuDevice" in cols else None
+        if not id_col or "name" not in cols:
+            return {}
+        return {int(i): str(n) for i, n in self._query(f"SELECT {id_col}, name FROM {table}") if i is not None}
+
+    # ---- activities ----------------------------------------------------------------------------------------
+
+    def kernel_name_column(self) -> str | None:
+        """The kernel name column of this export (a StringIds reference)."""
+        table = self.table(KERNEL_TABLES)
+        if not table:
+            return None
+        cols = self.columns(table)
+        return next((c for c in KERNEL_NAME_COLUMNS if c in cols), None)
+
+    def kernels(self) -> Intervals:
+        """CUDA kernels: start, end, device and `name` (StringId of the demangled name); empty without GPU data."""
+        table, name_col = self.table(KERNEL_TABLES), self.kernel_name_column()
+        if not table or not name_col:
+            return Intervals.empty("name")
+        cols = self._packed_columns(
+            table, {"start": "start", "duration": "end - start", "device": "deviceId", "name": f"coalesce({name_col}, 0)"}
+        )
+        return Intervals(cols["start"], cols["start"] + cols["duration"], cols["device"], {"name": cols["name"]})
+
+    def memcpys(self) -> Intervals:
+        """CUDA memcpys: start, end, device, `bytes`, `kind` (CUpti_ActivityMemcpyKind)."""
+        table = self.table(MEMCPY_TABLES)
+        if not table:
+            return Intervals.empty("bytes", "kind")
+        cols = self._packed_columns(
+            table, {"start": "start", "duration": "end - start", "device": "deviceId", "bytes": "bytes", "kind": "copyKind"}
+        )
+        return Intervals(cols["start"], cols["start"] + cols["duration"], cols["device"], {"bytes": cols["bytes"], "kind": cols["kind"]})
+
+    def memsets(self) -> Intervals:
+        """CUDA memsets: start, end, device, `bytes`."""
+        table = self.table(MEMSET_TABLES)
+        if not table:
+            return Intervals.empty("bytes")
+        cols = self._packed_columns(table, {"start": "start", "duration": "end - start", "device": "deviceId", "bytes": "bytes"})
+        return Intervals(cols["start"], cols["start"] + cols["duration"], cols["device"], {"bytes": cols["bytes"]})
+
+    def memcpy_kind_names(self) -> dict[int, str]:
+        """copyKind -> short name; the export's own ENUM table when it has one, else CUPTI's values."""
+        names = dict(MEMCPY_KINDS)
+        if "ENUM_CUDA_MEMCPY_OPER" in self.tables:
+            for kind, name in self._query("SELECT id, name FROM ENUM_CUDA_MEMCPY_OPER"):
+                short = re.sub(r"^CUDA_MEMCPY_KIND_", "", str(name)).replace("_", " ")
+                names.setdefault(int(kind), short)
+        return names
+
+    def nvtx_ranges(self) -> NvtxRanges:
+        """NVTX push/pop and start/end ranges that ended, with text resolved from `text` or `textId`."""
+        table = self.table(NVTX_TABLES)
+        if not table:
+            return _empty_nvtx()
+        cols = self.columns(table)
+        text_sql = "coalesce(e.text, s.value)" if "textId" in cols else "e.text"
+        join = "LEFT JOIN StringIds AS s ON e.textId = s.id" if "textId" in cols and "StringIds" in self.tables else ""
+        if not join:
+            text_sql = "e.text"
+        payload_cols = [c for c in PAYLOAD_COLUMNS if c in cols]
+        payload_sql = f"coalesce({', '.join('e.' + c for c in payload_cols)}, NULL)" if payload_cols else "NULL"
+        json_sql = "e.jsonText" if "jsonText" in cols else "NULL"
+        domain_sql, domain_join = "''", ""
+        if "domainId" in cols:
+            # Domain names come from the domain-create events of the same process (globalTid >> 24 is the process).
+            domain_join = (
+                "LEFT JOIN (SELECT domainId, globalTid >> 24 AS proc, max(text) AS name FROM "
+                f"{table} WHERE eventType = {NVTX_DOMAIN_CREATE} GROUP BY 1, 2) AS d "
+                "ON e.domainId = d.domainId AND (e.globalTid >> 24) = d.proc"
+            )
+            domain_sql = "coalesce(d.name, '')"
+        types = ",".join(str(t) for t in NVTX_RANGE_TYPES)
+        rows = self._query(
+            f"SELECT e.start, e.end, {text_sql}, {domain_sql}, e.globalTid, {payload_sql}, {json_sql} "
+            f"FROM {table} AS e {join} {domain_join} WHERE e.eventType IN ({types}) AND e.end IS NOT NULL ORDER BY e.start"
+        )
+        if not rows:
+            return _empty_nvtx()
+        start, end, text, domain, thread, payload, json_text = zip(*rows, strict=True)
+        return NvtxRanges(
+            np.asarray(start, dtype=np.int64),
+            np.asarray(end, dtype=np.int64),
+            np.asarray([t or "" for t in text], dtype=object),
+            np.asarray([d or "" for d in domain], dtype=object),
+            np.asarray([t or 0 for t in thread], dtype=np.int64),
+            np.asarray([np.nan if p is None else float(p) for p in payload], dtype=np.float64),
+            np.asarray(json_text, dtype=object),
+        )
+
+    def kernels_launched_in(self, thread: int, start: int, end: int) -> list[tuple[int, int, int]]:
+        """(start, end, name StringId) of the kernels whose CUDA API launch call ran on `thread` within [start, end]."""
+        kernel, runtime, name_col = self.table(KERNEL_TABLES), self.table(RUNTIME_TABLES), self.kernel_name_column()
+        if not kernel or not runtime or not name_col:
+            return []
+        return self._query(
+            f"SELECT k.start, k.end, k.{name_col} FROM {runtime} AS r JOIN {kernel} AS k ON k.correlationId = r.correlationId "
+            "WHERE r.globalTid = ? AND r.start >= ? AND r.start <= ? ORDER BY k.start",
+            (thread, start, end),
+        )
+
+
+def _empty_nvtx() -> NvtxRanges:
+    ints, objs = np.empty(0, dtype=np.int64), np.empty(0, dtype=object)
+    return NvtxRanges(ints, ints, objs, objs, ints, np.empty(0, dtype=np.float64), objs)
+
+
+def _check_sqlite_file(path: Path) -> None:
+    """Raise ReportFileError unless `path` is a complete SQLite file (exists, not empty, not truncated)."""
+    if not path.exists():
+        raise ReportFileError(path, "no such file", "check the path")
+    if path.is_dir():
+        raise ReportFileError(path, "is a folder, not an export", "pass the run folder to 'invoke analyze' instead")
+    size = path.stat().st_size
+    if size == 0:
+        raise ReportFileError(path, "is empty (0 bytes)", "the profile did not finish: re-run it or re-export the report")
+    with path.open("rb") as handle:
+        header = handle.read(100)
+    if not header.startswith(SQLITE_MAGIC):
+        raise ReportFileError(path, "not an SQLite file", "pass a .nsys-rep or the .sqlite 'nsys export --type sqlite' writes")
+    if len(header) < 100:
+        raise ReportFileError(path, f"truncated ({size} bytes, shorter than an SQLite header)", "re-export the report")
+    page_size = struct.unpack(">H", header[16:18])[0]
+    page_size = 65536 if page_size == 1 else page_size
+    pages = struct.unpack(">I", header[28:32])[0]
+    if pages and size < pages * page_size:
+        raise ReportFileError(
+            path, f"truncated ({size} of {pages * page_size} bytes)", "copy the file again or re-export it with 'nsys export --type sqlite'"
+        )
