@@ -60,6 +60,7 @@ def test_golden_script(variant):
     text = script(variant)
     golden = GOLDEN / f"{variant}.sbatch"
     if os.environ.get(REGEN) == "1":
+        assert not os.environ.get("CI"), f"{REGEN} rewrites golden files: never in CI"
         golden.parent.mkdir(parents=True, exist_ok=True)
         golden.write_text(text)
     assert golden.is_file(), f"missing golden file {golden}: regenerate with {REGEN}=1 and review the diff"
