@@ -167,11 +167,18 @@ def login(cfg: Config) -> LoginResult:
 def local_image(client: docker.DockerClient, cfg: Config):
     """The image to push: IMAGE_REF (REGISTRY/IMAGE:TAG), else IMAGE:TAG as a local build names it; ImageNotBuilt if neither."""
     candidates = list(dict.fromkeys([cfg.image_ref, f"{cfg.image}:{cfg.tag}"]))
+    found = {}
     for ref in candidates:
         try:
-            return client.images.get(ref)
+            found[ref] = client.images.get(ref)
         except ImageNotFound:
             continue
+    if found:
+        # Both names can exist (a build without REGISTRY after an older pull): the newer one is what was just built.
+        ref, image = max(found.items(), key=lambda item: item[1].attrs.get("Created", ""))
+        if len({i.id for i in found.values()}) > 1:
+            console.warn(f"{' and '.join(found)} are different images; pushing the newer one, {ref}")
+        return image
     raise ImageNotBuilt(
         f"image {' or '.join(candidates)} is not in the local Docker engine: build it first ('invoke build', or 'invoke build push')",
         candidates,
