@@ -18,7 +18,7 @@ class CallGroup(NamedTuple):
     dtype_code: int
     dtype: str | None  # None: a datatype value NCCL does not define
     bytes: int | None  # count x element size; None when the datatype is unknown
-    nranks: int
+    nranks: int | None  # None: the line was cut short before [nranks=N]
     calls: int
 
 
@@ -42,7 +42,7 @@ def call_groups(coll: Mapping[tuple[bytes, ...], int]) -> list[CallGroup]:
                 dtype_code=code,
                 dtype=known[0] if known else None,
                 bytes=n * known[1] if known else None,
-                nranks=int(nranks),
+                nranks=int(nranks) if nranks else None,
                 calls=calls,
             )
         )
@@ -132,5 +132,5 @@ def totals(groups: Iterable[CallGroup]) -> dict:
         "unknown_datatype_calls": sum(g.calls for g in groups if g.bytes is None),
         "total_bytes": sum(g.calls * g.bytes for g in good),
         "gpus": len({g.gpu for g in groups}),
-        "nranks": sorted({g.nranks for g in groups}),
+        "nranks": sorted({g.nranks for g in groups if g.nranks is not None}),
     }

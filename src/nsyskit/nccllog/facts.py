@@ -26,7 +26,7 @@ CHANNEL_COUNTS = re.compile(
 )
 # Ring orders: 'Channel 00/08 :    0   5   4   7' (older: 'Channel 00 :    0   1   3'); connection lines carry '->'.
 RING_ORDER = re.compile(r"^Channel (\d+)(?:/(\d+))? :((?:\s+\d+)+)\s*$")
-CONNECTION = re.compile(r"^(?:Channel|Ring) \d+(?:/\d+)? : .*?-> .* via (\S+(?: \w+)*?)(?:/\d+)?(?:/read)?\s*$")
+CONNECTION = re.compile(r"^(?:Channel|Ring) \d+(?:/\d+)? : .*?-> .* via (\S+?(?: \w+)*?)(?:/\d+)?(?:/read)?\s*$")
 TREES = re.compile(r"^Trees((?: \[\d+\] \S+)+)")
 ENV_SETTING = re.compile(r"^(NCCL_\w+) set by environment to (.+?)\.?\s*$")
 # TUNING: 'AllReduce: 4194304 Bytes -> Algo Tree proto Simple channel{Lo..Hi}={0..0}' (2.19+), older
@@ -48,6 +48,7 @@ class Facts:
     versions: Counter = field(default_factory=Counter)
     networks: Counter = field(default_factory=Counter)
     plugins: Counter = field(default_factory=Counter)
+    ofi_versions: Counter = field(default_factory=Counter)
     providers: Counter = field(default_factory=Counter)
     net_transports: Counter = field(default_factory=Counter)
     nranks: Counter = field(default_factory=Counter)
@@ -138,7 +139,7 @@ class Facts:
             _bounded_add(self.net_transports, m.group(1), n)
         m = OFI_PLUGIN.match(message)
         if m:
-            _bounded_add(self.plugins, m.group(1), n)
+            _bounded_add(self.ofi_versions, m.group(1), n)
             return True
         m = OFI_PROVIDER.match(message)
         if m:
@@ -197,8 +198,8 @@ class Facts:
             "cuda_version": cuda.group(1) if cuda else None,
             "network": top(self.networks),
             "networks": values(self.networks),
-            "net_plugin": top(self.plugins),
-            "net_plugins": values(self.plugins),
+            "net_plugin": top(self.ofi_versions) or top(self.plugins),
+            "net_plugins": values(self.ofi_versions) + values(self.plugins),
             "ofi_provider": top(self.providers),
             "net_transports": values(self.net_transports),
             "nranks": max(self.nranks) if self.nranks else None,

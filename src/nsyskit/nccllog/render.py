@@ -186,8 +186,6 @@ def print_report(report: NcclLogReport, console: Console, top: int = 20) -> None
             )
         )
     console.print(_table("Steps", ["", "value"], [list(r) for r in step_text(report)]))
-    for warning in report.warnings:
-        console.print(f"[yellow]warning:[/] {warning}")
     for kind, examples in report.examples.items():
         for example in examples:
             console.print(f"  {kind}: {example}", markup=False)

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from nsyskit.nccllog import aggregate
-from nsyskit.nccllog.scan import Scan, Window, scan_files
+from nsyskit.nccllog.scan import BLOCK_SIZE, Scan, Window, scan_files
 
 
 @dataclass
@@ -58,18 +58,19 @@ def init_facts(scan: Scan, groups: list[aggregate.CallGroup]) -> dict:
     facts = scan.facts.summary()
     hosts = {host.decode("utf-8", "replace") for host in scan.facts.hosts} | {g.gpu.rsplit("[", 1)[0] for g in groups}
     facts["nnodes_from_hostnames"] = len(hosts) or None
-    if facts["nranks"] is None and groups:
-        facts["nranks"] = max(g.nranks for g in groups)
-        facts["communicator_sizes"] = sorted({g.nranks for g in groups})
+    sizes = {g.nranks for g in groups if g.nranks is not None}
+    if facts["nranks"] is None and sizes:
+        facts["nranks"] = max(sizes)
+        facts["communicator_sizes"] = sorted(sizes)
     gpus = {aggregate.gpu_label(host.decode("utf-8", "replace"), int(dev)) for host, dev in scan.facts.gpus}
     facts["gpus_seen"] = len(gpus | {g.gpu for g in groups})
     return facts
 
 
-def analyze(paths: list[Path], window: Window | None = None) -> NcclLogReport:
-    """Scan the logs (streaming, constant memory) and return every result table."""
+def analyze(paths: list[Path], window: Window | None = None, block_size: int = BLOCK_SIZE) -> NcclLogReport:
+    """Scan the logs (streaming, constant memory: block_size bytes at a time) and return every result table."""
     started = time.perf_counter()
-    scan = scan_files(paths, window)
+    scan = scan_files(paths, window, block_size)
     groups = aggregate.call_groups(scan.coll)
     warnings = list(scan.warnings)
     if scan.files_without_steps:

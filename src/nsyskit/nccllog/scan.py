@@ -27,9 +27,11 @@ MAX_EXAMPLES = 3
 # ISO timestamps and '|' separators of log collectors. Possessive, so a line costs one pass.
 _PREFIX = rb"[ \t|]*+(?:(?:\[[^\]\n]*+\]|<\w++>|\d++:|\d{4}-\d\d-\d\d[T ][\d:.,+\-]*+)[ \t:|]*+)*+"
 _HOST = rb"([^\s:\[\]|<>]++):\d++:\d++ \[(\d++)\] NCCL INFO "
+# The fields after the datatype are optional: a line cut short after them still says what was sent (as the awk
+# scripts read it); nranks is then unknown.
 _COLL = (
-    rb"(\w++): opCount [0-9a-fA-F]++ sendbuff \S++ recvbuff \S++ count (\d++) datatype (\d++) op \d++ root -?\d++"
-    rb" comm \S++ \[nranks=(\d++)\]"
+    rb"(\w++): opCount [0-9a-fA-F]++ sendbuff \S++ recvbuff \S++ count (\d++) datatype (\d++)"
+    rb"(?: op \d++ root -?\d++ comm \S++ \[nranks=(\d++)\])?+"
 )
 # Groups: host, dev, op, count, datatype, nranks (collective lines) | message (any other INFO line).
 INFO_LINE = re.compile(rb"\n(?:(?=[ \t|\[<\d])" + _PREFIX + rb")?" + _HOST + rb"(?:" + _COLL + rb"|([^\n]*+))")
@@ -123,16 +125,37 @@ def is_gzip(path: Path) -> bool:
         return f.read(2) == b"\x1f\x8b"
 
 
+def _chunks(f, block_size: int, compressed: bool) -> Iterator[bytes]:
+    """Raw chunks of about block_size bytes; gzip is read with read1 so a damaged stream still gives what came
+    before the damage (the error is raised after that part was handed out)."""
+    if not compressed:
+        while chunk := f.read(block_size):
+            yield chunk
+        return
+    parts: list[bytes] = []
+    have = 0
+    try:
+        while part := f.read1(block_size - have):
+            parts.append(part)
+            have += len(part)
+            if have >= block_size:
+                yield b"".join(parts)
+                parts, have = [], 0
+    except (OSError, EOFError, zlib.error):
+        if parts:
+            yield b"".join(parts)
+        raise
+    if parts:
+        yield b"".join(parts)
+
+
 def read_blocks(path: Path, scan: Scan, block_size: int = BLOCK_SIZE) -> Iterator[bytes]:
     """The file as blocks of whole lines, each block starting with b'\\n' (so every line follows a newline)."""
-    opener = gzip.open if is_gzip(path) else open
+    compressed = is_gzip(path)
     rest = b""
-    with opener(path, "rb") as f:
+    with (gzip.open if compressed else open)(path, "rb") as f:
         try:
-            while True:
-                chunk = f.read(block_size)
-                if not chunk:
-                    break
+            for chunk in _chunks(f, block_size, compressed):
                 scan.bytes_read += len(chunk)
                 cut = chunk.rfind(b"\n")
                 if cut < 0:
@@ -152,8 +175,8 @@ def read_blocks(path: Path, scan: Scan, block_size: int = BLOCK_SIZE) -> Iterato
 class FileScanner:
     """Scans one file block by block, keeping the per-file state: line number, current iteration, window."""
 
-    def __init__(self, path: Path, scan: Scan) -> None:
-        self.path, self.scan, self.window = path, scan, scan.window
+    def __init__(self, path: Path, scan: Scan, block_size: int = BLOCK_SIZE) -> None:
+        self.path, self.scan, self.window, self.block_size = path, scan, scan.window, block_size
         self.line_no = 0  # lines before the current block
         self.iteration: int | None = None
         self.saw_step = False
@@ -162,7 +185,7 @@ class FileScanner:
 
     def run(self) -> None:
         """Scan the whole file."""
-        for block in read_blocks(self.path, self.scan):
+        for block in read_blocks(self.path, self.scan, self.block_size):
             self.block(block)
         self.scan.lines_total += self.line_no
         if self.window.steps and not self.saw_step:
@@ -289,10 +312,10 @@ class FileScanner:
             at = block.find(b"NCCL INFO", line_end, end)
 
 
-def scan_files(paths: list[Path], window: Window | None = None) -> Scan:
+def scan_files(paths: list[Path], window: Window | None = None, block_size: int = BLOCK_SIZE) -> Scan:
     """Scan the logs in order (each file has its own line numbers and step state) and return the counts."""
     scan = Scan(window=window or Window())
     for path in paths:
         scan.files.append(str(path))
-        FileScanner(path, scan).run()
+        FileScanner(path, scan, block_size).run()
     return scan
