@@ -4,7 +4,7 @@ from pathlib import Path
 
 from invoke import Collection
 
-from nsyskit.cli import config_tasks, deploy_tasks, k8s_tasks, nccl_tasks, registry_tasks, slurm_tasks, test_tasks
+from nsyskit.cli import analyze_tasks, config_tasks, deploy_tasks, k8s_tasks, nccl_tasks, registry_tasks, slurm_tasks, test_tasks
 
 ns = Collection(
     config_tasks.show_config,
@@ -22,5 +22,7 @@ ns = Collection(
     slurm_tasks.enroot_import,
     k8s_tasks.k8s_setup,
     nccl_tasks.nccl_log,
+    analyze_tasks.analyze,
+    analyze_tasks.recipes,
 )
 ns.configure({"nsyskit": {"root": str(Path(__file__).resolve().parent)}})

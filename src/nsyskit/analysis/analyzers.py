@@ -14,7 +14,12 @@ from nsyskit.analysis.table import Table
 
 NCCL_NAME = re.compile(r"nccl", re.IGNORECASE)
 STEP_NAME = re.compile(r"^\s*(?:train[ _-]?)?step[\s_:#-]*(\d+)\s*$", re.IGNORECASE)
-SIZE_BUCKETS = (("<64KB", 0, 64 << 10), ("64KB-1MB", 64 << 10, 1 << 20), ("1MB-16MB", 1 << 20, 16 << 20), (">16MB", 16 << 20, None))
+SIZE_BUCKETS = (
+    ("<64KB", 0, 64 << 10),
+    ("64KB-1MB", 64 << 10, 1 << 20),
+    ("1MB-16MB", 1 << 20, 16 << 20),
+    (">16MB", 16 << 20, None),
+)
 UNKNOWN_SIZE = "unknown"
 STAT_COLUMNS = ("total_ns", "instances", "avg_ns", "median_ns", "min_ns", "max_ns", "stddev_ns")
 BREAKDOWN_COLUMNS = (
@@ -67,7 +72,9 @@ def kernel_summary(kernels: Intervals, names: Mapping[int, str]) -> Table:
 def _summary_table(labels: Sequence[str], stats: Mapping[str, np.ndarray]) -> Table:
     grand = float(np.sum(stats["total_ns"])) if len(labels) else 0.0
     pct = stats["total_ns"] * 100.0 / grand if grand else np.zeros(len(labels))
-    table = Table({"name": np.asarray(list(labels), dtype=object), "time_pct": np.asarray(pct, dtype=np.float64), **stats})
+    table = Table(
+        {"name": np.asarray(list(labels), dtype=object), "time_pct": np.asarray(pct, dtype=np.float64), **stats}
+    )
     return table.sorted_by("total_ns") if len(table) else table
 
 
@@ -76,7 +83,9 @@ def nccl_name_ids(names: Mapping[int, str]) -> np.ndarray:
     return np.asarray(sorted(i for i, n in names.items() if NCCL_NAME.search(n or "")), dtype=np.int64)
 
 
-def gpu_breakdown(kernels: Intervals, nccl_ids: np.ndarray, memory: Sequence[Intervals], window: tuple[int, int] | None = None) -> Table:
+def gpu_breakdown(
+    kernels: Intervals, nccl_ids: np.ndarray, memory: Sequence[Intervals], window: tuple[int, int] | None = None
+) -> Table:
     """Per device: compute / communication (NCCL kernels) / memory (memcpy+memset) / idle time and their overlaps.
 
     Exact: each category is the union of its intervals on that device (streams overlap), intersections follow
@@ -103,7 +112,11 @@ def gpu_breakdown(kernels: Intervals, nccl_ids: np.ndarray, memory: Sequence[Int
         comm = iv.union(*iv.clip(kernels.start[on_kernel & is_comm], kernels.end[on_kernel & is_comm], low, high))
         mem = iv.union(*iv.clip(mem_start[on_mem], mem_end[on_mem], low, high))
         c, n, m = iv.length(*compute), iv.length(*comm), iv.length(*mem)
-        cn, cm, nm = iv.length(*iv.merge(compute, comm)), iv.length(*iv.merge(compute, mem)), iv.length(*iv.merge(comm, mem))
+        cn, cm, nm = (
+            iv.length(*iv.merge(compute, comm)),
+            iv.length(*iv.merge(compute, mem)),
+            iv.length(*iv.merge(comm, mem)),
+        )
         busy = iv.length(*iv.merge(compute, comm, mem))
         values = {
             "device": int(device), "window_ns": high - low, "busy_ns": busy, "compute_ns": c, "comm_ns": n, "memory_ns": m,
@@ -209,7 +222,11 @@ def nccl_operations(nvtx: NvtxRanges, kernels: Intervals, names: Mapping[int, st
             continue
         duration, source = int(nvtx.end[i] - nvtx.start[i]), "nvtx"
         if launched is not None:
-            gpu = [(s, e) for s, e, n in launched(int(nvtx.thread[i]), int(nvtx.start[i]), int(nvtx.end[i])) if NCCL_NAME.search(names.get(n, ""))]
+            gpu = [
+                (s, e)
+                for s, e, n in launched(int(nvtx.thread[i]), int(nvtx.start[i]), int(nvtx.end[i]))
+                if NCCL_NAME.search(names.get(n, ""))
+            ]
             if gpu:
                 duration, source = int(max(e for _, e in gpu) - min(s for s, _ in gpu)), "gpu"
         ops.append(re.sub(r"^nccl", "", text.split("(")[0].strip(), flags=re.IGNORECASE) or text)
@@ -247,7 +264,15 @@ def _kernel_op(kernel_name: str) -> str:
 def nccl_size_summary(ops: Table) -> Table:
     """Per NCCL operation and message-size bucket: count, total and average duration, total bytes."""
     labels = [label for label, _, _ in SIZE_BUCKETS] + [UNKNOWN_SIZE]
-    rows: dict[str, list] = {"op": [], "bucket": [], "count": [], "total_ns": [], "avg_ns": [], "median_ns": [], "bytes": []}
+    rows: dict[str, list] = {
+        "op": [],
+        "bucket": [],
+        "count": [],
+        "total_ns": [],
+        "avg_ns": [],
+        "median_ns": [],
+        "bytes": [],
+    }
     for op in sorted(set(ops["op"])) if len(ops) else []:
         for label in labels:
             mask = (ops["op"] == op) & (ops["bucket"] == label)
@@ -272,7 +297,19 @@ def cross_rank(per_rank: Sequence[Mapping[str, float]], straggler_pct: float = 5
     `straggler_pct` percent from the median of all ranks; the furthest ranks are the ones flagged first.
     """
     if not per_rank:
-        return Table.empty(("rank", "host", "steps", "step_mean_ns", "step_median_ns", "gpu_busy_pct", "comm_share_pct", "deviation_pct", "straggler"))
+        return Table.empty(
+            (
+                "rank",
+                "host",
+                "steps",
+                "step_mean_ns",
+                "step_median_ns",
+                "gpu_busy_pct",
+                "comm_share_pct",
+                "deviation_pct",
+                "straggler",
+            )
+        )
     rank = np.asarray([r["rank"] for r in per_rank], dtype=np.int64)
     step_mean = np.asarray([r.get("step_mean_ns", np.nan) for r in per_rank], dtype=np.float64)
     busy = np.asarray([r.get("gpu_busy_ns", np.nan) for r in per_rank], dtype=np.float64)

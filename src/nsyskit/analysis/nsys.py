@@ -12,7 +12,12 @@ from pathlib import Path
 
 from nsyskit.errors import NsysUnavailable, ReportFileError
 
-NSYS_CANDIDATES = ("/usr/bin/nsys", "/usr/local/bin/nsys", "/opt/nvidia/nsight-systems/*/bin/nsys", "/usr/local/cuda/bin/nsys")
+NSYS_CANDIDATES = (
+    "/usr/bin/nsys",
+    "/usr/local/bin/nsys",
+    "/opt/nvidia/nsight-systems/*/bin/nsys",
+    "/usr/local/cuda/bin/nsys",
+)
 IMPORTER_CANDIDATES = (
     "/usr/lib/nsight-systems/host-linux-x64/QdstrmImporter",
     "/opt/nvidia/nsight-systems/*/host-linux-x64/QdstrmImporter",
@@ -64,7 +69,11 @@ def ensure_installed() -> str:
     from nsyskit.engine import apt_install  # only needed on this path
 
     if os.geteuid() != 0 or not Path("/etc/debian_version").exists():
-        raise NsysUnavailable("nsys", "nsys is not installed", "install Nsight Systems from NVIDIA (or as root on Debian: apt-get install nsight-systems)")
+        raise NsysUnavailable(
+            "nsys",
+            "nsys is not installed",
+            "install Nsight Systems from NVIDIA (or as root on Debian: apt-get install nsight-systems)",
+        )
     if not _non_free_enabled():
         DEBIAN_NON_FREE.write_text(
             "Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm\nComponents: non-free\n"
@@ -103,11 +112,19 @@ def import_qdstrm(qdstrm: Path) -> Path:
         return rep
     importer = find_importer()
     if not importer:
-        raise NsysUnavailable(qdstrm, "QdstrmImporter (part of nsys) is needed to import a .qdstrm but is not installed", "install Nsight Systems")
+        raise NsysUnavailable(
+            qdstrm,
+            "QdstrmImporter (part of nsys) is needed to import a .qdstrm but is not installed",
+            "install Nsight Systems",
+        )
     result = subprocess.run([importer, "-i", str(qdstrm)], capture_output=True, text=True, timeout=EXPORT_TIMEOUT_S)
     if result.returncode != 0 or not rep.exists():
         tail = _tail(result.stdout + result.stderr)
-        raise ReportFileError(qdstrm, f"QdstrmImporter could not import it (exit {result.returncode}): {tail}", "the capture may be incomplete; record it again")
+        raise ReportFileError(
+            qdstrm,
+            f"QdstrmImporter could not import it (exit {result.returncode}): {tail}",
+            "the capture may be incomplete; record it again",
+        )
     return rep
 
 
@@ -128,7 +145,11 @@ def export_sqlite(rep: Path) -> Path:
     if result.returncode != 0 or not target.exists():
         target.unlink(missing_ok=True)
         tail = _tail(result.stderr or result.stdout)
-        raise ReportFileError(rep, f"nsys export failed (exit {result.returncode}): {tail}", "the report is corrupt or truncated; record it again")
+        raise ReportFileError(
+            rep,
+            f"nsys export failed (exit {result.returncode}): {tail}",
+            "the report is corrupt or truncated; record it again",
+        )
     return target
 
 
@@ -151,7 +172,11 @@ def stats(path: Path, kind: str = "kernel") -> list[dict[str, str]]:
 def has_recipes(nsys: str) -> bool:
     """Whether this nsys has the 'recipe' command (2023.3 and later)."""
     result = subprocess.run([nsys, "recipe", "--help"], capture_output=True, text=True, timeout=120)
-    return result.returncode == 0 and "recipe" in (result.stdout + result.stderr).lower() and "unknown" not in result.stderr.lower()
+    return (
+        result.returncode == 0
+        and "recipe" in (result.stdout + result.stderr).lower()
+        and "unknown" not in result.stderr.lower()
+    )
 
 
 def _tail(text: str) -> str:

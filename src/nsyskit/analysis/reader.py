@@ -93,12 +93,18 @@ class ExportReader:
         uri = "file:" + urllib.parse.quote(str(self.path.resolve())) + "?mode=ro&immutable=1"
         try:
             self.con = sqlite3.connect(uri, uri=True, check_same_thread=False)
-            self.tables = {row[0] for row in self.con.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')")}
+            self.tables = {
+                row[0] for row in self.con.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')")
+            }
         except sqlite3.DatabaseError as exc:
-            raise ReportFileError(self.path, f"corrupt SQLite file ({exc})", "re-export it with 'nsys export --type sqlite'") from None
+            raise ReportFileError(
+                self.path, f"corrupt SQLite file ({exc})", "re-export it with 'nsys export --type sqlite'"
+            ) from None
         if not any(t in self.tables for t in NSYS_MARKER_TABLES):
             raise ReportFileError(
-                self.path, "not an Nsight Systems export (no StringIds/EXPORT_META_DATA tables)", "pass a .nsys-rep or the .sqlite 'nsys export' writes"
+                self.path,
+                "not an Nsight Systems export (no StringIds/EXPORT_META_DATA tables)",
+                "pass a .nsys-rep or the .sqlite 'nsys export' writes",
             )
 
     def close(self) -> None:
@@ -111,7 +117,9 @@ class ExportReader:
         try:
             return self.con.execute(sql, params).fetchall()
         except sqlite3.DatabaseError as exc:
-            raise ReportFileError(self.path, f"corrupt or truncated export ({exc})", "re-export it with 'nsys export --type sqlite'") from None
+            raise ReportFileError(
+                self.path, f"corrupt or truncated export ({exc})", "re-export it with 'nsys export --type sqlite'"
+            ) from None
 
     def table(self, candidates: tuple[str, ...]) -> str | None:
         """The first of the candidate table names this export has, or None (a CPU-only report has no CUPTI tables)."""
@@ -146,10 +154,14 @@ class ExportReader:
             for _name, expr, low, bits in word:
                 parts.append(f"((({expr}) - ({low})) << {shift})")
                 shift += bits
-            text = self._query(f"SELECT group_concat({' | '.join(parts)}, ',') FROM {table} NOT INDEXED{where_sql}")[0][0]
+            text = self._query(f"SELECT group_concat({' | '.join(parts)}, ',') FROM {table} NOT INDEXED{where_sql}")[0][
+                0
+            ]
             packed = np.fromstring(text, dtype=np.int64, sep=",") if text else np.empty(0, dtype=np.int64)
             if len(packed) != count:
-                raise ReportFileError(self.path, f"table {table} changed or is corrupt while reading", "re-export the report")
+                raise ReportFileError(
+                    self.path, f"table {table} changed or is corrupt while reading", "re-export the report"
+                )
             shift = 0
             for name, _expr, low, bits in word:
                 result[name] = ((packed >> shift) & ((1 << bits) - 1)) + low
@@ -223,7 +235,8 @@ class ExportReader:
         if not table or not name_col:
             return Intervals.empty("name")
         cols = self._packed_columns(
-            table, {"start": "start", "duration": "end - start", "device": "deviceId", "name": f"coalesce({name_col}, 0)"}
+            table,
+            {"start": "start", "duration": "end - start", "device": "deviceId", "name": f"coalesce({name_col}, 0)"},
         )
         return Intervals(cols["start"], cols["start"] + cols["duration"], cols["device"], {"name": cols["name"]})
 
@@ -233,16 +246,24 @@ class ExportReader:
         if not table:
             return Intervals.empty("bytes", "kind")
         cols = self._packed_columns(
-            table, {"start": "start", "duration": "end - start", "device": "deviceId", "bytes": "bytes", "kind": "copyKind"}
+            table,
+            {"start": "start", "duration": "end - start", "device": "deviceId", "bytes": "bytes", "kind": "copyKind"},
         )
-        return Intervals(cols["start"], cols["start"] + cols["duration"], cols["device"], {"bytes": cols["bytes"], "kind": cols["kind"]})
+        return Intervals(
+            cols["start"],
+            cols["start"] + cols["duration"],
+            cols["device"],
+            {"bytes": cols["bytes"], "kind": cols["kind"]},
+        )
 
     def memsets(self) -> Intervals:
         """CUDA memsets: start, end, device, `bytes`."""
         table = self.table(MEMSET_TABLES)
         if not table:
             return Intervals.empty("bytes")
-        cols = self._packed_columns(table, {"start": "start", "duration": "end - start", "device": "deviceId", "bytes": "bytes"})
+        cols = self._packed_columns(
+            table, {"start": "start", "duration": "end - start", "device": "deviceId", "bytes": "bytes"}
+        )
         return Intervals(cols["start"], cols["start"] + cols["duration"], cols["device"], {"bytes": cols["bytes"]})
 
     def memcpy_kind_names(self) -> dict[int, str]:
@@ -319,11 +340,15 @@ def _check_sqlite_file(path: Path) -> None:
         raise ReportFileError(path, "is a folder, not an export", "pass the run folder to 'invoke analyze' instead")
     size = path.stat().st_size
     if size == 0:
-        raise ReportFileError(path, "is empty (0 bytes)", "the profile did not finish: re-run it or re-export the report")
+        raise ReportFileError(
+            path, "is empty (0 bytes)", "the profile did not finish: re-run it or re-export the report"
+        )
     with path.open("rb") as handle:
         header = handle.read(100)
     if not header.startswith(SQLITE_MAGIC):
-        raise ReportFileError(path, "not an SQLite file", "pass a .nsys-rep or the .sqlite 'nsys export --type sqlite' writes")
+        raise ReportFileError(
+            path, "not an SQLite file", "pass a .nsys-rep or the .sqlite 'nsys export --type sqlite' writes"
+        )
     if len(header) < 100:
         raise ReportFileError(path, f"truncated ({size} bytes, shorter than an SQLite header)", "re-export the report")
     page_size = struct.unpack(">H", header[16:18])[0]
@@ -331,5 +356,7 @@ def _check_sqlite_file(path: Path) -> None:
     pages = struct.unpack(">I", header[28:32])[0]
     if pages and size < pages * page_size:
         raise ReportFileError(
-            path, f"truncated ({size} of {pages * page_size} bytes)", "copy the file again or re-export it with 'nsys export --type sqlite'"
+            path,
+            f"truncated ({size} of {pages * page_size} bytes)",
+            "copy the file again or re-export it with 'nsys export --type sqlite'",
         )

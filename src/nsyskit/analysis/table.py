@@ -12,10 +12,16 @@ import numpy as np
 class Table:
     """An ordered set of equally long named columns; columns are numpy arrays (numbers) or object arrays (text)."""
 
-    def __init__(self, columns: Mapping[str, Sequence[Any] | np.ndarray], units: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, columns: Mapping[str, Sequence[Any] | np.ndarray], units: Mapping[str, str] | None = None
+    ) -> None:
         self.columns: dict[str, np.ndarray] = {}
         for name, values in columns.items():
-            array = values if isinstance(values, np.ndarray) else np.asarray(list(values), dtype=object if _texty(values) else None)
+            array = (
+                values
+                if isinstance(values, np.ndarray)
+                else np.asarray(list(values), dtype=object if _texty(values) else None)
+            )
             self.columns[name] = array
         lengths = {len(v) for v in self.columns.values()}
         if len(lengths) > 1:

@@ -31,9 +31,15 @@ def discover(paths: list[str | Path]) -> list[tuple[int, Path]]:
     for given in paths:
         path = Path(given)
         if path.is_dir():
-            candidates = sorted(p for p in path.rglob("*") if p.suffix in REPORT_SUFFIXES and not (OUTPUT_DIR_NAMES & set(p.parts)))
+            candidates = sorted(
+                p for p in path.rglob("*") if p.suffix in REPORT_SUFFIXES and not (OUTPUT_DIR_NAMES & set(p.parts))
+            )
             if not candidates:
-                raise ReportFileError(path, "no .nsys-rep, .sqlite or .qdstrm reports in this folder", "pass the run folder 'invoke run' wrote (reports/<run-id>)")
+                raise ReportFileError(
+                    path,
+                    "no .nsys-rep, .sqlite or .qdstrm reports in this folder",
+                    "pass the run folder 'invoke run' wrote (reports/<run-id>)",
+                )
         elif path.suffix in REPORT_SUFFIXES or path.exists():
             candidates = [path]
         else:
@@ -125,7 +131,9 @@ class RankTrace:
 
     def breakdown(self) -> Table:
         """Compute/communication/memory/idle time and overlaps per GPU of this rank."""
-        return analyzers.gpu_breakdown(self.kernels, analyzers.nccl_name_ids(self.kernel_names), [self.memcpys, self.memsets])
+        return analyzers.gpu_breakdown(
+            self.kernels, analyzers.nccl_name_ids(self.kernel_names), [self.memcpys, self.memsets]
+        )
 
     def memcpy_by_kind(self) -> Table:
         """Memcpy count, bytes and bandwidth per copy kind."""
@@ -194,7 +202,9 @@ def _concat(tables: list[Table]) -> Table | None:
     if not tables:
         return None
     names = tables[0].names
-    return Table({n: np.concatenate([t[n] for t in tables]) if any(len(t) for t in tables) else tables[0][n] for n in names})
+    return Table(
+        {n: np.concatenate([t[n] for t in tables]) if any(len(t) for t in tables) else tables[0][n] for n in names}
+    )
 
 
 def combine_kernel_summaries(summaries: dict[int, Table]) -> Table:

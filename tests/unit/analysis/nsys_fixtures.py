@@ -134,17 +134,34 @@ def write_export(path: Path, export: Export) -> Path:
     if not export.cpu_only:
         for ddl in (KERNEL_DDL, MEMCPY_DDL, MEMSET_DDL, RUNTIME_DDL, GPU_DDL.format(table=export.gpu_table)):
             con.execute(ddl)
-        con.executemany(f"INSERT INTO {export.gpu_table} (vmId, id, name, cuDevice) VALUES (0, ?, ?, ?)", [(i, n, i) for i, n in export.gpus.items()])
+        con.executemany(
+            f"INSERT INTO {export.gpu_table} (vmId, id, name, cuDevice) VALUES (0, ?, ?, ?)",
+            [(i, n, i) for i, n in export.gpus.items()],
+        )
         con.executemany(
             "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?,?,?,1,?,?,1234,?,?,NULL,0,0,32,?,?,?,?,?,?,0,0,0,0,?,0,NULL,NULL)",
             [
-                (k.start, k.end, k.device, k.stream, k.correlation if k.correlation is not None else i, sid(k.name), sid(k.name.split("(")[0]), *k.grid, *k.block, i)
+                (
+                    k.start,
+                    k.end,
+                    k.device,
+                    k.stream,
+                    k.correlation if k.correlation is not None else i,
+                    sid(k.name),
+                    sid(k.name.split("(")[0]),
+                    *k.grid,
+                    *k.block,
+                    i,
+                )
                 for i, k in enumerate(export.kernels)
             ],
         )
         for m in export.memops:
             if m.kind is None:
-                con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET VALUES (?,?,?,1,?,NULL,1234,0,?,NULL,2)", (m.start, m.end, m.device, m.stream, m.bytes))
+                con.execute(
+                    "INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET VALUES (?,?,?,1,?,NULL,1234,0,?,NULL,2)",
+                    (m.start, m.end, m.device, m.stream, m.bytes),
+                )
             else:
                 con.execute(
                     "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY (start,end,deviceId,contextId,streamId,globalPid,bytes,copyKind) VALUES (?,?,?,1,?,1234,?,?)",
@@ -152,18 +169,23 @@ def write_export(path: Path, export: Export) -> Path:
                 )
         launch_name = sid("cudaLaunchKernel_v7000")
         con.executemany(
-            "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?,?,0,?,?,?,0,NULL)", [(x.start, x.end, x.thread, x.correlation, launch_name) for x in export.launches]
+            "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?,?,0,?,?,?,0,NULL)",
+            [(x.start, x.end, x.thread, x.correlation, launch_name) for x in export.launches],
         )
     domains: dict[str, int] = {}
     for r in export.ranges:
         if r.domain and r.domain not in domains:
             domains[r.domain] = len(domains) + 1
-            con.execute("INSERT INTO NVTX_EVENTS (start, eventType, text, globalTid, domainId) VALUES (0, 75, ?, ?, ?)", (r.domain, r.thread, domains[r.domain]))
+            con.execute(
+                "INSERT INTO NVTX_EVENTS (start, eventType, text, globalTid, domainId) VALUES (0, 75, ?, ?, ?)",
+                (r.domain, r.thread, domains[r.domain]),
+            )
     for r in export.ranges:
         domain = domains.get(r.domain, 0)
         if export.old_nvtx:
             con.execute(
-                "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) VALUES (?,?,?,?,?,?)", (r.start, r.end, r.event_type, r.text, r.thread, domain)
+                "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) VALUES (?,?,?,?,?,?)",
+                (r.start, r.end, r.event_type, r.text, r.thread, domain),
             )
             continue
         text, text_id = (None, sid(r.text)) if r.registered else (r.text, None)
@@ -172,9 +194,15 @@ def write_export(path: Path, export: Export) -> Path:
             (r.start, r.end, r.event_type, text, r.thread, text_id, domain, r.payload, r.json),
         )
     con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i, s) for s, i in strings.items()])
-    meta = {"EXPORT_PRODUCT_NAME": "NVIDIA Nsight Systems", "EXPORT_PRODUCT_VERSION": export.version, "EXPORT_SCHEMA_VERSION": "3.0.0"}
+    meta = {
+        "EXPORT_PRODUCT_NAME": "NVIDIA Nsight Systems",
+        "EXPORT_PRODUCT_VERSION": export.version,
+        "EXPORT_SCHEMA_VERSION": "3.0.0",
+    }
     con.executemany("INSERT INTO EXPORT_META_DATA VALUES (?, ?)", list(meta.items()))
-    times = [x for k in export.kernels for x in (k.start, k.end)] + [x for r in export.ranges for x in (r.start, r.end)] or [0]
+    times = [x for k in export.kernels for x in (k.start, k.end)] + [
+        x for r in export.ranges for x in (r.start, r.end)
+    ] or [0]
     con.execute("INSERT INTO ANALYSIS_DETAILS VALUES (0, ?, ?, ?)", (max(times) - min(times), min(times), max(times)))
     con.execute("INSERT INTO TARGET_INFO_SYSTEM_ENV VALUES (0, 'Local (CLI)', 'Hostname', 619, ?)", (export.hostname,))
     con.commit()

@@ -1,0 +1,271 @@
+"""Benchmark 'invoke analyze' on synthetic GPU-shaped exports: N ranks x M kernel rows (+ memcpy, memset, NVTX).
+
+Baselines, side by side with ratios:
+- `nsys stats -r gpukernsum` (2023.1+: cuda_gpu_kern_sum) on the same files vs nsyskit's kernel summary;
+- the straightforward breakdown (fetch all intervals with their names, merge in Python) vs nsyskit's
+  vectorized breakdown, checked to give the same numbers;
+- end-to-end `invoke analyze --no-html` wall time and its peak memory (max RSS of that process).
+
+Usage: .venv/bin/python bench/analyze_bench.py [--ranks 8] [--kernels 2000000] [--nsys-ranks N] [--out bench/out]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "unit" / "analysis"))
+
+from nsys_fixtures import Export, Kernel, write_export  # noqa: E402
+
+from nsyskit.analysis import analyzers  # noqa: E402
+from nsyskit.analysis import nsys as nsys_cli  # noqa: E402
+from nsyskit.analysis.reader import ExportReader  # noqa: E402
+
+KERNEL_NAMES = [f"void gemm_kernel_{i}<float, 128>(float const*, float*, int)" for i in range(36)] + [
+    "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm *, unsigned long, ncclWork *)",
+    "ncclKernel_AllGather_RING_LL_Sum_int8_t(ncclDevComm *, unsigned long, ncclWork *)",
+    "ncclKernel_ReduceScatter_RING_LL_Sum_float(ncclDevComm *, unsigned long, ncclWork *)",
+    "ncclDevKernel_Broadcast_RING_LL(ncclDevComm *, unsigned long, ncclWork *)",
+]
+
+
+def make_rank(path: Path, rank: int, kernels: int) -> Path:
+    """One synthetic export (deterministic: no random(), which SQLite may evaluate once per reference): `kernels` kernels on 3 streams (overlapping), NCCL ~1/10, memcpys/memsets, NVTX steps."""
+    if path.exists() and path.stat().st_size > kernels * 20:
+        return path
+    seed = [Kernel(0, 1, name) for name in KERNEL_NAMES]  # registers every name in StringIds
+    write_export(path, Export(kernels=seed, hostname=f"node-{rank // 8}"))
+    con = __import__("sqlite3").connect(path)
+    con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    ids = dict(con.execute("SELECT value, id FROM StringIds"))
+    first, nccl_first = ids[KERNEL_NAMES[0]], ids[KERNEL_NAMES[36]]
+    slow = 1.25 if rank == 5 else 1.0  # rank 5 is the straggler
+    con.execute(
+        f"""WITH RECURSIVE seq(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM seq WHERE i < {kernels - 1})
+        INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL
+        SELECT start, start + dur, 0, 1, 7 + (i % 3), i, 1234, name, name, NULL, 0, 0, 32, 64, 1, 1, 128, 1, 1, 0, 0, 0, 0, i, 0, NULL, NULL
+        FROM (SELECT i, 1000000 + CAST(i * 600 * {slow} AS INTEGER) + ((i * 7919) % 400) AS start,
+                     200 + ((i * 104729) % 1400) AS dur,
+                     CASE WHEN i % 10 = 0 THEN {nccl_first} + ((i / 10) % 4) ELSE {first} + ((i * 31 + i / 7) % 36) END AS name
+              FROM seq)"""
+    )
+    copies = kernels // 10
+    con.execute(
+        f"""WITH RECURSIVE seq(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM seq WHERE i < {copies - 1})
+        INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY (start, end, deviceId, contextId, streamId, globalPid, bytes, copyKind)
+        SELECT s, s + 300 + ((i * 7907) % 3000), 0, 1, 20, 1234, 1024 * (1 + ((i * 613) % 4096)),
+               CASE i % 4 WHEN 0 THEN 1 WHEN 1 THEN 2 WHEN 2 THEN 8 ELSE 10 END
+        FROM (SELECT i, 1000000 + CAST(i * 6000 * {slow} AS INTEGER) AS s FROM seq)"""
+    )
+    con.execute(
+        f"""WITH RECURSIVE seq(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM seq WHERE i < {copies // 10 - 1})
+        INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET SELECT s, s + 500, 0, 1, 21, NULL, 1234, 0, 4096, NULL, 2
+        FROM (SELECT i, 1000000 + CAST(i * 60000 * {slow} AS INTEGER) AS s FROM seq)"""
+    )
+    steps = max(1, kernels // 2000)
+    step_ns = int(2000 * 600 * slow)
+    rows = []
+    for step in range(steps):
+        start = 1000000 + step * step_ns
+        rows.append((start, start + step_ns - 50, f"step {step}", None))
+        for phase, (a, b) in {"forward": (0, 0.3), "backward": (0.3, 0.8), "optimizer": (0.8, 0.95)}.items():
+            rows.append((start + int(a * step_ns), start + int(b * step_ns), phase, None))
+        rows.append((start + int(0.5 * step_ns), start + int(0.6 * step_ns), "ncclAllReduce", 1 << (10 + step % 16)))
+    con.executemany(
+        "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, uint64Value) VALUES (?, ?, 59, ?, 281474976711890, ?)",
+        rows,
+    )
+    con.commit()
+    con.close()
+    return path
+
+
+def straightforward_breakdown(path: Path) -> dict[int, dict[str, int]]:
+    """The obvious algorithm: fetch every interval with its name, classify, sort and merge in Python, sweep overlaps."""
+    import sqlite3
+
+    con = sqlite3.connect(path)
+    kernels = con.execute(
+        "SELECT k.start, k.end, k.deviceId, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName"
+    ).fetchall()
+    memory = con.execute(
+        "SELECT start, end, deviceId FROM CUPTI_ACTIVITY_KIND_MEMCPY UNION ALL SELECT start, end, deviceId FROM CUPTI_ACTIVITY_KIND_MEMSET"
+    ).fetchall()
+    con.close()
+    per_device: dict[int, dict[str, list[tuple[int, int]]]] = {}
+    for start, end, device, name in kernels:
+        per_device.setdefault(device, {"compute": [], "comm": [], "memory": []})[
+            "comm" if "nccl" in name.lower() else "compute"
+        ].append((start, end))
+    for start, end, device in memory:
+        per_device.setdefault(device, {"compute": [], "comm": [], "memory": []})["memory"].append((start, end))
+
+    def merge(spans):
+        merged = []
+        for start, end in sorted(spans):
+            if merged and start <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end])
+        return merged
+
+    def overlap(a, b):
+        i = j = total = 0
+        while i < len(a) and j < len(b):
+            low, high = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+            total += max(0, high - low)
+            if a[i][1] < b[j][1]:
+                i += 1
+            else:
+                j += 1
+        return total
+
+    result = {}
+    for device, spans in per_device.items():
+        c, n, m = merge(spans["compute"]), merge(spans["comm"]), merge(spans["memory"])
+        busy = merge([tuple(x) for x in c + n + m])
+        result[device] = {
+            "compute_ns": sum(e - s for s, e in c),
+            "comm_ns": sum(e - s for s, e in n),
+            "memory_ns": sum(e - s for s, e in m),
+            "busy_ns": sum(e - s for s, e in busy),
+            "compute_comm_overlap_ns": overlap(c, n),
+            "compute_memory_overlap_ns": overlap(c, m),
+            "comm_memory_overlap_ns": overlap(n, m),
+        }
+    return result
+
+
+def vectorized_breakdown(path: Path) -> dict[int, dict[str, int]]:
+    """nsyskit's breakdown of one file (reader + analyzer)."""
+    reader = ExportReader(path)
+    kernels = reader.kernels()
+    names = reader.strings(kernels.extra["name"])
+    table = analyzers.gpu_breakdown(kernels, analyzers.nccl_name_ids(names), [reader.memcpys(), reader.memsets()])
+    return {
+        row["device"]: {
+            k: row[k]
+            for k in (
+                "compute_ns",
+                "comm_ns",
+                "memory_ns",
+                "busy_ns",
+                "compute_comm_overlap_ns",
+                "compute_memory_overlap_ns",
+                "comm_memory_overlap_ns",
+            )
+        }
+        for row in table.rows()
+    }
+
+
+def kernel_summary(path: Path):
+    """nsyskit's kernel summary of one file."""
+    reader = ExportReader(path)
+    kernels = reader.kernels()
+    return analyzers.kernel_summary(kernels, reader.strings(kernels.extra["name"]))
+
+
+def timed(fn, *args):
+    start = time.perf_counter()
+    value = fn(*args)
+    return time.perf_counter() - start, value
+
+
+def child_analyze(files: list[Path]) -> None:
+    """Run in a child process: 'invoke analyze --no-html' on the files; print wall time and this process's peak RSS."""
+    invoke = str(Path(sys.executable).parent / "invoke")
+    start = time.perf_counter()
+    result = subprocess.run(
+        [invoke, "--search-root", str(ROOT), "analyze", "--no-html", ",".join(map(str, files))],
+        capture_output=True,
+        text=True,
+    )
+    wall = time.perf_counter() - start
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # the only child: invoke analyze
+    if result.returncode != 0:
+        raise SystemExit(f"invoke analyze failed: {result.stderr[-2000:]}")
+    print(json.dumps({"wall_s": wall, "maxrss_kb": rss}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ranks", type=int, default=8)
+    parser.add_argument("--kernels", type=int, default=2_000_000)
+    parser.add_argument(
+        "--nsys-ranks", type=int, default=None, help="run the nsys stats baseline on this many files (default: all)"
+    )
+    parser.add_argument(
+        "--straightforward-ranks",
+        type=int,
+        default=None,
+        help="run the straightforward baseline on this many files (default: all)",
+    )
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    t0 = time.perf_counter()
+    files = [make_rank(args.out / f"synthetic_rank_{r}.sqlite", r, args.kernels) for r in range(args.ranks)]
+    print(
+        f"exports: {args.ranks} ranks x {args.kernels:,} kernels (+{args.kernels // 10:,} memcpy, NVTX) in {args.out} ({time.perf_counter() - t0:.1f} s to make)"
+    )
+
+    ours_ks = [timed(kernel_summary, f)[0] for f in files]
+    nsys_files = files[: args.nsys_ranks or len(files)]
+    binary = nsys_cli.find_nsys()
+    nsys_ks = [timed(nsys_cli.stats, f, "kernel")[0] for f in nsys_files] if binary else []
+    ours_bd = [timed(vectorized_breakdown, f) for f in files]
+    plain_files = files[: args.straightforward_ranks or len(files)]
+    plain_bd = [timed(straightforward_breakdown, f) for f in plain_files]
+    for (_, ours), (_, plain) in zip(ours_bd, plain_bd, strict=False):
+        assert ours == plain, f"breakdowns differ: {ours} vs {plain}"
+
+    child = subprocess.run([sys.executable, __file__, "--child", *map(str, files)], capture_output=True, text=True)
+    if child.returncode != 0:
+        raise SystemExit(child.stdout + child.stderr)
+    end_to_end = json.loads(child.stdout.strip().splitlines()[-1])
+
+    def per_file(times):
+        return sum(times) / len(times) if times else float("nan")
+
+    rows = [
+        (
+            "kernel summary",
+            per_file(ours_ks),
+            "nsys stats " + ("(not installed)" if not binary else ""),
+            per_file(nsys_ks),
+        ),
+        (
+            "GPU breakdown + overlaps",
+            per_file([t for t, _ in ours_bd]),
+            "straightforward (Python merge)",
+            per_file([t for t, _ in plain_bd]),
+        ),
+    ]
+    print(f"\n{'analysis (seconds per rank file)':34} {'nsyskit':>9}   {'baseline':34} {'baseline':>9}   ratio")
+    for name, ours, base_name, base in rows:
+        print(f"{name:34} {ours:9.2f}   {base_name:34} {base:9.2f}   {base / ours:5.1f}x")
+    peak_mb = end_to_end["maxrss_kb"] / 1024
+    print(
+        f"\ninvoke analyze --no-html, all {args.ranks} ranks: {end_to_end['wall_s']:.1f} s wall, peak memory {peak_mb:.0f} MB"
+    )
+    print(
+        "targets: kernel summary >= 10x nsys stats: " + ("n/a" if not nsys_ks else ("PASS" if per_file(nsys_ks) / per_file(ours_ks) >= 10 else "FAIL"))
+        + "; breakdown >= 5x straightforward: " + ("PASS" if per_file([t for t, _ in plain_bd]) / per_file([t for t, _ in ours_bd]) >= 5 else "FAIL")
+        + "; peak <= 1.5 GB: " + ("PASS" if peak_mb <= 1536 else "FAIL")
+    )  # fmt: skip
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child_analyze([Path(p) for p in sys.argv[2:]])
+    else:
+        main()

@@ -1,0 +1,151 @@
+"""Analyzers on a hand-built export: every expected number below is computed by hand in the comments."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from nsys_fixtures import Export, Kernel, Launch, Memop, Range, write_export
+
+from nsyskit.analysis import analyzers, intervals
+from nsyskit.analysis.trace import analyze_run
+
+NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm *, unsigned long, ncclWork *)"
+
+# Device 0: gemm on stream 7 [0,100) [150,250); relu on stream 9 [50,120) (overlaps gemm on another stream);
+#           NCCL on stream 20 [80,200); memset [190,210); memcpy HtoD [300,340) 4000 B.
+# Device 1: gemm [0,50); NCCL [40,60); memcpy PtoP [100,110) 1000 B.
+TWO_DEVICES = Export(
+    kernels=[
+        Kernel(0, 100, "gemm"), Kernel(150, 250, "gemm"), Kernel(50, 120, "relu", stream=9), Kernel(80, 200, NCCL, stream=20, correlation=77),
+        Kernel(0, 50, "gemm", device=1), Kernel(40, 60, NCCL, device=1, stream=20),
+    ],
+    memops=[Memop(300, 340, 4000, 1), Memop(190, 210, 100, None), Memop(100, 110, 1000, 10, device=1)],
+    ranges=[
+        Range(0, 300, "step 0"), Range(300, 400, "step 1", registered=True),
+        Range(70, 90, "ncclAllReduce", payload=1 << 20, domain="NCCL"),
+        Range(95, 96, "ncclAllGather", json='{"Message size [bytes]": 1024}'),
+    ],
+    launches=[Launch(75, 78, 77)],
+)  # fmt: skip
+
+
+@pytest.fixture
+def two_devices(tmp_path):
+    return analyze_run([write_export(tmp_path / "job_rank_0.sqlite", TWO_DEVICES)])
+
+
+def test_kernel_summary_hand_computed(two_devices):
+    rows = {row["name"]: row for row in two_devices.kernel_summaries[0].rows()}
+    # gemm: 100, 100, 50 -> total 250, mean 83.33, median 100, sample stddev sqrt(((50/3)^2*2 + (100/3)^2)/2) = 28.87
+    assert rows["gemm"] == pytest.approx(
+        {
+            "name": "gemm",
+            "time_pct": 250 / 460 * 100,
+            "total_ns": 250,
+            "instances": 3,
+            "avg_ns": 250 / 3,
+            "median_ns": 100.0,
+            "min_ns": 50,
+            "max_ns": 100,
+            "stddev_ns": math.sqrt(2500 / 3),
+        }
+    )
+    # NCCL: 120, 20 -> median of an even count is the mean of the middle two: 70; stddev sqrt(2*50^2/1) = 70.71
+    assert rows[NCCL]["median_ns"] == 70.0 and rows[NCCL]["stddev_ns"] == pytest.approx(math.sqrt(5000))
+    # one instance: stddev 0 (as nsys stats prints)
+    assert rows["relu"]["stddev_ns"] == 0.0 and rows["relu"]["time_pct"] == pytest.approx(70 / 460 * 100)
+    assert list(two_devices.kernel_summaries[0]["name"]) == ["gemm", NCCL, "relu"]  # by total time, descending
+
+
+def test_breakdown_two_streams_two_devices(two_devices):
+    rows = {row["device"]: row for row in two_devices.breakdown.rows()}
+    # window: the rank's GPU span [0, 340)
+    # dev0: compute [0,120)+[150,250)=220; comm [80,200)=120; memory [190,210)+[300,340)=60; busy [0,250)+[300,340)=290
+    #       compute∩comm [80,120)+[150,200)=90; compute∩mem [190,210)=20; comm∩mem [190,200)=10; exposed comm [120,150)=30
+    assert {k: rows[0][k] for k in rows[0] if k.endswith("_ns")} == {
+        "window_ns": 340, "busy_ns": 290, "compute_ns": 220, "comm_ns": 120, "memory_ns": 60, "idle_ns": 50,
+        "compute_comm_overlap_ns": 90, "compute_memory_overlap_ns": 20, "comm_memory_overlap_ns": 10, "exposed_comm_ns": 30,
+    }  # fmt: skip
+    # dev1: compute [0,50)=50; comm [40,60)=20; memory [100,110)=10; busy 70; compute∩comm [40,50)=10; exposed [50,60)=10
+    assert {k: rows[1][k] for k in ("busy_ns", "compute_ns", "comm_ns", "memory_ns", "idle_ns", "compute_comm_overlap_ns", "compute_memory_overlap_ns", "exposed_comm_ns")} == {
+        "busy_ns": 70, "compute_ns": 50, "comm_ns": 20, "memory_ns": 10, "idle_ns": 270, "compute_comm_overlap_ns": 10, "compute_memory_overlap_ns": 0, "exposed_comm_ns": 10,
+    }  # fmt: skip
+    assert rows[0]["compute_pct"] == pytest.approx(220 / 340 * 100)
+
+
+def test_memcpy_by_kind(two_devices):
+    rows = {row["kind"]: row for row in two_devices.memcpy.rows()}
+    assert rows["HtoD"] == {
+        "rank": 0,
+        "kind": "HtoD",
+        "count": 1,
+        "bytes": 4000,
+        "total_ns": 40,
+        "avg_bytes": 4000.0,
+        "bandwidth_gbps": 100.0,
+    }
+    assert rows["PtoP"]["bytes"] == 1000 and set(rows) == {"HtoD", "PtoP"}
+
+
+def test_steps_nvtx_and_nccl_sizes(two_devices):
+    assert list(two_devices.steps["step"]) == [0, 1] and list(two_devices.steps["duration_ns"]) == [300, 100]
+    names = set(two_devices.nvtx["name"])
+    assert {
+        "step 0",
+        "step 1",
+        "ncclAllReduce@NCCL",
+        "ncclAllGather",
+    } <= names  # 'step 1' was a registered string (textId)
+    ops = {row["op"]: row for row in two_devices.nccl_ops.rows()}
+    # the AllReduce range launched the NCCL kernel [80,200) (correlation 77): its GPU time replaces the CPU time
+    assert (
+        ops["AllReduce"]["duration_ns"] == 120
+        and ops["AllReduce"]["source"] == "gpu"
+        and ops["AllReduce"]["bucket"] == "1MB-16MB"
+    )
+    assert ops["AllGather"]["size_bytes"] == 1024 and ops["AllGather"]["bucket"] == "<64KB"
+
+
+@pytest.mark.parametrize(
+    ("size", "bucket"),
+    [
+        (0, "<64KB"),
+        (65535, "<64KB"),
+        (65536, "64KB-1MB"),
+        ((1 << 20) - 1, "64KB-1MB"),
+        (1 << 20, "1MB-16MB"),
+        (16 << 20, ">16MB"),
+        (float("nan"), "unknown"),
+    ],
+)
+def test_size_buckets(size, bucket):
+    assert analyzers.size_bucket(size) == bucket
+
+
+def test_nccl_ops_from_kernels_without_nvtx():
+    kernels = analyzers.Intervals(np.array([0, 10]), np.array([5, 30]), np.array([0, 0]), {"name": np.array([1, 2])})
+    ops = analyzers.nccl_operations(analyzers.NvtxRanges(*(np.empty(0),) * 7), kernels, {1: NCCL, 2: "gemm"})
+    assert list(ops["op"]) == ["AllReduce"] and list(ops["bucket"]) == ["unknown"]
+
+
+def test_stragglers_are_ranks_far_from_the_median():
+    per_rank = [{"rank": r, "step_mean_ns": 100.0 + r, "gpu_busy_pct": 50.0} for r in range(7)] + [
+        {"rank": 7, "step_mean_ns": 140.0}
+    ]
+    table = analyzers.cross_rank(per_rank, straggler_pct=5.0)
+    assert list(table["rank"][table["straggler"]]) == [7]
+    assert table["deviation_pct"][7] == pytest.approx((140 - 103.5) / 103.5 * 100)
+
+
+def test_interval_union_is_exact():
+    start, end = intervals.union(np.array([5, 0, 20, 10, 30]), np.array([12, 4, 25, 11, 30]))
+    assert list(start) == [0, 5, 20] and list(end) == [4, 12, 25]  # [10,11) inside [5,12); empty [30,30) dropped
+    rng = np.random.default_rng(1)
+    s = rng.integers(0, 10_000, 2000)
+    e = s + rng.integers(0, 50, 2000)
+    covered = np.zeros(10_100, dtype=bool)
+    for a, b in zip(s, e, strict=True):
+        covered[a:b] = True
+    assert intervals.length(*intervals.union(s, e)) == covered.sum()

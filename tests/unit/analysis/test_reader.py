@@ -1,0 +1,129 @@
+"""The reader: export-version differences, CPU-only reports, and one-line errors for unusable files."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import numpy as np
+import pytest
+from nsys_fixtures import Export, Kernel, Memop, Range, write_export
+
+from nsyskit.analysis.reader import ExportReader
+from nsyskit.analysis.trace import analyze_run, discover
+from nsyskit.errors import ReportFileError
+
+
+def test_old_nvtx_schema_without_textid_or_payload(tmp_path):
+    path = write_export(
+        tmp_path / "old.sqlite",
+        Export(ranges=[Range(0, 10, "step 0"), Range(10, 30, "forward")], old_nvtx=True, version="2021.5.1"),
+    )
+    nvtx = ExportReader(path).nvtx_ranges()
+    assert list(nvtx.text) == ["step 0", "forward"] and np.isnan(nvtx.payload).all()
+
+
+def test_registered_strings_domains_and_payloads(tmp_path):
+    ranges = [Range(0, 10, "step 0", registered=True), Range(1, 2, "ncclAllReduce", payload=4096, domain="NCCL")]
+    nvtx = ExportReader(write_export(tmp_path / "new.sqlite", Export(ranges=ranges))).nvtx_ranges()
+    assert (
+        list(nvtx.text) == ["step 0", "ncclAllReduce"] and list(nvtx.domain) == ["", "NCCL"] and nvtx.payload[1] == 4096
+    )
+
+
+def test_gpu_table_name_variant(tmp_path):
+    path = write_export(
+        tmp_path / "v.sqlite", Export(kernels=[Kernel(0, 5, "k")], gpus={0: "A100"}, gpu_table="TARGET_INFO_CUDA_GPU")
+    )
+    assert ExportReader(path).gpus() == {0: "A100"}
+
+
+def test_cpu_only_report_gives_empty_results_not_errors(tmp_path):
+    path = write_export(tmp_path / "rank_3.sqlite", Export(ranges=[Range(0, 100, "step 0")], cpu_only=True))
+    reader = ExportReader(path)
+    assert len(reader.kernels()) == 0 and len(reader.memcpys()) == 0 and reader.gpus() == {}
+    analysis = analyze_run([path])
+    assert (
+        not analysis.has_gpu and len(analysis.kernel_summaries[3]) == 0 and list(analysis.steps["duration_ns"]) == [100]
+    )
+
+
+def test_columnar_read_keeps_rows_and_values(tmp_path):
+    kernels = [Kernel(10**15 + i * 7, 10**15 + i * 7 + (i % 5) + 1, f"k{i % 3}", device=i % 2) for i in range(1000)]
+    reader = ExportReader(
+        write_export(tmp_path / "big.sqlite", Export(kernels=kernels, memops=[Memop(5, 9, 1 << 40, 8)]))
+    )
+    got = reader.kernels()
+    assert list(got.start) == [k.start for k in kernels] and list(got.end) == [k.end for k in kernels]
+    assert list(got.device) == [k.device for k in kernels]
+    names = reader.strings(got.extra["name"])
+    assert [names[i] for i in got.extra["name"]] == [k.name for k in kernels]
+    assert reader.memcpys().extra["bytes"][0] == 1 << 40
+
+
+def _one_line(exc: ReportFileError, path) -> str:
+    line = exc.one_line()
+    assert str(path) in line and "\n" not in line
+    return line
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (b"", "empty"),
+        (b"hello, this is not a database at all" * 10, "not an SQLite file"),
+        (b"SQLite format 3\x00" + b"\x00" * 20, "truncated"),
+    ],
+)
+def test_unusable_files_give_one_line_errors(tmp_path, content, problem):
+    path = tmp_path / "rank_0.sqlite"
+    path.write_bytes(content)
+    with pytest.raises(ReportFileError) as err:
+        analyze_run([path])
+    assert problem in _one_line(err.value, path)
+
+
+def test_truncated_export(tmp_path):
+    path = write_export(tmp_path / "cut.sqlite", Export(kernels=[Kernel(i, i + 1, "k") for i in range(3000)]))
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ReportFileError) as err:
+        ExportReader(path)
+    assert "truncated" in _one_line(err.value, path)
+
+
+def test_corrupt_pages(tmp_path):
+    path = write_export(tmp_path / "bad.sqlite", Export(kernels=[Kernel(i, i + 1, "k") for i in range(3000)]))
+    data = bytearray(path.read_bytes())
+    data[4096:] = b"\xff" * (len(data) - 4096)
+    path.write_bytes(bytes(data))
+    with pytest.raises(ReportFileError) as err:
+        analyze_run([path])
+    assert "corrupt" in _one_line(err.value, path)
+
+
+def test_sqlite_that_is_not_an_nsys_export(tmp_path):
+    path = tmp_path / "other.sqlite"
+    with sqlite3.connect(path) as con:
+        con.execute("CREATE TABLE t (x)")
+    with pytest.raises(ReportFileError) as err:
+        ExportReader(path)
+    assert "not an Nsight Systems export" in _one_line(err.value, path)
+
+
+def test_missing_file_and_empty_folder(tmp_path):
+    with pytest.raises(ReportFileError, match="no such file"):
+        analyze_run([tmp_path / "nope.sqlite"])
+    with pytest.raises(ReportFileError, match="no .nsys-rep, .sqlite or .qdstrm"):
+        analyze_run([tmp_path])
+
+
+def test_ranks_from_names_and_preferred_formats(tmp_path):
+    for rank in (10, 2):
+        write_export(tmp_path / f"profile_rank_{rank}.sqlite", Export(cpu_only=True))
+    (tmp_path / "profile_rank_2.nsys-rep").write_bytes(b"x")  # the .sqlite of the same stem wins
+    (tmp_path / "analysis").mkdir()
+    write_export(tmp_path / "analysis" / "ignored_rank_5.sqlite", Export(cpu_only=True))
+    assert [(r, p.name) for r, p in discover([tmp_path])] == [
+        (2, "profile_rank_2.sqlite"),
+        (10, "profile_rank_10.sqlite"),
+    ]
