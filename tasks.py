@@ -4,12 +4,13 @@ from pathlib import Path
 
 from invoke import Collection
 
-from nsyskit.cli import analyze_tasks, config_tasks, deploy_tasks, k8s_tasks, nccl_tasks, registry_tasks, slurm_tasks, test_tasks
+from nsyskit.cli import analyze_tasks, config_tasks, deploy_tasks, image_tasks, k8s_tasks, nccl_tasks, registry_tasks, slurm_tasks, test_tasks
 
 ns = Collection(
     config_tasks.show_config,
     config_tasks.setup,
     test_tasks.test,
+    image_tasks.build,
     registry_tasks.login,
     registry_tasks.push,
     registry_tasks.pull,

@@ -41,7 +41,7 @@ class Config:
 
     # --- components: pinned versions and sources ---
     nsys_source: str = setting("nvidia", p.choice("nvidia", "nvidia-apt", "debian", "base"), "components", "Where the nsys CLI comes from: nvidia (NVIDIA's CLI .deb), nvidia-apt (NVIDIA's apt repository), debian (non-free, 2022.4), base (already in BASE_IMAGE).")
-    nsys_version: str = setting("2024.6.1", p.version, "components", "Nsight Systems version (>= 2024.4 for EFA metrics).")
+    nsys_version: str = setting("2025.2.1", p.version, "components", "Nsight Systems version (>= 2024.4 for EFA metrics); NSYS_SOURCE=nvidia has a pinned URL and sha256 for 2025.2.1, other versions need NSYS_URL.")
     nsys_url: str = setting("", p.text, "components", "Override the nsys package URL or local path (air-gapped mirrors).")
     nsys_sha256: str = setting("", p.sha256, "components", "sha256 of NSYS_URL; empty uses the pinned checksum.")
     openmpi_source: str = setting("efa", p.choice("release", "efa", "distro"), "components", "Where OpenMPI comes from: release (pinned tarball built from source), efa (bundled by the EFA installer), distro (OS package).")
@@ -56,7 +56,8 @@ class Config:
     nccl_tests_url: str = setting("", p.text, "components", "Override the nccl-tests source tarball URL or local path.")
     nccl_tests_sha256: str = setting("", p.sha256, "components", "sha256 of NCCL_TESTS_URL; empty uses the pinned checksum.")
     nccl_tests_gencode: str = setting("-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90", p.text, "components", "nvcc -gencode flags for nccl-tests (A100: sm_80, H100/H200: sm_90).")
-    pip_wheelhouse: str = setting("", p.text, "components", "Local folder of wheels for the example's Python packages (offline builds); empty: PyPI.")
+    pip_wheelhouse: str = setting("", p.text, "components", "Local folder of wheels for the example's Python packages (offline builds; served to the build over HTTP, never copied into a layer), or a URL of a wheel listing; empty: PyPI.")
+    torch_version: str = setting("2.13.0", p.version, "components", "PyTorch version installed when BASE_IMAGE has no torch (NGC images keep theirs); found in PIP_WHEELHOUSE first.")
 
     # --- run: the distributed training job ---
     nodes: int = setting("2", p.positive_int, "run", "Number of nodes (containers locally, workers on Kubernetes, Slurm nodes).")
