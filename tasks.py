@@ -4,7 +4,17 @@ from pathlib import Path
 
 from invoke import Collection
 
-from nsyskit.cli import analyze_tasks, config_tasks, deploy_tasks, image_tasks, k8s_tasks, nccl_tasks, registry_tasks, slurm_tasks, test_tasks
+from nsyskit.cli import (
+    analyze_tasks,
+    config_tasks,
+    deploy_tasks,
+    image_tasks,
+    k8s_tasks,
+    nccl_tasks,
+    registry_tasks,
+    slurm_tasks,
+    test_tasks,
+)
 
 ns = Collection(
     config_tasks.show_config,
