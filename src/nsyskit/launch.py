@@ -11,8 +11,14 @@ CONTAINER_REPORT_DIR = "/reports"
 HOSTFILE = "/etc/mpi/hostfile"  # where the Kubeflow MPI operator mounts it; the local run mounts its own there
 
 
-def wrapper_env(cfg: Config, report_dir: str = CONTAINER_REPORT_DIR, launcher: str = "mpirun") -> dict[str, str]:
-    """NSYSKIT_* settings the rank-aware wrapper reads, plus the NCCL/EFA environment of GPU runs."""
+def wrapper_env(
+    cfg: Config, report_dir: str = CONTAINER_REPORT_DIR, launcher: str = "mpirun", *, job_id: str | None = None
+) -> dict[str, str]:
+    """NSYSKIT_* settings the rank-aware wrapper reads, plus the NCCL/EFA environment of GPU runs.
+
+    job_id (optional) becomes NSYSKIT_JOB_ID, the first field of every report name; without it the wrapper
+    uses SLURM_JOB_ID, else 'job'.
+    """
     env = {
         "NSYSKIT_REPORT_DIR": report_dir,
         "NSYSKIT_LAUNCHER": launcher,
@@ -26,6 +32,8 @@ def wrapper_env(cfg: Config, report_dir: str = CONTAINER_REPORT_DIR, launcher: s
         "NSYSKIT_EFA_METRICS": "1" if cfg.efa_metrics and cfg.efa_per_node > 0 else "0",
         "NSYSKIT_EXTRA_ARGS": cfg.nsys_extra_args,
     }
+    if job_id:
+        env["NSYSKIT_JOB_ID"] = job_id
     if cfg.uses_gpu and cfg.nccl_debug:
         env["NCCL_DEBUG"] = cfg.nccl_debug.upper()
         env["NCCL_DEBUG_SUBSYS"] = cfg.nccl_debug_subsys
@@ -48,8 +56,20 @@ def rank_command(cfg: Config) -> list[str]:
     return command
 
 
-def mpirun_command(cfg: Config, hostfile: str = HOSTFILE, report_dir: str = CONTAINER_REPORT_DIR) -> list[str]:
-    """The launcher's mpirun over all nodes' slots, exporting the wrapper environment to every rank."""
+def mpirun_command(
+    cfg: Config,
+    hostfile: str = HOSTFILE,
+    report_dir: str = CONTAINER_REPORT_DIR,
+    *,
+    master_addr: str | None = None,
+    job_id: str | None = None,
+) -> list[str]:
+    """The launcher's mpirun over all nodes' slots, exporting the wrapper environment to every rank.
+
+    master_addr (rank 0's host) is exported as MASTER_ADDR: mpirun does not tell the ranks where rank 0 is,
+    and the hostfile exists only on the launcher. Without it the example reads the first host of
+    $NSYSKIT_HOSTFILE (default HOSTFILE), which works where the ranks can read the hostfile.
+    """
     command = [
         "mpirun", "--allow-run-as-root",
         "-np", str(cfg.world_size),
@@ -58,6 +78,20 @@ def mpirun_command(cfg: Config, hostfile: str = HOSTFILE, report_dir: str = CONT
         "--bind-to", "none",
         "--mca", "plm_rsh_args", "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR",
     ]  # fmt: skip
-    for key, value in wrapper_env(cfg, report_dir).items():
+    env = wrapper_env(cfg, report_dir, job_id=job_id)
+    if master_addr:
+        env["MASTER_ADDR"] = master_addr
+    for key, value in env.items():
         command += ["-x", f"{key}={value}"]
     return command + rank_command(cfg)
+
+
+def torchrun_command(cfg: Config) -> list[str]:
+    """One node's torchrun starting PROCS_PER_NODE ranks, each the wrapper around the example (its env: wrapper_env)."""
+    return [
+        "python3", "-m", "torch.distributed.run",
+        "--standalone", "--nnodes", "1",
+        "--nproc-per-node", str(cfg.procs_per_node),
+        "--no-python",  # each rank runs the wrapper executable, not a Python script
+        *rank_command(cfg),
+    ]  # fmt: skip

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""The profiled example: a GPT-2 family causal LM (random weights, synthetic tokens) trained with DDP.
+
+Runs under torchrun, mpirun or srun (see rankinfo.py); NCCL on GPUs, gloo on CPU, bf16 autocast where the
+GPU supports it. Marks every step ("step N") and phase (data/forward/backward/optimizer) with NVTX, and
+the profiling window (--profile-steps A-B) with an NVTX "profile_window" range plus, on GPU,
+cudaProfilerStart/Stop for nsys --capture-range=cudaProfilerApi. Prints per-step time and tokens/s and, at
+the end, a checksum of the parameters on every rank (equal checksums: the ranks stayed in sync).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import os
+import statistics
+import sys
+import time
+
+import markers
+import rankinfo
+
+# name -> GPT2Config overrides; 'tiny' keeps a CPU step in the tens of milliseconds.
+MODEL_SIZES = {
+    "tiny": {"n_layer": 2, "n_head": 2, "n_embd": 64, "vocab_size": 1024},
+    "gpt2": {"n_layer": 12, "n_head": 12, "n_embd": 768, "vocab_size": 50257},
+    "gpt2-medium": {"n_layer": 24, "n_head": 16, "n_embd": 1024, "vocab_size": 50257},
+}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The example's command line."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model-size", choices=sorted(MODEL_SIZES), default="tiny")
+    parser.add_argument("--batch-size", type=int, default=4, help="micro-batch per rank")
+    parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--profile-steps", default="", help="FIRST-LAST steps (1-based) of the profiling window")
+    parser.add_argument("--lr", type=float, default=1e-4)
+    parser.add_argument("--seed", type=int, default=1234)
+    parser.add_argument("--cpu", action="store_true", help="stay on CPU even when GPUs are visible")
+    parser.add_argument("--dist-timeout-s", type=int, default=int(os.environ.get("NSYSKIT_DIST_TIMEOUT_S", "300")))
+    args = parser.parse_args(argv)
+    args.window = parse_window(args.profile_steps, args.steps)
+    return args
+
+
+def parse_window(text: str, steps: int) -> tuple[int | None, int | None]:
+    """'A-B' -> (A, B) within 1..steps; '' -> (None, None)."""
+    if not text:
+        return None, None
+    first, _, last = text.partition("-")
+    window = int(first), int(last or first)
+    if not 1 <= window[0] <= window[1] <= steps:
+        sys.exit(f"--profile-steps {text}: needs 1 <= FIRST <= LAST <= --steps ({steps})")
+    return window
+
+
+def log(info: rankinfo.RankInfo, message: str) -> None:
+    """One line on stdout, flushed at once so launchers and the progress display see it."""
+    print(f"[rank {info.rank}] {message}", flush=True)
+
+
+def parameter_checksum(model) -> tuple[str, float]:
+    """sha256 (16 hex digits) over every parameter's bytes in name order, and the float sum of all parameters."""
+    import torch
+
+    digest, total = hashlib.sha256(), 0.0
+    for name, param in sorted(model.named_parameters()):
+        data = param.detach().to("cpu", torch.float32).contiguous()
+        digest.update(name.encode())
+        digest.update(data.numpy().tobytes())
+        total += float(data.double().sum())
+    return digest.hexdigest()[:16], total
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Train for --steps steps and print timings and the parameter checksum."""
+    args = parse_args(argv)
+    info = rankinfo.detect()
+
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    use_cuda = torch.cuda.is_available() and not args.cpu
+    if use_cuda:
+        torch.cuda.set_device(info.local_rank % torch.cuda.device_count())
+        device, backend = torch.device("cuda", torch.cuda.current_device()), "nccl"
+    else:
+        device, backend = torch.device("cpu"), "gloo"
+        if "OMP_NUM_THREADS" not in os.environ:  # share the cores between the ranks of this node
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // info.local_world_size))
+    autocast_bf16 = use_cuda and torch.cuda.is_bf16_supported()
+
+    log(info, f"world_size={info.world_size} local_rank={info.local_rank} node={info.node} host={rankinfo.short_hostname()} "
+              f"launcher={info.launcher} backend={backend} device={device} bf16={autocast_bf16} master={info.master_addr}:{info.master_port}")  # fmt: skip
+    dist.init_process_group(
+        backend,
+        init_method=f"tcp://{info.master_addr}:{info.master_port}",
+        rank=info.rank,
+        world_size=info.world_size,
+        timeout=datetime.timedelta(seconds=args.dist_timeout_s),
+    )
+
+    torch.manual_seed(args.seed)  # same initial weights everywhere (DDP also broadcasts rank 0's)
+    size = MODEL_SIZES[args.model_size]
+    special = size["vocab_size"] - 1  # GPT-2's end-of-text id, within the vocabulary of every size
+    config = GPT2Config(n_positions=max(args.seq_len, 128), bos_token_id=special, eos_token_id=special, **size)
+    model = GPT2LMHeadModel(config).to(device)
+    model.loss_type = "ForCausalLM"  # name the loss explicitly (recent transformers warn when it is left unset)
+    model.train()
+    ddp = DistributedDataParallel(model, device_ids=[device.index] if use_cuda else None)
+    optimizer = torch.optim.AdamW(ddp.parameters(), lr=args.lr)
+    tokens = torch.Generator().manual_seed(args.seed * 1000 + info.rank)  # each rank its own synthetic shard
+    if info.rank == 0:
+        count = sum(p.numel() for p in model.parameters())
+        log(info, f"model={args.model_size} parameters={count} batch={args.batch_size} seq_len={args.seq_len} steps={args.steps}")
+
+    window = markers.ProfileWindow(*args.window, use_cuda=use_cuda)
+    tokens_per_step = args.batch_size * args.seq_len * info.world_size
+    step_times = []
+    for step in range(1, args.steps + 1):
+        window.before_step(step)
+        started = time.perf_counter()
+        markers.push(markers.STEP_FORMAT.format(step))
+        with markers.nvtx_range("data"):
+            batch = torch.randint(config.vocab_size, (args.batch_size, args.seq_len), generator=tokens)
+            batch = batch.to(device, non_blocking=True)
+        with markers.nvtx_range("forward"), torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast_bf16):
+            loss = ddp(input_ids=batch, labels=batch).loss
+        with markers.nvtx_range("backward"):
+            loss.backward()
+        with markers.nvtx_range("optimizer"):
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        loss_value = loss.item()  # waits for the GPU, so the step time below is the real one
+        markers.pop()
+        elapsed = time.perf_counter() - started
+        window.after_step(step)
+        step_times.append(elapsed)
+        if info.rank == 0:
+            log(info, f"step {step}/{args.steps} loss={loss_value:.4f} step_ms={elapsed * 1e3:.1f} "
+                      f"tokens_per_s={tokens_per_step / elapsed:.0f}")  # fmt: skip
+
+    checksum, total = parameter_checksum(model)
+    log(info, f"checksum={checksum} param_sum={total:.6f}")
+    steady = step_times[1:] or step_times  # the first step pays for warm-up
+    median = statistics.median(steady)
+    if info.rank == 0:
+        log(info, f"summary world_size={info.world_size} steps={args.steps} median_step_ms={median * 1e3:.2f} "
+                  f"tokens_per_s={tokens_per_step / median:.0f}")  # fmt: skip
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
