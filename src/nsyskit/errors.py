@@ -187,3 +187,11 @@ class RegressionFound(NsyskitError):
     """'invoke analyze --diff --fail-on-regression' found a metric that got worse by more than the threshold."""
 
     exit_code = 3
+
+
+class RunFailed(NsyskitError):
+    """A local run ended non-zero: names the failed rank and host, the exit code, and the run folder with its logs."""
+
+    def __init__(self, run_dir: object, exit_code: int, reason: str, log_tail: Sequence[str] = ()) -> None:
+        self.run_dir, self.exit_code_of_run, self.reason, self.log_tail = str(run_dir), exit_code, reason, list(log_tail)
+        super().__init__(f"run failed (exit code {exit_code}): {reason}; reports and logs in {self.run_dir}")
