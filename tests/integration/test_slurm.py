@@ -1,0 +1,180 @@
+"""invoke deploy/status/logs/collect/undeploy --slurm against a real two-node Slurm cluster in containers.
+
+The kit runs here, as a user runs it, in a project folder that is the cluster's shared file system (bind-mounted
+at the same path in both nodes); Slurm's commands run inside the controller node through
+SLURM_SUBMIT_PREFIX='docker exec NODE' (a login node reached over ssh is the same idea). The job is the host-mode
+script: 2 nodes x 2 tasks running the example on CPU under the real nsys (Debian's 2022.4) through the wrapper.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from slurm_cluster import SlurmCluster, start_cluster  # tests/integration is on sys.path
+
+from nsyskit.slurm import render
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
+NODES, TASKS_PER_NODE = 2, 2
+JOB_TIMEOUT_S = 420
+SUBMITTED = re.compile(r"submitted Slurm job (\d+)")
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    """A project folder (tasks.py, .env, profiles/, slurm/) whose jobs/ and reports/ are made by the tasks."""
+    root = tmp_path_factory.mktemp("slurm-project")
+    for name in ("tasks.py", ".env"):
+        shutil.copy2(ROOT / name, root / name)
+    for name in ("profiles", "slurm"):
+        shutil.copytree(ROOT / name, root / name)
+    return root
+
+
+@pytest.fixture(scope="module")
+def cluster(kit_image, project):
+    """Two Slurm nodes made from the kit's image, sharing the project folder."""
+    ref = kit_image if isinstance(kit_image, str) else (getattr(kit_image, "ref", None) or kit_image.tags[0])
+    started = start_cluster(ref, project, count=NODES, cpus=2)
+    yield started
+    started.stop()
+
+
+def invoke(
+    project: Path, cluster: SlurmCluster, *args: str, timeout: int = 120, **env: str
+) -> subprocess.CompletedProcess:
+    """Run 'invoke ARGS' in the project with the host-mode settings of this test (and `env` on top)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("NSYSKIT_", "SLURM_", "AWS_"))}
+    clean.update(
+        NSYSKIT_PROFILE="local-cpu", SLURM_MODE="host", NODES=str(NODES), PROCS_PER_NODE=str(TASKS_PER_NODE),
+        EFA_PER_NODE="1", EFA_METRICS="true", SLURM_SUBMIT_PREFIX=cluster.submit_prefix, SLURM_TIME_LIMIT="15",
+        SLURM_MPI="pmix", COLUMNS="200",
+    )  # fmt: skip
+    clean.update(env)
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", *args], cwd=project, env=clean, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def job_id_of(result: subprocess.CompletedProcess) -> str:
+    found = SUBMITTED.search(result.stdout + result.stderr)
+    assert found, result.stdout + result.stderr
+    return found[1]
+
+
+def last_job_dir(project: Path) -> Path:
+    return project / "jobs" / (project / "jobs" / "last-slurm").read_text().strip()
+
+
+def slurm_exit_code(cluster: SlurmCluster, job_id: str) -> tuple[str, int]:
+    """(JobState, exit code) as Slurm itself reports them."""
+    line = cluster.exec(cluster.controller, f"scontrol --oneliner show job {job_id}").stdout
+    state = re.search(r"JobState=(\S+)", line)[1]
+    return state, int(re.search(r"ExitCode=(\d+):", line)[1])
+
+
+def explain(cluster: SlurmCluster, result: subprocess.CompletedProcess, job_dir: Path | None = None) -> str:
+    """Everything needed to understand a failed run: the task's output, the job's log and the cluster's state."""
+    logs = (
+        "\n".join(p.read_text(errors="replace")[-4000:] for p in sorted(job_dir.glob("slurm-*.out"))) if job_dir else ""
+    )
+    return f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}\njob log:\n{logs}\ncluster:\n{cluster.diagnostics()}"
+
+
+def test_host_mode_job_profiles_every_rank_on_two_nodes(project, cluster):
+    result = invoke(project, cluster, "deploy", "--slurm", "--wait", timeout=JOB_TIMEOUT_S)
+    job_dir = last_job_dir(project)
+    assert result.returncode == 0, explain(cluster, result, job_dir)
+    job_id = job_id_of(result)
+    assert slurm_exit_code(cluster, job_id) == ("COMPLETED", 0)  # --wait returned the job's exit code: 0
+
+    # Four per-rank reports named with the job id, the node and the rank (and the host it ran on).
+    reports = job_dir / "reports"
+    names = sorted(p.name for p in reports.glob("*.nsys-rep"))
+    expected = [
+        f"nsyskit_{job_id}_node_{rank // TASKS_PER_NODE}_rank_{rank}_{cluster.nodes[rank // TASKS_PER_NODE]}.nsys-rep"
+        for rank in range(NODES * TASKS_PER_NODE)
+    ]
+    assert names == expected, explain(cluster, result, job_dir)
+
+    # The wrapper's record of every rank: the exact nsys command line (.cmd) and its decisions (status.json).
+    statuses = {s["rank"]: s for s in (json.loads(p.read_text()) for p in (reports / "logs").glob("*.status.json"))}
+    assert sorted(statuses) == list(range(4)) and all(s["exit_code"] == 0 and s["profiled"] for s in statuses.values())
+    nsys_version = cluster.exec(cluster.nodes[0], "nsys --version").stdout
+    efa_capable = tuple(int(n) for n in re.search(r"(\d{4})\.(\d+)", nsys_version).groups()) >= (2024, 4)
+    for rank, status in statuses.items():
+        command = (reports / (expected[rank].removesuffix(".nsys-rep") + ".cmd")).read_text()
+        local0 = rank % TASKS_PER_NODE == 0
+        if local0 and efa_capable:
+            assert status["efa_metrics"] == "applied" and "--enable efa_metrics" in command
+        elif local0:
+            # Debian's nsys 2022.4 has no efa_metrics plugin (and the CPU nodes no EFA device): the wrapper chose
+            # the flag for this rank, recorded why it left it out, and nsys ran without it instead of failing.
+            assert status["efa_metrics"].startswith("skipped") and "nsys 2022" in status["efa_metrics"], status
+            assert "--enable" not in command
+        else:
+            assert status["efa_metrics"].startswith("skipped") and "local rank 0" in status["efa_metrics"], status
+            assert "--enable" not in command
+        # The exact command line as given to nsys, which expands the %q{VAR} of the report name itself.
+        assert command.startswith("nsys profile ") and f"--output={reports}/{render.REPORT_NAME}" in command
+
+    # The ranks trained in lockstep: the same parameter checksum everywhere.
+    log = (job_dir / f"slurm-{job_id}.out").read_text()
+    checksums = dict(re.findall(r"\[rank (\d+)\] checksum=(\S+)", log))
+    assert sorted(checksums) == ["0", "1", "2", "3"] and len(set(checksums.values())) == 1, log[-3000:]
+
+    status = invoke(project, cluster, "status", "--slurm")
+    assert status.returncode == 0 and f"job {job_id}: COMPLETED, exit code 0" in status.stdout, status.stderr
+    logs = invoke(project, cluster, "logs", "--slurm")
+    assert logs.returncode == 0 and "checksum=" in logs.stdout
+
+    collected = invoke(project, cluster, "collect", "--slurm")
+    assert collected.returncode == 0, collected.stderr
+    run_dir = project / "reports" / job_dir.name
+    assert str(run_dir) in collected.stdout.replace("\n", "")
+    assert sorted(p.name for p in run_dir.glob("*.nsys-rep")) == expected
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["job_id"] == job_id and run["state"] == "COMPLETED" and run["world_size"] == 4 and run["mode"] == "host"
+    assert (run_dir / f"slurm-{job_id}.out").is_file() and len(list((run_dir / "logs").glob("*.status.json"))) == 4
+
+
+def test_failing_job_exits_with_its_code_naming_state_and_log(project, cluster):
+    # A user error only the nodes find out: nsys refuses an unknown option on every rank.
+    result = invoke(
+        project, cluster, "deploy", "--slurm", "--wait", timeout=JOB_TIMEOUT_S, NSYS_EXTRA_ARGS="--no-such-nsys-option"
+    )
+    job_dir = last_job_dir(project)
+    job_id = job_id_of(result)
+    state, code = slurm_exit_code(cluster, job_id)
+    assert state == "FAILED" and code != 0, explain(cluster, result, job_dir)
+    assert result.returncode == code, explain(cluster, result, job_dir)
+    log = job_dir / f"slurm-{job_id}.out"
+    last = result.stderr.strip().splitlines()[-1]
+    assert last == f"error: Slurm job {job_id} ended FAILED (exit code {code}, reason NonZeroExitCode); log: {log}"
+    assert "Traceback" not in result.stderr and log.is_file()
+
+
+def test_undeploy_cancels_the_last_job(project, cluster):
+    submitted = invoke(project, cluster, "deploy", "--slurm", STEPS="2000", PROFILE_STEPS="")
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = job_id_of(submitted)
+    cancelled = invoke(project, cluster, "undeploy", "--slurm")
+    assert cancelled.returncode == 0 and f"cancelled Slurm job {job_id}" in cancelled.stdout, cancelled.stderr
+    state = ""
+    for _ in range(30):
+        state = slurm_exit_code(cluster, job_id)[0]
+        if state == "CANCELLED":
+            break
+        time.sleep(1)
+    assert state == "CANCELLED"
+    status = invoke(project, cluster, "status", "--slurm", "--job", job_id)
+    assert f"job {job_id}: CANCELLED" in status.stdout, status.stderr
