@@ -65,7 +65,12 @@ def duration_stats(keys: np.ndarray, durations: np.ndarray) -> tuple[np.ndarray,
 
 def kernel_summary(kernels: Intervals, names: Mapping[int, str]) -> Table:
     """nsys stats' kernel summary: per kernel name time %, total, instances, avg, median, min, max, stddev (ns)."""
-    ids, stats = duration_stats(kernels.extra.get("name", np.empty(0, dtype=np.int64)), kernels.end - kernels.start)
+    return summary_by_name(kernels.extra.get("name", np.empty(0, dtype=np.int64)), kernels.end - kernels.start, names)
+
+
+def summary_by_name(name_ids: np.ndarray, durations: np.ndarray, names: Mapping[int, str]) -> Table:
+    """Duration statistics per StringId, labelled with the names, in nsys stats' column order."""
+    ids, stats = duration_stats(name_ids, durations)
     return _summary_table([names.get(int(i), f"<string {int(i)}>") for i in ids], stats)
 
 

@@ -7,9 +7,9 @@ and is handled here, and only here:
   (NVTX `text`), and columns that only newer exports have (`textId`, payload columns, `jsonText`);
 - memcpy kinds as numbers (with or without the ENUM_CUDA_MEMCPY_OPER table of newer exports).
 
-Large tables are read columnar: SQLite packs several offset-encoded integer columns into one 64-bit word per
-row and returns a whole column as one `group_concat` string that numpy parses. That avoids building millions
-of Python tuples and is several times faster than fetchall() on the 2M-row tables of real GPU runs.
+Large tables are read columnar: one table scan returns each needed integer column as one `group_concat` string
+that numpy parses. That avoids building millions of Python tuples and is several times faster than fetchall()
+on the 2M-row tables of real GPU runs.
 """
 
 from __future__ import annotations
@@ -130,42 +130,21 @@ class ExportReader:
         return {row[1] for row in self._query(f"PRAGMA table_info({table})")}
 
     def _packed_columns(self, table: str, exprs: dict[str, str], where: str = "") -> dict[str, np.ndarray]:
-        """Integer SQL expressions over every row of `table` as int64 numpy columns (row order kept), read columnar."""
+        """Integer SQL expressions over every row of `table` as int64 numpy columns (row order kept), read columnar.
+
+        One table scan feeds one group_concat per column (the same rows in the same order); numpy parses the text.
+        """
         where_sql = f" WHERE {where}" if where else ""
-        aggregates = ", ".join(f"min({e}), max({e})" for e in exprs.values())
-        bounds = self._query(f"SELECT count(*), {aggregates} FROM {table}{where_sql}")[0]
-        count = bounds[0]
-        if not count:
-            return {name: np.empty(0, dtype=np.int64) for name in exprs}
-        words: list[list[tuple[str, str, int, int]]] = [[]]  # per word: (name, expr, low, bits)
-        used = 0
-        for i, (name, expr) in enumerate(exprs.items()):
-            low, high = bounds[1 + 2 * i], bounds[2 + 2 * i]
-            low, high = int(low or 0), int(high or 0)
-            bits = max(1, (high - low).bit_length())
-            if used + bits > 62 and words[-1]:
-                words.append([])
-                used = 0
-            words[-1].append((name, expr, low, bits))
-            used += bits
-        result: dict[str, np.ndarray] = {}
-        for word in words:
-            parts, shift = [], 0
-            for _name, expr, low, bits in word:
-                parts.append(f"((({expr}) - ({low})) << {shift})")
-                shift += bits
-            text = self._query(f"SELECT group_concat({' | '.join(parts)}, ',') FROM {table} NOT INDEXED{where_sql}")[0][
-                0
-            ]
-            packed = np.fromstring(text, dtype=np.int64, sep=",") if text else np.empty(0, dtype=np.int64)
-            if len(packed) != count:
+        concats = ", ".join(f"group_concat({expr}, ',')" for expr in exprs.values())
+        texts = self._query(f"SELECT count(*), {concats} FROM {table} NOT INDEXED{where_sql}")[0]
+        count, result = texts[0], {}
+        for name, text in zip(exprs, texts[1:], strict=True):
+            column = np.fromstring(text, dtype=np.int64, sep=",") if text else np.empty(0, dtype=np.int64)
+            if len(column) != count:
                 raise ReportFileError(
-                    self.path, f"table {table} changed or is corrupt while reading", "re-export the report"
+                    self.path, f"table {table} has non-integer values in {exprs[name]!r}", "re-export the report"
                 )
-            shift = 0
-            for name, _expr, low, bits in word:
-                result[name] = ((packed >> shift) & ((1 << bits) - 1)) + low
-                shift += bits
+            result[name] = column
         return result
 
     def strings(self, ids: np.ndarray) -> dict[int, str]:
@@ -239,6 +218,14 @@ class ExportReader:
             {"start": "start", "duration": "end - start", "device": "deviceId", "name": f"coalesce({name_col}, 0)"},
         )
         return Intervals(cols["start"], cols["start"] + cols["duration"], cols["device"], {"name": cols["name"]})
+
+    def kernel_durations(self) -> tuple[np.ndarray, np.ndarray]:
+        """(name StringId, duration) of every kernel: all a kernel summary needs, read in one narrow scan."""
+        table, name_col = self.table(KERNEL_TABLES), self.kernel_name_column()
+        if not table or not name_col:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+        cols = self._packed_columns(table, {"name": f"coalesce({name_col}, 0)", "duration": "end - start"})
+        return cols["name"], cols["duration"]
 
     def memcpys(self) -> Intervals:
         """CUDA memcpys: start, end, device, `bytes`, `kind` (CUpti_ActivityMemcpyKind)."""

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -19,6 +21,7 @@ from nsyskit.errors import ReportFileError
 RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
 REPORT_SUFFIXES = (".sqlite", ".nsys-rep", ".qdstrm")
 OUTPUT_DIR_NAMES = {"analysis"}
+MAX_WORKERS = 4  # ranks analyzed at once: bounds peak memory (~0.3 GB per 2M-kernel rank)
 
 
 def discover(paths: list[str | Path]) -> list[tuple[int, Path]]:
@@ -70,9 +73,13 @@ def _ranks_from_run_json(files: list[Path]) -> dict[str, int]:
             data = json.loads(record.read_text())
         except (OSError, ValueError):
             continue
-        for entry in data.get("ranks", []) if isinstance(data, dict) else []:
-            if isinstance(entry, dict) and "rank" in entry and entry.get("report"):
-                found[Path(str(entry["report"])).with_suffix("").name] = int(entry["rank"])
+        entries = data.get("ranks") if isinstance(data, dict) else None
+        for entry in entries if isinstance(entries, list) else []:  # 'invoke run' writes the ranks' status records
+            if not isinstance(entry, dict) or not isinstance(entry.get("rank"), int):
+                continue
+            for key in ("report", "sqlite"):
+                if entry.get(key):
+                    found[Path(str(entry[key])).with_suffix("").name] = entry["rank"]
     return found
 
 
@@ -236,29 +243,25 @@ def combine_kernel_summaries(summaries: dict[int, Table]) -> Table:
     return table.sorted_by("total_ns") if len(table) else table
 
 
-def analyze_run(paths: list[str | Path], straggler_pct: float = 5.0) -> Analysis:
-    """Read every rank's export under `paths` and run every analyzer; ranks are read one after the other."""
-    found = discover(paths)
-    analysis = Analysis(sources={}, nsys_versions={})
-    parts: dict[str, list[Table]] = {k: [] for k in ("breakdown", "memcpy", "nvtx", "steps", "nccl_ops")}
-    per_rank: list[dict[str, Any]] = []
-    for rank, path in found:
-        trace = RankTrace(rank, path, open_export(path))
-        analysis.sources[rank] = str(trace.reader.path)
-        analysis.nsys_versions[rank] = trace.reader.nsys_version
-        analysis.kernel_summaries[rank] = trace.kernel_summary()
+def analyze_rank(rank: int, path: Path) -> dict[str, Any]:
+    """Every per-rank analysis of one report; the raw columns are dropped before returning (flat memory)."""
+    trace = RankTrace(rank, path, open_export(path))
+    try:
         breakdown, steps = trace.breakdown(), trace.steps()
-        parts["breakdown"].append(_with_rank(rank, breakdown))
-        parts["memcpy"].append(_with_rank(rank, trace.memcpy_by_kind()))
-        parts["nvtx"].append(_with_rank(rank, trace.nvtx_summary()))
-        parts["steps"].append(_with_rank(rank, steps))
-        parts["nccl_ops"].append(_with_rank(rank, trace.nccl_operations()))
         window = int(breakdown["window_ns"].sum()) if len(breakdown) else 0
         busy = int(breakdown["busy_ns"].sum()) if len(breakdown) else 0
         comm = int(breakdown["comm_ns"].sum()) if len(breakdown) else 0
         durations = steps["duration_ns"]
-        per_rank.append(
-            {
+        return {
+            "source": str(trace.reader.path),
+            "nsys_version": trace.reader.nsys_version,
+            "kernel_summary": trace.kernel_summary(),
+            "breakdown": _with_rank(rank, breakdown),
+            "memcpy": _with_rank(rank, trace.memcpy_by_kind()),
+            "nvtx": _with_rank(rank, trace.nvtx_summary()),
+            "steps": _with_rank(rank, steps),
+            "nccl_ops": _with_rank(rank, trace.nccl_operations()),
+            "summary": {
                 "rank": rank,
                 "host": trace.host,
                 "steps": len(durations),
@@ -267,16 +270,30 @@ def analyze_run(paths: list[str | Path], straggler_pct: float = 5.0) -> Analysis
                 "gpu_busy_ns": busy if window else np.nan,
                 "gpu_busy_pct": busy * 100.0 / window if window else np.nan,
                 "comm_share_pct": comm * 100.0 / busy if busy else np.nan,
-            }
-        )
+            },
+        }
+    finally:
         trace.release()
         trace.reader.close()
+
+
+def analyze_run(paths: list[str | Path], straggler_pct: float = 5.0, workers: int | None = None) -> Analysis:
+    """Read every rank's export under `paths` and run every analyzer, a few ranks at a time.
+
+    Threads suffice: SQLite scans and numpy sorts release the GIL. At most MAX_WORKERS ranks are in memory at once.
+    """
+    found = discover(paths)
+    workers = workers or max(1, min(len(found), os.cpu_count() or 1, MAX_WORKERS))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        results = list(pool.map(lambda item: analyze_rank(*item), found))
+    analysis = Analysis(sources={}, nsys_versions={})
+    for (rank, _path), result in zip(found, results, strict=True):
+        analysis.sources[rank] = result["source"]
+        analysis.nsys_versions[rank] = result["nsys_version"]
+        analysis.kernel_summaries[rank] = result["kernel_summary"]
     analysis.top_kernels = combine_kernel_summaries(analysis.kernel_summaries)
-    analysis.breakdown = _concat(parts["breakdown"])
-    analysis.memcpy = _concat(parts["memcpy"])
-    analysis.nvtx = _concat(parts["nvtx"])
-    analysis.steps = _concat(parts["steps"])
-    analysis.nccl_ops = _concat(parts["nccl_ops"])
+    for name in ("breakdown", "memcpy", "nvtx", "steps", "nccl_ops"):
+        setattr(analysis, name, _concat([r[name] for r in results]))
     analysis.nccl_sizes = analyzers.nccl_size_summary(analysis.nccl_ops) if analysis.nccl_ops is not None else None
-    analysis.ranks = analyzers.cross_rank(per_rank, straggler_pct)
+    analysis.ranks = analyzers.cross_rank([r["summary"] for r in results], straggler_pct)
     return analysis
