@@ -33,10 +33,12 @@ def build(c, profile=None, tag=None, base_image=None, mpi=None, efa=None, tests=
         for url_path, path in sorted(plan.assets.files.items()):
             console.out.print(f"# served to the build, never in a layer: {url_path} <- {path}", markup=False)
         if plan.assets.wheelhouse:
-            console.out.print(f"# served to the build, never in a layer: /wheels/ <- {plan.assets.wheelhouse}", markup=False)
+            console.out.print(
+                f"# served to the build, never in a layer: /wheels/ <- {plan.assets.wheelhouse}", markup=False
+            )
         return
     result = image.build_image(cfg, root, show_progress=progress)
-    cache = "fully cached" if result.fully_cached else f"{result.cached_steps}/{result.steps} steps cached"
+    cache = "fully cached" if result.fully_cached else f"{len(result.rebuilt)} of {result.steps} steps rebuilt"
     console.out.print(
         f"built {' '.join(result.plan.tags)} image {result.image_id[7:19]} in {result.seconds:.1f} s ({cache}); "
         f"size {_mb(result.size_bytes)}, {_mb(result.size_bytes - result.base_size_bytes)} over the base"

@@ -65,11 +65,12 @@ class BuildResult:
     size_bytes: int
     base_size_bytes: int
     step_seconds: dict[int, float] = field(default_factory=dict)
+    rebuilt: list[str] = field(default_factory=list)  # instructions of the steps that ran (not from the cache)
 
     @property
     def fully_cached(self) -> bool:
-        """True when no step ran (every RUN and COPY came from the layer cache)."""
-        return self.steps > 0 and self.cached_steps >= self.plan.layer_steps
+        """True when no step ran (every step after FROM came from the layer cache)."""
+        return self.steps > 0 and not self.rebuilt
 
 
 def _quote(value: str) -> str:
@@ -144,7 +145,7 @@ class _Reporter:
             text = progress.instruction if new_step else line.strip()
             self.live.update(self.task, completed=progress.step - 1 if new_step else progress.step - 1,
                              total=progress.total or None, description=text[:90])  # fmt: skip
-        elif new_step:
+        elif new_step and progress.instruction.split(" ", 1)[0].upper() in ("FROM", "RUN", "COPY", "ADD"):
             console.info(f"step {progress.step}/{progress.total}: {progress.instruction[:100]}")
 
 
@@ -177,4 +178,5 @@ def build_image(
         raise EngineUnavailable(f"tagging the built image failed: {exc}") from exc
     base_size = client.images.get(cfg.base_image).attrs.get("Size", 0) if _image_id(client, cfg.base_image) else 0
     return BuildResult(plan, image.id, time.monotonic() - started, progress.total, progress.cached,
-                       image.attrs.get("Size", 0), base_size, dict(progress.step_seconds))  # fmt: skip
+                       image.attrs.get("Size", 0), base_size, dict(progress.step_seconds),
+                       [progress.instructions[n] for n in progress.rebuilt_steps])  # fmt: skip

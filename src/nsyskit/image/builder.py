@@ -30,6 +30,14 @@ class BuildProgress:
     tail: deque = field(default_factory=lambda: deque(maxlen=LOG_TAIL_LINES))
     step_started: float = field(default_factory=time.monotonic)
     step_seconds: dict[int, float] = field(default_factory=dict)
+    instructions: dict[int, str] = field(default_factory=dict)
+    cached_steps: set[int] = field(default_factory=set)
+
+    @property
+    def rebuilt_steps(self) -> list[int]:
+        """Steps that ran instead of coming from the layer cache (FROM, and ARGs before it, make no layer)."""
+        first_from = min((n for n, text in self.instructions.items() if text.upper().startswith("FROM")), default=0)
+        return [n for n in self.instructions if n > first_from and n not in self.cached_steps]
 
     def feed(self, line: str) -> bool:
         """Take one output line; True when it started a new step."""
@@ -40,10 +48,12 @@ class BuildProgress:
             if self.step:
                 self.step_seconds[self.step] = now - self.step_started
             self.step, self.total, self.instruction = int(match[1]), int(match[2]), match[3]
+            self.instructions[self.step] = self.instruction
             self.step_started = now
             return True
         if line.strip() == "---> Using cache":
             self.cached += 1
+            self.cached_steps.add(self.step)
         if line.strip():
             self.tail.append(line)
         return False
