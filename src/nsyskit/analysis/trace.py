@@ -18,7 +18,7 @@ from nsyskit.analysis.reader import ExportReader
 from nsyskit.analysis.table import Table
 from nsyskit.errors import ReportFileError
 
-RANK_IN_NAME = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
+RANK_IN_NAME = re.compile(r"(?:^|[_\-.])rank[_\-.]?(\d+)", re.IGNORECASE)
 REPORT_SUFFIXES = (".sqlite", ".nsys-rep", ".qdstrm")
 OUTPUT_DIR_NAMES = {"analysis"}
 MAX_WORKERS = 4  # ranks analyzed at once: bounds peak memory (~0.3 GB per 2M-kernel rank)
