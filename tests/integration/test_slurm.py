@@ -145,6 +145,12 @@ def test_host_mode_job_profiles_every_rank_on_two_nodes(project, cluster):
     run = json.loads((run_dir / "run.json").read_text())
     assert run["job_id"] == job_id and run["state"] == "COMPLETED" and run["world_size"] == 4 and run["mode"] == "host"
     assert (run_dir / f"slurm-{job_id}.out").is_file() and len(list((run_dir / "logs").glob("*.status.json"))) == 4
+    assert [r["rank"] for r in run["ranks"]] == [0, 1, 2, 3] and run["checksums"] == checksums
+
+    # What collect gathered is what 'invoke analyze' reads.
+    analyzed = invoke(project, cluster, "analyze", str(run_dir), "--json", "--no-html", timeout=300)
+    assert analyzed.returncode == 0, analyzed.stdout[-2000:] + analyzed.stderr[-2000:]
+    assert json.loads(analyzed.stdout)
 
 
 def test_failing_job_exits_with_its_code_naming_state_and_log(project, cluster):
@@ -178,3 +184,13 @@ def test_undeploy_cancels_the_last_job(project, cluster):
     assert state == "CANCELLED"
     status = invoke(project, cluster, "status", "--slurm", "--job", job_id)
     assert f"job {job_id}: CANCELLED" in status.stdout, status.stderr
+
+
+def test_logs_follow_prints_until_the_job_ends(project, cluster):
+    submitted = invoke(project, cluster, "deploy", "--slurm", NSYS_EXTRA_ARGS="--no-such-nsys-option")
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = job_id_of(submitted)
+    followed = invoke(project, cluster, "logs", "--slurm", "--follow", timeout=JOB_TIMEOUT_S)
+    assert followed.returncode == 0, followed.stderr
+    assert slurm_exit_code(cluster, job_id)[0] == "FAILED"  # --follow returned because the job had ended
+    assert f"nsyskit: job {job_id} on 2 node(s)" in followed.stdout and "no-such-nsys-option" in followed.stdout

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -18,6 +19,7 @@ from nsyskit.slurm import scheduler
 from nsyskit.slurm.render import REPORTS, SCRIPT, log_path, render_script
 
 TARGET = "slurm"
+CHECKSUM = re.compile(r"\[rank (\d+)\] checksum=(\S+)")  # what the example prints at the end, on every rank
 FOLLOW_POLL_S = 1.0
 
 
@@ -138,11 +140,16 @@ def collect(cfg: Config, root: Path, job: str | None) -> Path:
         if extra.is_file():
             _link_or_copy(extra, dest / extra.name)
     record = read_record(job_dir)
+    log = log_path(job_dir, job_id)
     run = {
         "run_id": run_id, "target": TARGET, "mode": record.get("mode"), "job_id": job_id,
         "state": state.state if state else record.get("state"), "exit_code": state.exit_code if state else record.get("exit_code"),
         "nodes": record.get("nodes"), "procs_per_node": record.get("procs_per_node"), "world_size": record.get("world_size"),
-        "job_dir": str(job_dir), "log": log_path(job_dir, job_id).name, "files": files,
+        "job_dir": str(job_dir), "log": log.name,
+        # What every rank's wrapper recorded (rank, host, exit code, command, EFA decision, report), as 'invoke run' keeps it.
+        "ranks": [json.loads(path.read_text()) for path in sorted((dest / "logs").glob("*.status.json"))],
+        "checksums": {int(r): c for r, c in CHECKSUM.findall(log.read_text(errors="replace"))} if log.is_file() else {},
+        "files": files,
     }  # fmt: skip
     (dest / "run.json").write_text(json.dumps(run, indent=2) + "\n")
     if not any(name.endswith((".nsys-rep", ".qdstrm")) for name in files):
