@@ -26,15 +26,24 @@ MAX_EXAMPLES = 3
 # ('[2025-01-02 03:04:05] ' from NCCL_DEBUG_TIMESTAMP_FORMAT, mpirun '[1,0]<stdout>:', torchrun '[default0]:'),
 # ISO timestamps and '|' separators of log collectors. Possessive, so a line costs one pass.
 _PREFIX = rb"[ \t|]*+(?:(?:\[[^\]\n]*+\]|<\w++>|\d++:|\d{4}-\d\d-\d\d[T ][\d:.,+\-]*+)[ \t:|]*+)*+"
-_HOST = rb"([^\s:\[\]|<>]++):\d++:\d++ \[(\d++)\] NCCL INFO "
+_HOST = rb"([^\s:\[\]|<>]++:\d++:\d++ \[\d++\]) NCCL INFO "
 # The fields after the datatype are optional: a line cut short after them still says what was sent (as the awk
 # scripts read it); nranks is then unknown.
 _COLL = (
-    rb"(\w++): opCount [0-9a-fA-F]++ sendbuff \S++ recvbuff \S++ count (\d++) datatype (\d++)"
+    rb"(\w++): opCount [0-9a-fA-F]++ sendbuff \S++ recvbuff \S++ (count \d++ datatype \d++)"
     rb"(?: op \d++ root -?\d++ comm \S++ \[nranks=(\d++)\])?+"
 )
-# Groups: host, dev, op, count, datatype, nranks (collective lines) | message (any other INFO line).
+# Groups: 'host:pid:tid [dev]', then op, 'count N datatype D', nranks (collective lines) | message (any other INFO
+# line). Few groups make findall cheaper; the groups of the distinct findings are split afterwards.
 INFO_LINE = re.compile(rb"\n(?:(?=[ \t|\[<\d])" + _PREFIX + rb")?" + _HOST + rb"(?:" + _COLL + rb"|([^\n]*+))")
+SOURCE = re.compile(rb"([^:]*+):\d++:\d++ \[(\d++)\]")
+COUNT_DTYPE = re.compile(rb"count (\d++) datatype (\d++)")
+
+
+def source(key: bytes) -> tuple[bytes, bytes]:
+    """(host, dev) of a 'host:pid:tid [dev]' prefix."""
+    match = SOURCE.match(key)
+    return match.group(1), match.group(2)
 
 
 @dataclass(frozen=True)
@@ -125,51 +134,50 @@ def is_gzip(path: Path) -> bool:
         return f.read(2) == b"\x1f\x8b"
 
 
-def _chunks(f, block_size: int, compressed: bool) -> Iterator[bytes]:
-    """Raw chunks of about block_size bytes; gzip is read with read1 so a damaged stream still gives what came
-    before the damage (the error is raised after that part was handed out)."""
-    if not compressed:
-        while chunk := f.read(block_size):
-            yield chunk
-        return
-    parts: list[bytes] = []
-    have = 0
-    try:
-        while part := f.read1(block_size - have):
-            parts.append(part)
-            have += len(part)
-            if have >= block_size:
-                yield b"".join(parts)
-                parts, have = [], 0
-    except (OSError, EOFError, zlib.error):
-        if parts:
-            yield b"".join(parts)
-        raise
-    if parts:
-        yield b"".join(parts)
-
-
-def read_blocks(path: Path, scan: Scan, block_size: int = BLOCK_SIZE) -> Iterator[bytes]:
-    """The file as blocks of whole lines, each block starting with b'\\n' (so every line follows a newline)."""
+def read_blocks(path: Path, scan: Scan, block_size: int = BLOCK_SIZE) -> Iterator[tuple[bytearray, int]]:
+    """The file as blocks of whole lines: (buffer, end), the block being buffer[:end]; it starts with b'\\n' (so
+    every line follows a newline) and ends with one. One buffer is reused (read into, never re-allocated per
+    block), so a consumer must copy what it keeps. gzip is read with readinto1, so a damaged stream still gives
+    what came before the damage."""
     compressed = is_gzip(path)
-    rest = b""
+    buf = bytearray(block_size + 1)
+    buf[0] = 10  # the newline before the first line
+    have = 1  # valid bytes: the leading newline and the partial line carried over from the previous block
     with (gzip.open if compressed else open)(path, "rb") as f:
-        try:
-            for chunk in _chunks(f, block_size, compressed):
-                scan.bytes_read += len(chunk)
-                cut = chunk.rfind(b"\n")
-                if cut < 0:
-                    rest += chunk
-                    if len(rest) > MAX_LINE:
-                        scan.overlong_lines += 1
-                        rest = b""
-                    continue
-                yield b"\n" + rest + chunk[: cut + 1]
-                rest = chunk[cut + 1 :]
-        except (OSError, EOFError, zlib.error) as exc:
-            scan.warnings.append(f"{path}: read stopped early ({exc}); analyzed what came before")
-    if rest:
-        yield b"\n" + rest + b"\n"
+        fill = f.readinto1 if compressed else f.readinto
+        eof = False
+        while not eof:
+            end = have
+            try:
+                while end < len(buf):
+                    with memoryview(buf) as view:
+                        n = fill(view[end:])
+                    if not n:
+                        eof = True
+                        break
+                    end += n
+                    scan.bytes_read += n
+                    if not compressed:
+                        break
+            except (OSError, EOFError, zlib.error) as exc:
+                scan.warnings.append(f"{path}: read stopped early ({exc}); analyzed what came before")
+                eof = True
+            cut = buf.rfind(b"\n", 1, end)
+            if cut >= 0:
+                yield buf, cut + 1
+                rest = end - cut - 1
+                buf[1 : 1 + rest] = buf[cut + 1 : end]
+                have = 1 + rest
+            elif end > MAX_LINE:  # no line ends in the buffer and the line is past any sense: drop it
+                scan.overlong_lines += 1
+                have = 1
+            else:  # one line longer than the buffer: make room for it
+                if not eof:
+                    buf.extend(bytes(block_size))
+                have = end
+        if have > 1:  # the last line has no newline
+            buf[have : have + 1] = b"\n"
+            yield buf, have + 1
 
 
 class FileScanner:
@@ -180,13 +188,14 @@ class FileScanner:
         self.line_no = 0  # lines before the current block
         self.iteration: int | None = None
         self.saw_step = False
+        self.needles = tuple(NEEDLES.values())  # until the file shows its step-line format
         lines = self.window.lines
         self.in_lines = lines is None or lines[0] <= 1 <= lines[1]
 
     def run(self) -> None:
         """Scan the whole file."""
-        for block in read_blocks(self.path, self.scan, self.block_size):
-            self.block(block)
+        for block, end in read_blocks(self.path, self.scan, self.block_size):
+            self.block(block, end)
         self.scan.lines_total += self.line_no
         if self.window.steps and not self.saw_step:
             self.scan.files_without_steps.append(str(self.path))
@@ -203,9 +212,10 @@ class FileScanner:
             return "count"
         return "facts" if self.iteration is None else None
 
-    def block(self, block: bytes) -> None:
-        """Count one block: split it where the window opens or closes, count the in-window parts."""
-        nlines = block.count(b"\n") - 1
+    def block(self, block: bytearray, end: int) -> None:
+        """Count block[:end]: split it where the window opens or closes, count the in-window parts."""
+        self.end = end
+        self.nlines = nlines = block.count(b"\n", 0, end) - 1
         events = self._step_events(block) + self._line_events(block, nlines)
         events.sort(key=lambda event: event[0])
         start, mode = 0, self.mode()
@@ -222,26 +232,27 @@ class FileScanner:
                     self.segment(block, start, position, facts_only=mode == "facts")
                 start, mode = position, new_mode
         if mode is not None:
-            self.segment(block, start, len(block), facts_only=mode == "facts")
+            self.segment(block, start, end, facts_only=mode == "facts")
         self.line_no += nlines
 
-    def _step_events(self, block: bytes) -> list[tuple[int, str, StepLine]]:
-        events, seen = [], set()
-        for needle in NEEDLES:
-            at = block.find(needle)
+    def _step_events(self, block: bytearray) -> list[tuple[int, str, StepLine]]:
+        events, seen, end = [], set(), self.end
+        for needle in self.needles:
+            at = block.find(needle, 0, end)
             while at >= 0:
                 line_start = block.rfind(b"\n", 0, at)
-                line_end = block.find(b"\n", at)
+                line_end = block.find(b"\n", at, end)
                 if line_start not in seen:
                     seen.add(line_start)
                     step = parse_step_line(block[line_start + 1 : line_end].decode("utf-8", "replace"))
                     if step is not None:
                         self.saw_step = True
+                        self.needles = (NEEDLES[step.fmt],)
                         events.append((line_start, "step", step))
-                at = block.find(needle, line_end)
+                at = block.find(needle, line_end, end)
         return events
 
-    def _line_events(self, block: bytes, nlines: int) -> list[tuple[int, str, bool]]:
+    def _line_events(self, block: bytearray, nlines: int) -> list[tuple[int, str, bool]]:
         if self.window.lines is None:
             return []
         first, last = self.line_no + 1, self.line_no + nlines
@@ -252,20 +263,23 @@ class FileScanner:
         return events
 
     @staticmethod
-    def _newline_before(block: bytes, local_line: int) -> int:
+    def _newline_before(block: bytearray, local_line: int) -> int:
         position = 0
         for _ in range(local_line):
             position = block.find(b"\n", position + 1)
         return position
 
-    def segment(self, block: bytes, start: int, end: int, facts_only: bool = False) -> None:
+    def segment(self, block: bytearray, start: int, end: int, facts_only: bool = False) -> None:
         """Count the lines of block[start:end] (start is the newline before its first line); facts_only: only
         gather init facts (the lines before the window that hold NCCL's initialization)."""
         scan = self.scan
         found = INFO_LINE.findall(block, start, end)
         if not facts_only:
             info = block.count(b"NCCL INFO", start, end)
-            scan.lines_in_window += block.count(b"\n", start, end) - (1 if end == len(block) else 0)
+            whole = start == 0 and end == self.end
+            scan.lines_in_window += (
+                self.nlines if whole else block.count(b"\n", start, end) - (1 if end == self.end else 0)
+            )
             scan.nccl_info_lines += info
             scan.nccl_warn_lines += block.count(b"NCCL WARN", start, end)
             if info > len(found):
@@ -274,9 +288,11 @@ class FileScanner:
                     self._unrecognized_examples(block, start, end)
         coll, facts = scan.coll, scan.facts
         for key, calls in Counter(found).items():
-            host, dev, op, count, dtype, nranks, message = key
+            where, op, count_dtype, nranks, message = key
+            host, dev = source(where)
             if op:
                 if not facts_only:
+                    count, dtype = COUNT_DTYPE.match(count_dtype).groups()
                     coll[(host, dev, op, count, dtype, nranks)] += calls
                 continue
             if len(facts.hosts) < 4096:
@@ -291,17 +307,17 @@ class FileScanner:
             elif not facts.add(message.decode("utf-8", "replace"), calls):
                 scan.other_info_lines += calls
 
-    def _where(self, block: bytes, newline: int) -> str:
+    def _where(self, block: bytearray, newline: int) -> str:
         line = self.line_no + 1 + block.count(b"\n", 0, newline)
         return f"{self.path}:{line}"
 
-    def _example_of(self, block: bytes, start: int, end: int, message: bytes, kind: str) -> None:
+    def _example_of(self, block: bytearray, start: int, end: int, message: bytes, kind: str) -> None:
         at = block.find(message, start, end)
         newline = block.rfind(b"\n", 0, at)
         line_end = block.find(b"\n", at)
         self.scan.example(kind, self._where(block, newline), block[newline + 1 : line_end])
 
-    def _unrecognized_examples(self, block: bytes, start: int, end: int) -> None:
+    def _unrecognized_examples(self, block: bytearray, start: int, end: int) -> None:
         at = block.find(b"NCCL INFO", start, end)
         while at >= 0 and self.scan.wants_example("unrecognized"):
             newline = block.rfind(b"\n", 0, at)

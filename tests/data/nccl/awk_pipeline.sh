@@ -12,16 +12,16 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 # 1. the window: a 'Training epoch ... iteration N/M' line sets the current iteration; keep lines while FIRST <= N <= LAST
+src=$log
 if [ -n "$first" ]; then
   $AWK -v a="$first" -v b="$last" '
     /Training epoch/ && /iteration/ { for (k = 1; k < NF; k++) if ($k == "iteration") { split($(k + 1), p, "/"); it = p[1] + 0; break } }
     it >= a && it <= b' "$log" > "$work/window.log"
-else
-  cp "$log" "$work/window.log"
+  src=$work/window.log
 fi
 
 # 2. one "op count dtype bytes" line per collective call (op: the first field ending in ':' other than 'INFO:')
-grep "NCCL INFO" "$work/window.log" | grep "opCount" | $AWK '
+grep "NCCL INFO" "$src" | grep "opCount" | $AWK '
   BEGIN { split("int8 uint8 int32 uint32 int64 uint64 fp16 fp32 fp64 bf16 fp8_e4m3 fp8_e5m2", name, " ")
           split("1 1 4 4 8 8 2 4 8 2 1 1", size, " ") }
   { op = ""; n = 0; dt = -1
