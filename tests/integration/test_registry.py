@@ -327,3 +327,23 @@ def test_generic_aws_endpoint_url_is_honoured(ecr_registry):
     assert result.returncode == 0, result.stderr
     assert f"ECR API endpoint: {ecr_registry.moto.endpoint_url}" in result.stderr
     assert "reported expiry 2015-01-01 is past; ignored" in result.stdout  # moto's fixed expiry does not break the flow
+
+
+def test_build_push_is_one_command(ecr_registry, push_image, client):
+    name, _, _ = push_image  # the session's kit image: the build below is served from its layer cache
+    moto, host = ecr_registry.moto, ecr_registry.registry.host
+    env = {**ecr_registry.env, "IMAGE": name, "TAG": "buildpush"}
+    built_ref = f"{moto.registry_host}/{name}:buildpush"
+    try:
+        result = invoke("build", "--no-progress", "push", "--no-progress", env=env, timeout=1800)
+        digest = digest_of(result)
+        built, pushed = result.stdout.strip().splitlines()[-2:]
+        assert built.startswith(f"built {built_ref}"), result.stdout
+        assert pushed.startswith(f"pushed {host}/{name}:buildpush"), result.stdout
+        assert f"{host}/{name}@{digest}" in client.images.get(built_ref).attrs["RepoDigests"]  # the build is what went
+    finally:
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            _untag(
+                client,
+                *[ref for ref in client.images.get(built_ref).tags if ref.startswith((host, moto.registry_host))],
+            )
