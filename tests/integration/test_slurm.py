@@ -150,7 +150,7 @@ def test_host_mode_job_profiles_every_rank_on_two_nodes(project, cluster):
     # What collect gathered is what 'invoke analyze' reads.
     analyzed = invoke(project, cluster, "analyze", str(run_dir), "--json", "--no-html", timeout=300)
     assert analyzed.returncode == 0, analyzed.stdout[-2000:] + analyzed.stderr[-2000:]
-    assert json.loads(analyzed.stdout)
+    assert sorted(json.loads(analyzed.stdout)["sources"]) == ["0", "1", "2", "3"]  # ranks told from the report names
 
 
 def test_failing_job_exits_with_its_code_naming_state_and_log(project, cluster):
