@@ -219,3 +219,8 @@ def test_local_cpu_profile_is_cpu_only_without_efa():
     cfg = load_config(ROOT, profile="local-cpu", environ={})
     assert (cfg.uses_gpu, cfg.install_efa, cfg.install_tests, cfg.install_mpi) == (False, False, False, True)
     assert cfg.base_image_source == "debootstrap" and cfg.nsys_source == "debian"
+
+
+def test_variables_slurm_sets_inside_an_allocation_get_no_warning(project):
+    cfg = load(project, SLURM_JOB_PARTITION="gpu", SLURM_JOB_ACCOUNT="ml", SLURM_TIMELIMIT="60", SLURM_PROCID="0")
+    assert cfg.warnings == ()

@@ -48,7 +48,8 @@ def _environment_warnings(environ: Mapping[str, str], known: set[str]) -> list[s
     prefixes = {key.split("_", 1)[0] + "_" for key in known}
     warnings = []
     for name in sorted(environ):
-        if name in known or not name.startswith(tuple(prefixes)):
+        # Slurm sets dozens of SLURM_* variables inside an allocation; they are Slurm's, not misspellings of ours.
+        if name in known or not name.startswith(tuple(prefixes)) or name.startswith("SLURM_"):
             continue
         guess = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.85)
         if guess:
