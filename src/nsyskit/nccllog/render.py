@@ -197,13 +197,13 @@ def _html_table(columns: list[str], rows: list[list[object]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def render_html(report: NcclLogReport, top: int = 20) -> str:
-    """A self-contained <section> with the same tables, for the run's report.html (pure: report in, text out)."""
-    parts = [
-        '<section class="nsyskit-nccl-log" id="nccl-log">',
-        "<h2>NCCL log analysis</h2>",
-        f"<p>{html.escape(summary_line(report))}</p>",
-    ]
+def render_html(report: NcclLogReport, top: int = 20, heading: bool = True) -> str:
+    """A self-contained <section> with the same tables, for the run's report.html (pure: report in, text out);
+    heading=False leaves out the <h2> (report.html's section hook adds its own)."""
+    parts = ['<section class="nsyskit-nccl-log" id="nccl-log">']
+    if heading:
+        parts.append("<h2>NCCL log analysis</h2>")
+    parts.append(f"<p>{html.escape(summary_line(report))}</p>")
     facts = init_rows(report)
     if facts:
         parts += ["<h3>Init facts</h3>", _html_table(["fact", "value"], [list(r) for r in facts])]
