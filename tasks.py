@@ -12,6 +12,7 @@ from nsyskit.cli import (
     k8s_tasks,
     nccl_tasks,
     registry_tasks,
+    run_tasks,
     slurm_tasks,
     test_tasks,
 )
@@ -35,5 +36,8 @@ ns = Collection(
     nccl_tasks.nccl_log,
     analyze_tasks.analyze,
     analyze_tasks.recipes,
+    run_tasks.run,
+    run_tasks.exec_,
+    run_tasks.stop,
 )
 ns.configure({"nsyskit": {"root": str(Path(__file__).resolve().parent)}})

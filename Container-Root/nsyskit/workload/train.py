@@ -59,7 +59,8 @@ def parse_window(text: str, steps: int) -> tuple[int | None, int | None]:
 
 def log(info: rankinfo.RankInfo, message: str) -> None:
     """One line on stdout, flushed at once so launchers and the progress display see it."""
-    print(f"[rank {info.rank}] {message}", flush=True)
+    sys.stdout.write(f"[rank {info.rank}] {message}\n")  # one write per line: ranks share the launcher's stdout
+    sys.stdout.flush()
 
 
 def parameter_checksum(model) -> tuple[str, float]:

@@ -6,6 +6,7 @@ from nsyskit import console
 from nsyskit.cli import PROFILE_HELP, load, project_root, task
 from nsyskit.deploy import target
 from nsyskit.errors import NsyskitError
+from nsyskit.local import dev as local_dev
 
 TARGET_HELP = {"k8s": "Kubernetes: a Kubeflow MPIJob.", "slurm": "Slurm: an sbatch job (Pyxis or host mode).", "profile": PROFILE_HELP}
 JOB_HELP = "Job to act on (Slurm job id or MPIJob name); default: the last one deployed from this project."
@@ -37,7 +38,10 @@ def status(c, k8s=False, slurm=False, job=None, profile=None):
 
 @task(help={**TARGET_HELP, "job": JOB_HELP, "follow": "Keep printing new output until the job ends."})
 def logs(c, k8s=False, slurm=False, job=None, follow=False, profile=None):
-    """Print the job's output (the launcher's log / the Slurm job's output file)."""
+    """Print the job's output (launcher log / Slurm output file); neither flag: the long-running local container's."""
+    if not k8s and not slurm:
+        local_dev.logs(follow)  # local Docker: the container of 'invoke run --local --detach'
+        return
     target(k8s, slurm).logs(load(c, profile), project_root(c), job, follow)
 
 

@@ -1,0 +1,65 @@
+"""Tasks that run the profiled example in local Docker containers, and manage the long-running container."""
+
+from __future__ import annotations
+
+from invoke import Exit
+
+from nsyskit import console
+from nsyskit.cli import PROFILE_HELP, load, project_root, task
+from nsyskit.errors import NsyskitError
+from nsyskit.local import dev as local_dev
+from nsyskit.local import run_local
+
+RUN_HELP = {
+    "local": "Run in local Docker containers (clusters: 'invoke deploy --k8s/--slurm').",
+    "detach": "Start the long-running container nsyskit-dev instead (for 'invoke exec/logs/stop').",
+    "nodes": "Override NODES: containers; more than 1 starts workers with sshd and an mpirun launcher.",
+    "procs_per_node": "Override PROCS_PER_NODE: ranks per container.",
+    "steps": "Override STEPS.",
+    "profile_steps": "Override PROFILE_STEPS (FIRST-LAST, or '' for the whole run).",
+    "profile_ranks": "Override PROFILE_RANKS: all, local0 or a list like 0,3.",
+    "model_size": "Override MODEL_SIZE: tiny, gpt2, gpt2-medium.",
+    "run_id": "Name of the run folder reports/<run-id>/ (default: UTC time + random suffix).",
+    "progress": "Live progress display (default: yes; --no-progress prints only the result).",
+    "profile": PROFILE_HELP,
+}
+
+
+@task(help=RUN_HELP)
+def run(c, local=False, detach=False, nodes=None, procs_per_node=None, steps=None, profile_steps=None,
+        profile_ranks=None, model_size=None, run_id=None, progress=True, profile=None):  # fmt: skip
+    """Run the DDP example under nsys in local containers; per-rank reports, sqlite, logs and run.json in reports/<run-id>/."""
+    if not local:
+        raise Exit(
+            "error: choose where to run: --local (Docker here); clusters: 'invoke deploy --k8s' or '--slurm'", code=2
+        )
+    cfg = load(c, profile, nodes=nodes, procs_per_node=procs_per_node, steps=steps, profile_steps=profile_steps,
+               profile_ranks=profile_ranks, model_size=model_size)  # fmt: skip
+    if detach:
+        console.out.print(local_dev.start(cfg, project_root(c)))
+        return
+    result = run_local(cfg, project_root(c), run_id=run_id, show_progress=progress)
+    for line in result.summary_lines():
+        console.out.print(line)
+
+
+@task(name="exec", help={"command": "Command to run in nsyskit-dev (default: an interactive shell)."})
+def exec_(c, command=None):
+    """Run a command (or open a shell) in the long-running container started by 'invoke run --local --detach'."""
+    code = local_dev.exec_in(command)
+    if code:
+        raise Exit(code=code)
+
+
+@task(
+    help={
+        "run_id": "Remove the containers and network left by this run instead.",
+        "all": "Remove every nsyskit run container and network.",
+    }
+)
+def stop(c, run_id=None, all=False):
+    """Stop and remove the long-running container (or a run's containers with --run-id, or all with --all)."""
+    if run_id and all:
+        raise NsyskitError("--run-id and --all exclude each other")
+    removed = local_dev.stop(run_id, everything=all)
+    console.out.print(f"removed {', '.join(removed)}" if removed else "nothing to remove")

@@ -1,0 +1,142 @@
+"""invoke run --local: the example under nsys in 1..N local containers, into reports/<run-id>/."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nsyskit import console, engine
+from nsyskit.config import Config
+from nsyskit.errors import NsyskitError, RunFailed
+from nsyskit.local import runfolder
+from nsyskit.local.cluster import LocalCluster
+from nsyskit.local.failure import Failure, blame
+from nsyskit.local.watch import LogFollower, RunProgress, log_path, wait_for_end
+
+LOG_TAIL_LINES = 5
+
+
+@dataclass
+class RunResult:
+    """What a finished local run left and how it went."""
+
+    run_id: str
+    run_dir: Path
+    exit_code: int
+    duration_s: float
+    failure: Failure | None = None
+    checksums: dict[int, str] = field(default_factory=dict)
+    world_sizes: set[int] = field(default_factory=set)
+    files: dict[str, list[str]] = field(default_factory=dict)
+
+    def summary_lines(self) -> list[str]:
+        """What the task prints after a run."""
+        files = self.files
+        in_sync = len(set(self.checksums.values())) == 1 and bool(self.checksums)
+        lines = [
+            f"run {self.run_id}: exit code {self.exit_code} after {self.duration_s:.0f} s",
+            f"ranks: {len(self.checksums)} reported a checksum; world size {', '.join(map(str, sorted(self.world_sizes))) or '?'}; "
+            f"parameters {'in sync' if in_sync else 'NOT in sync' if self.checksums else 'unknown'}",
+            f"reports: {len(files.get('reports', []))} .nsys-rep, {len(files.get('sqlite', []))} .sqlite",
+            f"folder: {self.run_dir}",
+        ]
+        return lines
+
+
+def run_local(cfg: Config, root: Path, run_id: str | None = None, show_progress: bool = True) -> RunResult:
+    """Run the profiled example in local containers and return the result; RunFailed when it ends non-zero.
+
+    Containers and network are removed on success, failure and Ctrl-C; the run folder keeps what was written.
+    """
+    try:
+        run_id = runfolder.check_run_id(run_id or runfolder.new_run_id())
+        run_dir = runfolder.make_run_dir(root, cfg, run_id)
+    except (ValueError, FileExistsError) as exc:
+        raise NsyskitError(str(exc)) from None
+    client = engine.connect()
+    cluster = LocalCluster(client, cfg, run_id, run_dir)
+    record: dict = {
+        "run_id": run_id, "image": cfg.image_ref, "nodes": cfg.nodes, "procs_per_node": cfg.procs_per_node,
+        "world_size": cfg.world_size, "launcher": "mpirun" if cfg.nodes > 1 else "torchrun",
+        "started": time.time(), "config": runfolder.config_snapshot(cfg),
+    }  # fmt: skip
+    started = time.monotonic()
+    ended_how = "not started"
+    followers: list[LogFollower] = []
+    console.info(
+        f"run {run_id}: {cfg.nodes} node(s) x {cfg.procs_per_node} rank(s) of {cfg.image_ref}, reports in {run_dir}"
+    )
+    try:
+        with RunProgress(cfg.steps, cfg.world_size) if show_progress else _NoProgress() as progress:
+            cluster.start()
+            record["commands"] = cluster.commands
+            record["containers"] = [m.container.name for m in cluster.members]
+            for member in cluster.members:
+                follower = LogFollower(member.container, log_path(run_dir, member.role), progress.line)
+                follower.start()
+                followers.append(follower)
+            ended_how = wait_for_end(cluster, run_dir)
+    except KeyboardInterrupt:
+        ended_how = "interrupted (Ctrl-C)"
+        raise
+    finally:
+        exit_codes = cluster.exit_codes()
+        cluster.stop()
+        for follower in followers:
+            follower.join(timeout=5)
+        cluster.remove()
+        result = _finish(cfg, run_dir, run_id, record, exit_codes, ended_how, time.monotonic() - started)
+    if result.exit_code != 0:
+        launcher_log = log_path(run_dir, cluster.launcher.role if cluster.members else "launcher")
+        tail = launcher_log.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:] if launcher_log.exists() else []
+        reason = (
+            result.failure.describe()
+            if result.failure
+            else f"the launcher ended with exit code {result.exit_code} ({ended_how})"
+        )
+        raise RunFailed(run_dir, result.exit_code, reason, tail)
+    return result
+
+
+class _NoProgress:
+    """A stand-in for RunProgress when the display is off."""
+
+    def __enter__(self) -> _NoProgress:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def line(self, text: str) -> None:
+        return None
+
+
+def _finish(
+    cfg: Config, run_dir: Path, run_id: str, record: dict, exit_codes: dict, ended_how: str, duration: float
+) -> RunResult:
+    """Collect what the run left, blame a failed rank, write run.json."""
+    logs = "\n".join(path.read_text(errors="replace") for path in sorted((run_dir / runfolder.LOGS).glob("*.log")))
+    statuses = runfolder.rank_statuses(run_dir)
+    launcher_role = "launcher" if cfg.nodes > 1 else "worker-0"
+    launcher_code = exit_codes.get(launcher_role)
+    rank_failed = any(s.exit_code != 0 for s in statuses)
+    if launcher_code is None:
+        exit_code = 130 if ended_how.startswith("interrupted") else 1
+    else:
+        exit_code = launcher_code if launcher_code != 0 or not rank_failed else 1
+    if ended_how == "stopped after rank failure" and exit_code == 0:
+        exit_code = 1
+    failure = blame(statuses, logs) if exit_code != 0 else None
+    result = RunResult(
+        run_id, run_dir, exit_code, duration, failure,
+        checksums=runfolder.checksums(logs), world_sizes=runfolder.world_sizes(logs), files=runfolder.outputs(run_dir),
+    )  # fmt: skip
+    record.update(
+        ended=time.time(), duration_s=round(duration, 3), ended_how=ended_how, exit_code=exit_code,
+        container_exit_codes=exit_codes,
+        failed_rank=None if failure is None else {"rank": failure.rank, "host": failure.host, "exit_code": failure.exit_code, "how": failure.how},
+        ranks=[s.raw for s in statuses], checksums=result.checksums, world_sizes=sorted(result.world_sizes), files=result.files,
+    )  # fmt: skip
+    runfolder.write_run_json(run_dir, record)
+    return result
