@@ -376,6 +376,14 @@ def test_truncated_gzip_is_a_warning(tmp_path):
     assert report.totals["calls"] > 0
 
 
+def test_windows_line_endings(tmp_path):
+    crlf = tmp_path / "crlf.log"
+    crlf.write_bytes(NEMO.read_bytes().replace(b"\n", b"\r\n"))
+    report, reference = analyze([crlf]).to_dict(), analyze([NEMO]).to_dict()
+    for key in ("per_op", "histogram_per_gpu", "aggregate", "tuning", "init", "steps"):
+        assert report[key] == reference[key], key
+
+
 def test_results_do_not_depend_on_the_block_size():
     for paths, window in (
         ([NEMO], Window()),

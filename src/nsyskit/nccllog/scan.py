@@ -299,12 +299,12 @@ class FileScanner:
                 facts.hosts.add(host)
                 facts.gpus.add((host, dev))
             if facts_only:
-                facts.add(message.decode("utf-8", "replace"), calls, per_call=False)
+                facts.add(message.decode("utf-8", "replace").rstrip(), calls, per_call=False)
             elif b"opCount" in message:
                 scan.garbled_coll_lines += calls
                 if scan.wants_example("garbled"):
                     self._example_of(block, start, end, message, "garbled")
-            elif not facts.add(message.decode("utf-8", "replace"), calls):
+            elif not facts.add(message.decode("utf-8", "replace").rstrip(), calls):
                 scan.other_info_lines += calls
 
     def _where(self, block: bytearray, newline: int) -> str:
