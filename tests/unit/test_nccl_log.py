@@ -376,6 +376,23 @@ def test_truncated_gzip_is_a_warning(tmp_path):
     assert report.totals["calls"] > 0
 
 
+@pytest.mark.parametrize(
+    "prefix",
+    ["", "[2025-01-02 03:04:05] ", "[2025-01-02 03:04:05.123456] ", "2025-01-02 03:04:05 ", "1735787045 ", "1735787045.123 ",
+     "0: ", "  12: ", "[1,0]<stdout>:", "[1,12]<stderr>: ", "[default0]:", "[rank3]: ", "  | 2025-05-16T16:39:55.218-07:00 | ",
+     "0: [2025-01-02 03:04:05] "],
+)  # fmt: skip
+def test_line_prefixes(tmp_path, prefix):
+    log = tmp_path / "p.log"
+    log.write_text(
+        f"{prefix}8h200-2:14630:14630 [3] NCCL INFO AllGather: opCount 1 sendbuff 0x1 recvbuff 0x2 count 1024 datatype 9 op 0 root 0 comm 0x3 [nranks=8] stream 0x4\n"
+        f"{prefix}8h200-2:14630:14686 [3] NCCL INFO Using network IB\n"
+    )  # the host name starts with a digit: a prefix must not eat it
+    report = analyze([log])
+    assert [r["gpu"] for r in report.histogram_per_gpu] == ["8h200-2[3]"] and report.init["network"] == "IB"
+    assert report.lines["unrecognized_nccl"] == 0
+
+
 def test_windows_line_endings(tmp_path):
     crlf = tmp_path / "crlf.log"
     crlf.write_bytes(NEMO.read_bytes().replace(b"\n", b"\r\n"))

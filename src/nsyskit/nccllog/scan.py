@@ -24,8 +24,11 @@ MAX_EXAMPLES = 3
 
 # What may precede 'host:pid:tid [dev] NCCL INFO': srun -l task ids ('0: ', '  12: '), bracketed stamps
 # ('[2025-01-02 03:04:05] ' from NCCL_DEBUG_TIMESTAMP_FORMAT, mpirun '[1,0]<stdout>:', torchrun '[default0]:'),
-# ISO timestamps and '|' separators of log collectors. Possessive, so a line costs one pass.
-_PREFIX = rb"[ \t|]*+(?:(?:\[[^\]\n]*+\]|<\w++>|\d++:|\d{4}-\d\d-\d\d[T ][\d:.,+\-]*+)[ \t:|]*+)*+"
+# ISO dates ('%F %T' without brackets), epoch seconds ('%s'), and '|' separators of log collectors.
+# Possessive, so a line costs one pass.
+_PREFIX = (
+    rb"[ \t|]*+(?:(?:\[[^\]\n]*+\]|<\w++>|\d++:|\d{4}-\d\d-\d\d[T ][\d:.,+\-]*+|\d++(?:\.\d++)?(?=[ \t|]))[ \t:|]*+)*+"
+)
 _HOST = rb"([^\s:\[\]|<>]++:\d++:\d++ \[\d++\]) NCCL INFO "
 # The fields after the datatype are optional: a line cut short after them still says what was sent (as the awk
 # scripts read it); nranks is then unknown.
