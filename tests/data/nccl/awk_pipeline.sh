@@ -1,4 +1,5 @@
 #!/bin/bash
+# shellcheck disable=SC2016  # the awk programs are single-quoted on purpose
 # The public nsys-profiling project's NCCL-log analysis as one grep + awk pipeline, written from its README's
 # description (steps 1-5 and the step-timing script) to check 'invoke nccl-log' against and to benchmark it.
 # Usage: awk_pipeline.sh LOG [FIRST LAST]   (FIRST-LAST: the iteration window of NeMo 'Training epoch' lines)
