@@ -152,6 +152,8 @@ def test_push_creates_repository_logs_in_pushes_then_noop_and_pulls_by_digest(ec
         assert pulled.returncode == 0, pulled.stderr
         assert f"digest {digest} image {image_id}" in pulled.stdout
         assert client.images.get(f"{host}/{name}@{digest}").id == image_id
+        history = json.dumps(client.api.history(f"{host}/{name}@{digest}"))
+        assert moto.password not in history and moto.token not in history
         print(f"\nFIGURES push first {first_s:.1f} s, second (no-op) {second_s:.1f} s, image {name}:{tag}")
     finally:
         _untag(client, f"{host}/{name}:{tag}", f"{moto.registry_host}/{name}:{tag}")
