@@ -1,0 +1,157 @@
+"""invoke run --local end to end: the kit image (local-cpu), a real Docker engine, real nsys, real torch DDP."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import docker
+import pytest
+from fixtures.kit_image import ROOT, invoke
+
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
+
+STEPS, WINDOW = 6, (2, 4)
+PHASES = ("data", "forward", "backward", "optimizer")
+
+
+@pytest.fixture
+def run_env(kit_image, tmp_path) -> dict[str, str]:
+    """Environment that points invoke at the session's kit image and a private report folder."""
+    name, _, tag = kit_image.rpartition(":")
+    return {"IMAGE": name, "TAG": tag, "REPORT_DIR": str(tmp_path / "reports")}
+
+
+def run_local(run_env: dict[str, str], run_id: str, *flags: str) -> subprocess.CompletedProcess:
+    """invoke run --local with the local-cpu profile and a short training run."""
+    return invoke("run", "--local", "--profile", "local-cpu", "--steps", str(STEPS), "--profile-steps", f"{WINDOW[0]}-{WINDOW[1]}",
+                  "--run-id", run_id, "--no-progress", *flags, env=run_env, timeout=600)  # fmt: skip
+
+
+def nvtx_ranges(sqlite_path: Path) -> list[tuple[str, int, int]]:
+    """(text, start, end) of every NVTX push/pop range in an nsys sqlite export."""
+    with sqlite3.connect(sqlite_path) as db:
+        return db.execute(
+            "SELECT text, start, end FROM NVTX_EVENTS WHERE eventType = 59 AND end IS NOT NULL"
+        ).fetchall()
+
+
+def leftovers(run_id: str) -> list[str]:
+    """Containers and networks of the run still in the engine."""
+    client = docker.from_env()
+    selector = {"label": f"nsyskit.run={run_id}"}
+    return [c.name for c in client.containers.list(all=True, filters=selector)] + [
+        n.name for n in client.networks.list(filters=selector)
+    ]
+
+
+def new_run_id(what: str) -> str:
+    return f"test-{what}-{uuid.uuid4().hex[:6]}"
+
+
+def test_two_ranks_leave_reports_with_steps_phases_and_window(run_env):
+    run_id = new_run_id("two")
+    result = run_local(run_env, run_id)
+    run_dir = Path(run_env["REPORT_DIR"]) / run_id
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "parameters in sync" in result.stdout
+
+    reports = sorted(p.name for p in run_dir.glob("*.nsys-rep"))
+    assert reports == [f"{run_id}_node0_rank{r}_worker-0.nsys-rep" for r in (0, 1)]
+    for rank in (0, 1):
+        ranges = nvtx_ranges(run_dir / f"{run_id}_node0_rank{rank}_worker-0.sqlite")
+        names = [text for text, _s, _e in ranges]
+        assert sorted(n for n in names if n.startswith("step ")) == sorted(f"step {s}" for s in range(1, STEPS + 1))
+        assert all(names.count(phase) == STEPS for phase in PHASES), names
+        # The window range spans exactly the steps of PROFILE_STEPS: it contains steps 2-4, and no other step.
+        (window,) = [(s, e) for text, s, e in ranges if text == "profile_window"]
+        steps = {int(text.split()[1]): (s, e) for text, s, e in ranges if text.startswith("step ")}
+        inside = sorted(n for n, (s, e) in steps.items() if window[0] <= s and e <= window[1])
+        assert inside == list(range(WINDOW[0], WINDOW[1] + 1))
+
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["exit_code"] == 0 and record["world_sizes"] == [2]
+    assert len(record["checksums"]) == 2 and len(set(record["checksums"].values())) == 1
+    assert record["commands"]["launcher"][:3] == ["python3", "-m", "torch.distributed.run"]
+    assert record["config"]["PROFILE_STEPS"]["value"] == list(WINDOW)
+    # The wrapper's record of the exact nsys command line, per rank.
+    command = (run_dir / f"{run_id}_node0_rank0_worker-0.cmd").read_text()
+    assert command.startswith("nsys profile --trace=nvtx,osrt --sample=none") and "--enable" not in command
+    assert leftovers(run_id) == []
+
+
+def test_two_nodes_of_two_ranks_through_mpirun(run_env):
+    run_id = new_run_id("nodes")
+    result = run_local(run_env, run_id, "--nodes", "2")
+    run_dir = Path(run_env["REPORT_DIR"]) / run_id
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    expected = [f"{run_id}_node{r // 2}_rank{r}_worker-{r // 2}.nsys-rep" for r in range(4)]
+    assert sorted(p.name for p in run_dir.glob("*.nsys-rep")) == expected
+    assert len(list(run_dir.glob("*.sqlite"))) == 4
+    log = (run_dir / "logs" / "launcher.log").read_text()
+    assert len(re.findall(r"\[rank \d\] world_size=4 ", log)) == 4
+    checksums = dict(re.findall(r"\[rank (\d+)\] checksum=(\w+)", log))
+    assert sorted(checksums) == ["0", "1", "2", "3"] and len(set(checksums.values())) == 1
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["commands"]["launcher"][0] == "mpirun" and record["commands"]["hostfile"] == [
+        "worker-0 slots=2",
+        "worker-1 slots=2",
+    ]
+    assert leftovers(run_id) == []
+
+
+def test_profiling_only_rank_0_leaves_one_report_and_both_ranks_train(run_env):
+    run_id = new_run_id("rank0")
+    result = run_local(run_env, run_id, "--profile-ranks", "0")
+    run_dir = Path(run_env["REPORT_DIR"]) / run_id
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    assert [p.name for p in run_dir.glob("*.nsys-rep")] == [f"{run_id}_node0_rank0_worker-0.nsys-rep"]
+    record = json.loads((run_dir / "run.json").read_text())
+    assert sorted(record["checksums"]) == ["0", "1"] and len(set(record["checksums"].values())) == 1
+    assert {r["rank"]: r["profiled"] for r in record["ranks"]} == {0: True, 1: False}
+
+
+def test_killing_a_rank_ends_the_run_naming_it_and_keeps_the_reports(run_env):
+    run_id = new_run_id("kill")
+    run_dir = Path(run_env["REPORT_DIR"]) / run_id
+    command = [sys.executable, "-m", "invoke", "run", "--local", "--profile", "local-cpu", "--steps", "1000",
+               "--profile-steps", "2-4", "--run-id", run_id, "--no-progress"]  # fmt: skip
+    env = {**{k: v for k, v in os.environ.items() if k != "NSYSKIT_PROFILE"}, **run_env}
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        log = run_dir / "logs" / "worker-0.log"
+        deadline = time.monotonic() + 300
+        while not (log.exists() and "step 5/" in log.read_text(errors="replace")):
+            assert process.poll() is None, process.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "training did not reach step 5"
+            time.sleep(1)
+        # Kill rank 1's training process (not its wrapper or nsys) inside the container, as an OOM kill would.
+        kill = ("for p in $(pgrep -f train.py); do [ \"$(cat /proc/$p/comm)\" = python3 ] && "
+                "tr '\\0' '\\n' < /proc/$p/environ | grep -qx NSYSKIT_RANK=1 && kill -9 $p && echo killed $p; done")  # fmt: skip
+        killed = docker.from_env().containers.get(f"nsyskit-{run_id}-worker-0").exec_run(["bash", "-c", kill])
+        assert b"killed" in killed.output, killed.output
+        killed_at = time.monotonic()
+        stdout, stderr = process.communicate(timeout=60)
+        took = time.monotonic() - killed_at
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode != 0
+    assert took < 60
+    assert "rank 1 on worker-0 was killed by SIGKILL" in stderr, stderr[-2000:]
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["failed_rank"]["rank"] == 1 and record["exit_code"] != 0
+    # What nsys had written stays: the killed rank's report, and the survivor's, finished after the launcher's SIGTERM.
+    assert sorted(p.name for p in run_dir.glob("*.nsys-rep")) == [
+        f"{run_id}_node0_rank{r}_worker-0.nsys-rep" for r in (0, 1)
+    ]
+    assert leftovers(run_id) == []
