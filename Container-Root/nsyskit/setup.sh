@@ -48,6 +48,7 @@ for component in "${components[@]}"; do
         ca_ready=1
     fi
     NSYSKIT_COMPONENT=$component log "installing"
-    NSYSKIT_COMPONENT=$component bash "$script"
+    # The script names its own failure; `|| exit` keeps this shell from adding a second, vaguer line.
+    NSYSKIT_COMPONENT=$component bash "$script" || exit $?
     NSYSKIT_COMPONENT=$component log "done"
 done

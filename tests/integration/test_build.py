@@ -2,26 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 import time
 
 import docker
 import pytest
-from fixtures.kit_image import ROOT, local_cpu_config
+from fixtures.kit_image import ROOT, invoke, local_cpu_config
 
 from nsyskit import image
 from nsyskit.config import load_config
 
 TOUCH_BUDGET_S = 15
-
-
-def invoke(*args: str, env: dict[str, str] | None = None, timeout: int = 900) -> subprocess.CompletedProcess:
-    base = {k: v for k, v in os.environ.items() if k != "NSYSKIT_PROFILE"}
-    return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=ROOT, env={**base, **(env or {})},
-                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
 
 
 def test_second_build_is_fully_cached(kit_image_build):

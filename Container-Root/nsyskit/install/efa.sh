@@ -49,7 +49,8 @@ for lib in /opt/amazon/efa/lib /opt/amazon/efa/lib64 /opt/amazon/ofi-nccl/lib /o
     if [ -d "$lib" ]; then echo "$lib"; fi
 done >/etc/ld.so.conf.d/nsyskit-efa.conf
 if [ "$OPENMPI_SOURCE" = efa ]; then
-    mpi_home=$(ls -d /opt/amazon/openmpi5 /opt/amazon/openmpi 2>/dev/null | tail -n1 || true)
+    mpi_home=""
+    for dir in /opt/amazon/openmpi5 /opt/amazon/openmpi; do if [ -d "$dir" ]; then mpi_home=$dir && break; fi; done
     [ -n "$mpi_home" ] && [ -x "$mpi_home/bin/mpirun" ] || die "OPENMPI_SOURCE=efa but the EFA installer left no OpenMPI in /opt/amazon"
     echo "$mpi_home/lib" >>/etc/ld.so.conf.d/nsyskit-efa.conf
     for tool in "$mpi_home"/bin/*; do ln -sf "$tool" /usr/local/bin/; done

@@ -2,7 +2,9 @@
 # Helpers shared by the install scripts: messages, flags, apt, verified downloads, the build-only CA.
 # Sourced, never run. Every message names the component so a failing build step says who failed.
 
-set -euo pipefail
+set -Eeuo pipefail
+# Any command that fails stops the step with a line naming it (a bare exit status says nothing).
+trap 'echo "nsyskit[${NSYSKIT_COMPONENT:-setup}]: error: \"$BASH_COMMAND\" failed (exit $?) at $(basename "${BASH_SOURCE[0]}"):$LINENO" >&2' ERR
 
 log() { echo "nsyskit[${NSYSKIT_COMPONENT:-setup}]: $*"; }
 warn() { echo "nsyskit[${NSYSKIT_COMPONENT:-setup}]: warning: $*" >&2; }

@@ -23,7 +23,7 @@ pinned_sha256() {
 # mpi_home: the MPI the image runs with (nccl-tests must link the same one).
 mpi_home() {
     case "$OPENMPI_SOURCE" in
-        efa) ls -d /opt/amazon/openmpi5 /opt/amazon/openmpi 2>/dev/null | tail -n1 ;;
+        efa) for dir in /opt/amazon/openmpi5 /opt/amazon/openmpi; do if [ -d "$dir" ]; then echo "$dir" && break; fi; done ;;
         release) echo /opt/openmpi ;;
         distro) echo /usr/lib/x86_64-linux-gnu/openmpi ;;
     esac

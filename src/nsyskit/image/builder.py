@@ -14,6 +14,7 @@ from docker.errors import APIError, DockerException
 
 from nsyskit.errors import BuildError
 
+ANSI = re.compile(r"\x1b\[[0-9;]*m")  # the engine colours a step's stderr
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 LOG_TAIL_LINES = 30
 
@@ -72,7 +73,7 @@ def stream_lines(chunks: Iterable[dict]) -> Iterable[tuple[str, str]]:
         elif "aux" in chunk and isinstance(chunk["aux"], dict) and chunk["aux"].get("ID"):
             yield "id", chunk["aux"]["ID"]
         elif "stream" in chunk:
-            pending += chunk["stream"]
+            pending += ANSI.sub("", chunk["stream"])
             *lines, pending = pending.split("\n")
             for line in lines:
                 yield "line", line
@@ -83,8 +84,8 @@ def stream_lines(chunks: Iterable[dict]) -> Iterable[tuple[str, str]]:
 
 
 def key_line(progress: BuildProgress, engine_message: str) -> str:
-    """The most telling line: an install script's own 'error:' line, else what the engine said."""
-    for line in reversed(progress.tail):
+    """The most telling line: an install script's first 'error:' line (the cause), else what the engine said."""
+    for line in progress.tail:
         if "error:" in line and line.lstrip().startswith("nsyskit["):
             return line.strip()
     return engine_message
