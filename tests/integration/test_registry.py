@@ -349,3 +349,24 @@ def test_build_push_is_one_command(ecr_registry, push_image, client):
                 client,
                 *[ref for ref in client.images.get(built_ref).tags if ref.startswith((host, moto.registry_host))],
             )
+
+
+def test_other_registry_with_credentials_from_environment(start_registry, scratch_image, client):
+    name = f"nsyskit-regtest-plain-{secrets.token_hex(3)}"
+    scratch_image(name)
+    plain = start_registry("robot", "robot-password")
+    env = {"REGISTRY": plain.host, "IMAGE": name, "DOCKER_CONFIG": str(plain.workdir)}  # an empty Docker config
+    line = error_line(invoke("login", env=env))
+    assert line.startswith(f"error: no credentials for registry {plain.host}: set NSYSKIT_REGISTRY_USERNAME"), line
+
+    wrong = error_line(
+        invoke("push", env={**env, "NSYSKIT_REGISTRY_USERNAME": "robot", "NSYSKIT_REGISTRY_PASSWORD": "nope"})
+    )
+    assert "rejected the credentials (NSYSKIT_REGISTRY_USERNAME/NSYSKIT_REGISTRY_PASSWORD, user robot)" in wrong, wrong
+
+    env.update({"NSYSKIT_REGISTRY_USERNAME": "robot", "NSYSKIT_REGISTRY_PASSWORD": "robot-password"})
+    assert invoke("login", env=env).returncode == 0
+    pushed = invoke("push", env=env)
+    digest_of(pushed)
+    assert pushed.stdout.startswith(f"pushed {plain.host}/{name}:latest"), pushed.stdout
+    assert "ECR" not in pushed.stderr  # no AWS call for a plain registry
