@@ -1,0 +1,162 @@
+"""The rank-aware wrapper's decisions (Container-Root/usr/local/bin/nsys-profile): identity, ranks, nsys arguments."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+WRAPPER_PATH = Path(__file__).resolve().parents[2] / "Container-Root/usr/local/bin/nsys-profile"
+
+
+def load_wrapper():
+    """Import the wrapper script (no .py suffix) as a module."""
+    loader = importlib.machinery.SourceFileLoader("nsys_profile", str(WRAPPER_PATH))
+    spec = importlib.util.spec_from_loader("nsys_profile", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+wrapper = load_wrapper()
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"RANK": "5", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4", "GROUP_RANK": "1"}, ("5", "1", "1")),
+        (
+            {"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_LOCAL_SIZE": "2"},
+            ("3", "1", "1"),
+        ),
+        ({"SLURM_PROCID": "6", "SLURM_LOCALID": "2", "SLURM_NODEID": "1", "SLURM_JOB_ID": "77"}, ("6", "2", "1")),
+        ({"PMIX_RANK": "2"}, ("2", "0", "2")),
+        ({}, ("0", "0", "0")),
+    ],
+)
+def test_identity_from_every_launcher(env, expected):
+    ident = wrapper.identity(env, hostname="worker-1.example.internal")
+    assert (ident["NSYSKIT_RANK"], ident["NSYSKIT_LOCAL_RANK"], ident["NSYSKIT_NODE"]) == expected
+    assert ident["NSYSKIT_HOST"] == "worker-1"
+
+
+def test_job_id_prefers_nsyskit_then_slurm():
+    assert wrapper.identity({"NSYSKIT_JOB_ID": "run1", "SLURM_JOB_ID": "9"}, "h")["NSYSKIT_JOB_ID"] == "run1"
+    assert wrapper.identity({"SLURM_JOB_ID": "9"}, "h")["NSYSKIT_JOB_ID"] == "9"
+    assert wrapper.identity({}, "h")["NSYSKIT_JOB_ID"] == "job"
+
+
+@pytest.mark.parametrize(
+    ("selection", "rank", "local_rank", "profiled"),
+    [
+        ("all", 3, 1, True), ("", 3, 1, True), ("none", 0, 0, False),
+        ("local0", 4, 0, True), ("local0", 5, 1, False),
+        ("0,3", 3, 1, True), ("0, 3", 2, 0, False),
+    ],
+)  # fmt: skip
+def test_which_ranks_are_profiled(selection, rank, local_rank, profiled):
+    assert wrapper.should_profile(selection, rank, local_rank) is profiled
+
+
+def test_a_bad_rank_selection_is_refused():
+    with pytest.raises(ValueError, match="NSYSKIT_PROFILE_RANKS"):
+        wrapper.should_profile("odd", 1, 1)
+
+
+def ident(rank=0, local_rank=0):
+    return {
+        "NSYSKIT_RANK": str(rank),
+        "NSYSKIT_LOCAL_RANK": str(local_rank),
+        "NSYSKIT_NODE": "0",
+        "NSYSKIT_HOST": "h",
+        "NSYSKIT_JOB_ID": "j",
+    }
+
+
+def test_default_command_traces_without_sampling_and_names_reports_per_rank():
+    command = wrapper.nsys_command(
+        {"NSYSKIT_REPORT_DIR": "/reports", "NSYSKIT_TRACE": "nvtx,osrt"}, ident(), ["python3", "t.py"]
+    )
+    assert command == [
+        "nsys", "profile", "--trace=nvtx,osrt", "--sample=none",
+        "--output=/reports/%q{NSYSKIT_JOB_ID}_node%q{NSYSKIT_NODE}_rank%q{NSYSKIT_RANK}_%q{NSYSKIT_HOST}",
+        "--force-overwrite=true", "--stats=false", "--cpuctxsw=none", "python3", "t.py",
+    ]  # fmt: skip
+
+
+def test_capture_ranges_and_delay_duration():
+    gpu = wrapper.nsys_command({"NSYSKIT_CAPTURE": "cudaProfilerApi", "NSYSKIT_DELAY": "5"}, ident(), ["app"])
+    assert "--capture-range=cudaProfilerApi" in gpu and "--capture-range-end=stop" in gpu
+    assert not any(arg.startswith("--delay") for arg in gpu)  # a capture range replaces the delay
+    nvtx = wrapper.nsys_command({"NSYSKIT_CAPTURE": "nvtx"}, ident(), ["app"])
+    assert "--nvtx-capture=profile_window" in nvtx and "--env-var=NSYS_NVTX_PROFILER_REGISTER_ONLY=0" in nvtx
+    timed = wrapper.nsys_command({"NSYSKIT_DELAY": "5", "NSYSKIT_DURATION": "30"}, ident(), ["app"])
+    assert "--delay=5" in timed and "--duration=30" in timed
+    with pytest.raises(ValueError, match="NSYSKIT_CAPTURE"):
+        wrapper.nsys_command({"NSYSKIT_CAPTURE": "sometimes"}, ident(), ["app"])
+
+
+def test_sampling_keeps_context_switches_and_extra_args_come_last_before_the_app():
+    command = wrapper.nsys_command(
+        {"NSYSKIT_SAMPLE": "process-tree", "NSYSKIT_EXTRA_ARGS": "--cuda-memory-usage=true -x true"}, ident(), ["app"]
+    )
+    assert "--sample=process-tree" in command and "--cpuctxsw=none" not in command
+    assert command[-4:] == ["--cuda-memory-usage=true", "-x", "true", "app"]
+
+
+@pytest.mark.parametrize(
+    ("env", "local_rank", "version", "applied", "note"),
+    [
+        ({}, "0", (2024, 6, 1), False, "not requested"),
+        ({"NSYSKIT_EFA_METRICS": "1"}, "1", (2024, 6, 1), False, "skipped: only local rank 0"),
+        ({"NSYSKIT_EFA_METRICS": "1"}, "0", (2022, 4, 2, 1), False, "skipped: nsys 2022.4.2.1 has no efa_metrics"),
+        ({"NSYSKIT_EFA_METRICS": "1"}, "0", (2024, 4), True, "applied"),
+        ({"NSYSKIT_EFA_METRICS": "true"}, "0", None, True, "applied"),
+    ],
+)
+def test_efa_metrics_only_on_local_rank_0_with_a_capable_nsys(env, local_rank, version, applied, note):
+    decided, why = wrapper.efa_decision(env, ident(0, int(local_rank)), version)
+    assert decided is applied and why.startswith(note)
+    command = wrapper.nsys_command(env, ident(0, int(local_rank)), ["app"], efa=decided)
+    assert (command[-3:-1] == ["--enable", "efa_metrics"]) is applied
+
+
+def test_expand_matches_nsys_patterns():
+    scope = {"NSYSKIT_JOB_ID": "r1", "NSYSKIT_NODE": "1", "NSYSKIT_RANK": "3", "NSYSKIT_HOST": "worker-1"}
+    assert wrapper.expand(wrapper.DEFAULT_REPORT_NAME, scope) == "r1_node1_rank3_worker-1"
+    assert wrapper.expand("%h-%q{MISSING}-100%%", scope) == "worker-1--100%"
+
+
+def test_rank_environment_shares_tmpdir_per_node_and_names_the_nccl_log():
+    env = {"NSYSKIT_TMPDIR": "/scratch", "NCCL_DEBUG": "INFO"}
+    child = wrapper.rank_environment(env, ident(3), "/reports/j_node0_rank3_h")
+    assert child["TMPDIR"] == "/scratch" and child["NSYSKIT_RANK"] == "3"
+    assert child["NCCL_DEBUG_FILE"] == "/reports/j_node0_rank3_h.nccl.log"
+    assert "NCCL_DEBUG_FILE" not in wrapper.rank_environment({}, ident(3), "/r/x")
+    assert (
+        wrapper.rank_environment({"NCCL_DEBUG": "INFO", "NCCL_DEBUG_FILE": "/mine"}, ident(), "/r/x")["NCCL_DEBUG_FILE"]
+        == "/mine"
+    )
+
+
+def test_an_unprofiled_rank_runs_the_command_and_records_its_exit(tmp_path):
+    """The real script, end to end without nsys: exit code passed through, status file and no .cmd written."""
+    env = {"PATH": "/usr/bin:/bin", "NSYSKIT_REPORT_DIR": str(tmp_path), "NSYSKIT_PROFILE_RANKS": "0", "RANK": "1",
+           "LOCAL_RANK": "1", "NSYSKIT_JOB_ID": "u1"}  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(WRAPPER_PATH), sys.executable, "-c", "raise SystemExit(3)"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 3
+    assert "not profiled" in done.stderr
+    (status_file,) = (tmp_path / "logs").glob("u1_node*_rank1_*.status.json")
+    status = json.loads(status_file.read_text())
+    assert status["profiled"] is False and status["exit_code"] == 3 and status["efa_metrics"] == "not profiled"
+    assert list(tmp_path.glob("*.cmd")) == []
