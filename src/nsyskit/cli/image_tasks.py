@@ -15,14 +15,26 @@ def _mb(size: int) -> str:
         "profile": PROFILE_HELP,
         "tag": "Image tag (overrides TAG); the build also adds a content tag.",
         "base_image": "Base image (overrides BASE_IMAGE).",
-        "mpi": "Install OpenMPI and sshd (overrides INSTALL_MPI; --no-mpi turns it off).",
-        "efa": "Install the EFA stack (overrides INSTALL_EFA; --no-efa turns it off).",
-        "tests": "Build the NCCL tests (overrides INSTALL_TESTS; --no-tests turns it off).",
+        "mpi": "true/false: install OpenMPI and sshd (overrides INSTALL_MPI).",
+        "efa": "true/false: install the EFA stack (overrides INSTALL_EFA).",
+        "tests": "true/false: build the NCCL tests (overrides INSTALL_TESTS).",
         "dry_run": "Print the exact build arguments, tags and context files; build nothing.",
         "progress": "Live progress (default: yes; --no-progress prints nothing until the result).",
+        "no_cache": "Rebuild every layer (ignore the layer cache).",
     }
 )
-def build(c, profile=None, tag=None, base_image=None, mpi=None, efa=None, tests=None, dry_run=False, progress=True):
+def build(
+    c,
+    profile=None,
+    tag=None,
+    base_image=None,
+    mpi=None,
+    efa=None,
+    tests=None,
+    dry_run=False,
+    progress=True,
+    no_cache=False,
+):
     """Build the image (Dockerfile + Container-Root) with build args from the config; tags IMAGE_REF and a content tag."""
     cfg = load(c, profile, tag=tag, base_image=base_image, install_mpi=mpi, install_efa=efa, install_tests=tests)
     root = project_root(c)
@@ -37,7 +49,7 @@ def build(c, profile=None, tag=None, base_image=None, mpi=None, efa=None, tests=
                 f"# served to the build, never in a layer: /wheels/ <- {plan.assets.wheelhouse}", markup=False
             )
         return
-    result = image.build_image(cfg, root, show_progress=progress)
+    result = image.build_image(cfg, root, show_progress=progress, no_cache=no_cache)
     cache = "fully cached" if result.fully_cached else f"{len(result.rebuilt)} of {result.steps} steps rebuilt"
     console.out.print(
         f"built {' '.join(result.plan.tags)} image {result.image_id[7:19]} in {result.seconds:.1f} s ({cache}); "

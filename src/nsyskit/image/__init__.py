@@ -150,7 +150,11 @@ class _Reporter:
 
 
 def build_image(
-    cfg: Config, root: Path, show_progress: bool = True, environ: Mapping[str, str] | None = None
+    cfg: Config,
+    root: Path,
+    show_progress: bool = True,
+    environ: Mapping[str, str] | None = None,
+    no_cache: bool = False,
 ) -> BuildResult:
     """Build the image for `cfg` from `root` and tag it REGISTRY/IMAGE:TAG and IMAGE:content-<digest>."""
     client = engine.connect()
@@ -166,9 +170,9 @@ def build_image(
         all_args = {**plan.build_args, **plan.proxy_args}
         if plan.assets.needed:
             with serve(plan.assets, plan.assets_host):
-                progress = run_build(client, context, plan.tags[0], all_args, report, _base_fix(cfg))
+                progress = run_build(client, context, plan.tags[0], all_args, report, _base_fix(cfg), no_cache)
         else:
-            progress = run_build(client, context, plan.tags[0], all_args, report, _base_fix(cfg))
+            progress = run_build(client, context, plan.tags[0], all_args, report, _base_fix(cfg), no_cache)
     try:
         for ref in plan.tags[1:]:
             repository, tag = ref.rsplit(":", 1)

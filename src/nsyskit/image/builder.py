@@ -98,13 +98,14 @@ def run_build(
     build_args: dict[str, str],
     on_line: Callable[[BuildProgress, str, bool], None] | None = None,
     fix_for_base: str = "",
+    no_cache: bool = False,
 ) -> BuildProgress:
     """Build the context tar with the classic builder; returns the progress (with image_id) or raises BuildError."""
     progress = BuildProgress()
     try:
         chunks = client.api.build(
             fileobj=io.BytesIO(context), custom_context=True, tag=tag, buildargs=build_args,
-            rm=True, forcerm=True, pull=False, decode=True,
+            rm=True, forcerm=True, pull=False, decode=True, nocache=no_cache,
         )  # fmt: skip
         for kind, value in stream_lines(chunks):
             if kind == "line":
