@@ -7,6 +7,7 @@ from invoke import Collection
 from nsyskit.cli import (
     analyze_tasks,
     config_tasks,
+    demo_tasks,
     deploy_tasks,
     image_tasks,
     k8s_tasks,
@@ -39,5 +40,6 @@ ns = Collection(
     run_tasks.run,
     run_tasks.exec_,
     run_tasks.stop,
+    demo_tasks.demo,
 )
 ns.configure({"nsyskit": {"root": str(Path(__file__).resolve().parent)}})
