@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,4 +19,5 @@ def test_bench_runs_and_both_tools_agree():
     assert done.stdout.count("(same per-op totals)") == 2
     for row in ("grep -c 'NCCL INFO' (I/O ceiling)", "awk pipeline (grep + mawk)", "invoke nccl-log --json"):
         assert done.stdout.count(row) == 2
-    assert "nsyskit-nccl-bench-" in done.stdout and not list(Path("/tmp").glob("nsyskit-nccl-bench-*"))
+    workdir = Path(re.search(r"\((\S+)/nccl\.log\)", done.stdout).group(1))
+    assert workdir.name.startswith("nsyskit-nccl-bench-") and not workdir.exists()  # the temporary log is deleted

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from nsyskit.analysis import report as analysis_report
 from nsyskit.analysis.trace import Analysis
-from nsyskit.nccllog.section import TITLE, nccl_log_section
+from nsyskit.nccllog.section import TITLE, nccl_log_section, with_section
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nccl"
 
@@ -43,3 +43,12 @@ def test_report_html_gets_the_section_through_the_hook(tmp_path, monkeypatch):
     shutil.copy(DATA / "srun_megatron.log", tmp_path / "slurm-42.out")
     page = analysis_report.write_report(Analysis(sources={}, nsys_versions={}), tmp_path).read_text()
     assert f"<h2>{TITLE}</h2>" in page and "2.18.5+cuda12.2" in page and page.count('id="nccl-log"') == 1
+
+
+def test_with_section_inserts_once_and_replaces():
+    page = "<html><body><h1>nsyskit analysis</h1><h2>Ranks</h2><table></table></body></html>"
+    first = with_section(page, '<section class="nsyskit-nccl-log" id="nccl-log"><p>one</p></section>')
+    assert first.endswith("</section>\n</body></html>") and first.count(f"<h2>{TITLE}</h2>") == 1
+    second = with_section(first, '<section class="nsyskit-nccl-log" id="nccl-log"><p>two</p></section>')
+    assert "<p>two</p>" in second and "<p>one</p>" not in second and second.count(f"<h2>{TITLE}</h2>") == 1
+    assert second.startswith("<html><body><h1>nsyskit analysis</h1><h2>Ranks</h2><table></table>")

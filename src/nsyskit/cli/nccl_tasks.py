@@ -9,6 +9,7 @@ from nsyskit import console
 from nsyskit.cli import task
 from nsyskit.nccllog import Window, analyze, parse_range, resolve_logs
 from nsyskit.nccllog.render import print_report, render_html
+from nsyskit.nccllog.section import update_report_html
 
 
 def _run_folders(arguments: list[str]) -> list[Path]:
@@ -25,7 +26,8 @@ def _run_folders(arguments: list[str]) -> list[Path]:
         "lines": "Only lines A-B (1-based, inclusive) of each file; combined with --steps, lines in both.",
         "json": "Print the results as JSON instead of tables.",
         "top": "Rows of the aggregate table (default 20; --json has them all).",
-        "html": "Also write the HTML section to this file (a run folder always gets nccl-log.html and nccl-log.json).",
+        "html": "Also write the HTML section to this file (a run folder always gets nccl-log.html and nccl-log.json, "
+        "and the section in its report.html when there is one).",
     },
 )
 def nccl_log(c, logs, steps=None, lines=None, json_=False, top=20, html=None):
@@ -37,7 +39,10 @@ def nccl_log(c, logs, steps=None, lines=None, json_=False, top=20, html=None):
     for folder in _run_folders(arguments):
         (folder / "nccl-log.json").write_text(json.dumps(report.to_dict(), indent=1))
         (folder / "nccl-log.html").write_text(fragment)
-        console.done(f"wrote {folder / 'nccl-log.html'} and nccl-log.json")
+        page = update_report_html(folder, render_html(report, top=int(top), heading=False))
+        console.done(
+            f"wrote {folder / 'nccl-log.html'} and nccl-log.json" + (f"; section added to {page}" if page else "")
+        )
     if html:
         Path(html).write_text(fragment)
     if json_:

@@ -36,3 +36,27 @@ def nccl_log_section(analysis, run_folder: Path):
     if report.lines["nccl_info"] == 0:
         return None
     return Section(TITLE, render_html(report, heading=False))
+
+
+def with_section(page: str, fragment: str) -> str:
+    """report.html's text with the NCCL log section put in (replacing an earlier one, so reruns do not pile up),
+    placed where report.html's section hook puts it: a titled block before </body>."""
+    block = f"<h2>{TITLE}</h2>{fragment}"
+    start = page.find(f"<h2>{TITLE}</h2>")
+    if start >= 0:
+        end = page.find("</section>", start)
+        if end >= 0:
+            return page[:start] + block + page[end + len("</section>") :]
+    body_end = page.rfind("</body>")
+    if body_end < 0:
+        return page + "\n" + block
+    return page[:body_end] + block + "\n" + page[body_end:]
+
+
+def update_report_html(run_folder: Path, fragment: str) -> Path | None:
+    """Put the section into the run folder's report.html when 'invoke analyze' wrote one; its path, or None."""
+    path = Path(run_folder) / "report.html"
+    if not path.is_file():
+        return None
+    path.write_text(with_section(path.read_text(), fragment))
+    return path
