@@ -217,3 +217,9 @@ def _html_page(analysis: Analysis, figures: list[tuple[str, str]], sections: lis
         parts.append(f"<h2>{html.escape(section.title)}</h2>{section.html}")
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+# Sections of other features, registered here so that every report.html gets them.
+from nsyskit.nccllog.section import nccl_log_section  # noqa: E402  (needs register_section defined above)
+
+register_section(nccl_log_section)

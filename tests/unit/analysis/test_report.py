@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from nsys_fixtures import Export, Kernel, Memop, Range, write_export
@@ -10,6 +11,7 @@ from rich.console import Console
 
 from nsyskit.analysis import diff_runs, report, run_analysis
 
+DATA = Path(__file__).resolve().parents[2] / "data" / "nccl"
 NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm *, unsigned long, ncclWork *)"
 
 
@@ -83,3 +85,13 @@ def test_diff_flags_regressions_beyond_the_threshold(tmp_path):
     assert not any(
         row["regression"] for row in diff_runs([b], [a], threshold_pct=10).rows()
     )  # faster is never a regression
+
+
+def test_report_html_of_a_run_with_nccl_logs_carries_the_nccl_log_section(tmp_path):
+    run = make_run(tmp_path / "run", ranks=2)
+    plain = run_analysis([run])[1].read_text()
+    assert "NCCL log analysis" not in plain  # no logs in the folder: no section
+    (run / "rank0.log").write_bytes((DATA / "nemo_4gpu.log").read_bytes())
+    html = run_analysis([run])[1].read_text()
+    assert "<h2>NCCL log analysis (NCCL_DEBUG=INFO)</h2>" in html
+    assert "AllReduce" in html.split("NCCL log analysis (NCCL_DEBUG=INFO)</h2>", 1)[1]
