@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import copy
-import os
 import re
 from pathlib import Path
 
 import pytest
 import yaml
+from fixtures.golden import assert_matches_golden
 from k8s_variants import ECR, ROOT, VARIANTS, config  # tests/unit is on sys.path
 
 from nsyskit import k8s, launch
@@ -17,7 +17,6 @@ from nsyskit.k8s import crd, render
 
 CRD = ROOT / crd.CRD_FILE
 GOLDEN = ROOT / "tests" / "data" / "golden" / "k8s"
-REGEN = "NSYSKIT_REGEN_GOLDEN"
 JOB = "nsyskit-golden"
 
 
@@ -107,21 +106,7 @@ def test_invalid_manifest_error_is_one_line_naming_file_and_field():
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_rendered_files_match_the_golden_files(variant):
-    files = render.render(config(variant), JOB, ROOT)
-    folder = GOLDEN / variant
-    if os.environ.get(REGEN) == "1":
-        if os.environ.get("CI"):
-            pytest.fail(f"{REGEN}=1 is refused in CI: golden files are regenerated only on request, by a developer")
-        folder.mkdir(parents=True, exist_ok=True)
-        for stale in folder.glob("*"):
-            stale.unlink()
-        for name, text in files.items():
-            (folder / name).write_text(text)
-    expected = {path.name: path.read_text() for path in sorted(folder.glob("*"))}
-    hint = f"templates or settings changed: review the diff, then regenerate with {REGEN}=1 pytest {Path(__file__).relative_to(ROOT)}"
-    assert sorted(files) == sorted(expected), hint
-    for name, text in files.items():
-        assert text == expected[name], f"{variant}/{name}: {hint}"
+    assert_matches_golden(render.render(config(variant), JOB, ROOT), GOLDEN / variant)
 
 
 # --- one distributed job, rendered by launch.py -------------------------------------------------------------------

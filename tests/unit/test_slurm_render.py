@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from fixtures.golden import assert_matches_golden
 
 from nsyskit import launch, slurm
 from nsyskit.config import load_config
@@ -23,7 +24,6 @@ from nsyskit.slurm import render
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "data" / "golden" / "slurm"
-REGEN = "NSYSKIT_REGEN_GOLDEN"
 JOB_DIR = Path("/fsx/nsyskit/jobs/slurm-golden")
 ECR = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
 
@@ -57,14 +57,7 @@ def shellcheck() -> str:
 
 @pytest.mark.parametrize("variant", ["pyxis", "host"])
 def test_golden_script(variant):
-    text = script(variant)
-    golden = GOLDEN / f"{variant}.sbatch"
-    if os.environ.get(REGEN) == "1":
-        assert not os.environ.get("CI"), f"{REGEN} rewrites golden files: never in CI"
-        golden.parent.mkdir(parents=True, exist_ok=True)
-        golden.write_text(text)
-    assert golden.is_file(), f"missing golden file {golden}: regenerate with {REGEN}=1 and review the diff"
-    assert text == golden.read_text(), f"{variant} script differs from {golden} (review; {REGEN}=1 rewrites it)"
+    assert_matches_golden({f"{variant}.sbatch": script(variant)}, GOLDEN / variant)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
