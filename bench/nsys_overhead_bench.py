@@ -23,12 +23,14 @@ from nsyskit import engine, launch
 from nsyskit.config import load_config
 
 ROOT = Path(__file__).resolve().parents[1]
-SUMMARY = re.compile(r"summary world_size=\d+ steps=\d+ median_step_ms=([\d.]+) tokens_per_s=(\d+)")
+SUMMARY = re.compile(
+    r"summary world_size=\d+ steps=\d+ median_step_ms=([\d.]+) tokens_per_s=(\d+) median_cpu_ms=([\d.]+)"
+)
 TARGET_RATIO = 1.10
 
 
-def run_once(client, image_ref: str, cfg, profiled: bool) -> tuple[float, int, float]:
-    """One training run in a fresh container: (median step ms, tokens/s, wall seconds)."""
+def run_once(client, image_ref: str, cfg, profiled: bool) -> tuple[float, int, float, float]:
+    """One training run in a fresh container: (median step ms, tokens/s, wall seconds, median CPU ms per step of rank 0)."""
     env = {
         **launch.wrapper_env(cfg, "/tmp/reports", "torchrun", job_id="bench"),
         "NSYSKIT_PROFILE_RANKS": "all" if profiled else "none",
@@ -43,7 +45,7 @@ def run_once(client, image_ref: str, cfg, profiled: bool) -> tuple[float, int, f
     match = SUMMARY.search(text)
     if not match:
         raise SystemExit(f"no summary line in the example's output:\n{text[-2000:]}")
-    return float(match.group(1)), int(match.group(2)), time.monotonic() - started
+    return float(match.group(1)), int(match.group(2)), time.monotonic() - started, float(match.group(3))
 
 
 def main() -> None:
@@ -55,13 +57,13 @@ def main() -> None:
     cfg = load_config(ROOT, profile="local-cpu", overrides={"STEPS": str(args.steps), "PROFILE_STEPS": ""})
     image_ref = args.image or cfg.image_ref
     client = engine.connect()
-    runs: dict[str, list[tuple[float, int, float]]] = {"baseline": [], "nsys": []}
+    runs: dict[str, list[tuple[float, int, float, float]]] = {"baseline": [], "nsys": []}
     for repeat in range(args.repeats):
         for name in ("baseline", "nsys"):
             result = run_once(client, image_ref, cfg, profiled=name == "nsys")
             runs[name].append(result)
             print(
-                f"  run {repeat + 1}/{args.repeats} {name:8s}: median step {result[0]:7.2f} ms, {result[1]:6d} tokens/s, {result[2]:5.1f} s wall",
+                f"  run {repeat + 1}/{args.repeats} {name:8s}: median step {result[0]:7.2f} ms, CPU {result[3]:6.2f} ms, {result[1]:6d} tokens/s, {result[2]:5.1f} s wall",
                 flush=True,
             )
     base = statistics.median(r[0] for r in runs["baseline"])
@@ -73,6 +75,12 @@ def main() -> None:
     print(f"{'step time (ms), median of runs':34s}{base:20.2f}{prof:18.2f}{ratio:8.3f}")
     # The least disturbed run of each kind: on a shared machine, load from elsewhere only ever adds time.
     print(f"{'step time (ms), best run':34s}{best_base:20.2f}{best_prof:18.2f}{best_prof / best_base:8.3f}")
+    cpu_base, cpu_prof = (
+        statistics.median(r[3] for r in runs["baseline"]),
+        statistics.median(r[3] for r in runs["nsys"]),
+    )
+    # CPU time the rank itself spends per step (injection, NVTX/osrt interception), barely moved by other load.
+    print(f"{'rank CPU time/step (ms), median':34s}{cpu_base:20.2f}{cpu_prof:18.2f}{cpu_prof / cpu_base:8.3f}")
     tok_base = statistics.median(r[1] for r in runs["baseline"])
     tok_prof = statistics.median(r[1] for r in runs["nsys"])
     print(f"{'tokens/s, median of runs':34s}{tok_base:20.0f}{tok_prof:18.0f}{tok_prof / tok_base:8.3f}")

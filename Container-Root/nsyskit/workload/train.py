@@ -122,10 +122,10 @@ def main(argv: list[str] | None = None) -> int:
 
     window = markers.ProfileWindow(*args.window, use_cuda=use_cuda)
     tokens_per_step = args.batch_size * args.seq_len * info.world_size
-    step_times = []
+    step_times, cpu_times = [], []
     for step in range(1, args.steps + 1):
         window.before_step(step)
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         markers.push(markers.STEP_FORMAT.format(step))
         with markers.nvtx_range("data"):
             batch = torch.randint(config.vocab_size, (args.batch_size, args.seq_len), generator=tokens)
@@ -139,20 +139,22 @@ def main(argv: list[str] | None = None) -> int:
             optimizer.zero_grad(set_to_none=True)
         loss_value = loss.item()  # waits for the GPU, so the step time below is the real one
         markers.pop()
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
         window.after_step(step)
         step_times.append(elapsed)
+        cpu_times.append(cpu)  # this process's CPU time: unlike wall time, barely moved by other load on the machine
         if info.rank == 0:
             log(info, f"step {step}/{args.steps} loss={loss_value:.4f} step_ms={elapsed * 1e3:.1f} "
-                      f"tokens_per_s={tokens_per_step / elapsed:.0f}")  # fmt: skip
+                      f"tokens_per_s={tokens_per_step / elapsed:.0f} cpu_ms={cpu * 1e3:.1f}")  # fmt: skip
 
     checksum, total = parameter_checksum(model)
     log(info, f"checksum={checksum} param_sum={total:.6f}")
     steady = step_times[1:] or step_times  # the first step pays for warm-up
     median = statistics.median(steady)
+    median_cpu = statistics.median(cpu_times[1:] or cpu_times)
     if info.rank == 0:
         log(info, f"summary world_size={info.world_size} steps={args.steps} median_step_ms={median * 1e3:.2f} "
-                  f"tokens_per_s={tokens_per_step / median:.0f}")  # fmt: skip
+                  f"tokens_per_s={tokens_per_step / median:.0f} median_cpu_ms={median_cpu * 1e3:.2f}")  # fmt: skip
     dist.barrier()
     dist.destroy_process_group()
     return 0
