@@ -70,7 +70,9 @@ install_debian() {
     suite=$(. /etc/os-release && echo "$VERSION_CODENAME")
     mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
     echo "deb $mirror $suite contrib non-free non-free-firmware" >/etc/apt/sources.list.d/nsyskit-non-free.list
-    NSYSKIT_APT_UPDATED="" apt_install nsight-systems nsight-systems-target
+    # libnvtoolsext1: the NVTX v2 library the example marks its ranges with when torch is a CPU build; nsys
+    # 2022.4 records those, but drops the ranges of the 'nvtx' package (NVTX v3 registered strings).
+    NSYSKIT_APT_UPDATED="" apt_install nsight-systems nsight-systems-target libnvtoolsext1
 }
 
 # link_importer NSYS: nsys runs QdstrmImporter from ../host-linux-x64 next to its real target dir;
