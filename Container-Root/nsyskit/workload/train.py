@@ -118,7 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     tokens = torch.Generator().manual_seed(args.seed * 1000 + info.rank)  # each rank its own synthetic shard
     if info.rank == 0:
         count = sum(p.numel() for p in model.parameters())
-        log(info, f"model={args.model_size} parameters={count} batch={args.batch_size} seq_len={args.seq_len} steps={args.steps}")
+        log(
+            info,
+            f"model={args.model_size} parameters={count} batch={args.batch_size} seq_len={args.seq_len} steps={args.steps}",
+        )
 
     window = markers.ProfileWindow(*args.window, use_cuda=use_cuda)
     tokens_per_step = args.batch_size * args.seq_len * info.world_size
