@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -155,3 +156,27 @@ def test_killing_a_rank_ends_the_run_naming_it_and_keeps_the_reports(run_env):
         f"{run_id}_node0_rank{r}_worker-0.nsys-rep" for r in (0, 1)
     ]
     assert leftovers(run_id) == []
+
+
+def test_ctrl_c_removes_the_containers_and_keeps_the_run_folder(run_env):
+    run_id = new_run_id("int")
+    run_dir = Path(run_env["REPORT_DIR"]) / run_id
+    command = [sys.executable, "-m", "invoke", "run", "--local", "--profile", "local-cpu", "--steps", "1000",
+               "--run-id", run_id, "--no-progress"]  # fmt: skip
+    env = {**{k: v for k, v in os.environ.items() if k != "NSYSKIT_PROFILE"}, **run_env}
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        log = run_dir / "logs" / "worker-0.log"
+        deadline = time.monotonic() + 300
+        while not (log.exists() and "step 3/" in log.read_text(errors="replace")):
+            assert process.poll() is None, process.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "training did not reach step 3"
+            time.sleep(1)
+        process.send_signal(signal.SIGINT)  # what Ctrl-C in a terminal sends
+        _stdout, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, stderr[-2000:]
+    assert leftovers(run_id) == []
+    assert json.loads((run_dir / "run.json").read_text())["ended_how"] == "interrupted (Ctrl-C)"
