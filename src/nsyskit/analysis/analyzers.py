@@ -31,15 +31,51 @@ BREAKDOWN_COLUMNS = (
 def duration_stats(keys: np.ndarray, durations: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Per distinct key: total, instances, average, median, min, max and sample stddev of the durations (ns).
 
-    One sort of (key, duration) packed into int64 when it fits (the usual case), else a lexsort; then reduceat.
+    Few distinct keys in a small range (kernel names): a counting sort groups them and a selection per group finds
+    the median, linear time. Otherwise one sort of (key, duration) packed into int64 (or a lexsort); then reduceat.
     """
     keys, durations = np.asarray(keys, dtype=np.int64), np.asarray(durations, dtype=np.int64)
     if len(keys) == 0:
         return np.empty(0, dtype=np.int64), {c: np.empty(0) for c in STAT_COLUMNS}
+    key_low = int(keys.min())
+    key_span = int(keys.max()) - key_low
+    if key_span < max(1 << 20, len(keys)):
+        counts = np.bincount(keys - key_low)
+        present = np.flatnonzero(counts)
+        if len(present) <= np.iinfo(np.uint16).max:
+            return present + key_low, _grouped_stats(keys - key_low, durations, present, counts[present])
+    return _sorted_stats(keys, durations, key_low, key_span)
+
+
+def _grouped_stats(offsets: np.ndarray, durations: np.ndarray, present: np.ndarray, counts: np.ndarray):
+    """Statistics per group of a counting sort (`offsets` index `present`); medians by selection, not sorting."""
+    group_of = np.zeros(int(present[-1]) + 1, dtype=np.uint16)
+    group_of[present] = np.arange(len(present), dtype=np.uint16)
+    # A stable argsort of 16-bit integers is numpy's radix sort: O(n), unlike a comparison sort of 64-bit values.
+    grouped = durations[np.argsort(group_of[offsets], kind="stable")]
+    firsts = np.zeros(len(counts), dtype=np.int64)
+    np.cumsum(counts[:-1], out=firsts[1:])
+    totals = np.add.reduceat(grouped, firsts)
+    means = totals / counts
+    deviation = grouped - np.repeat(means, counts)
+    squares = np.add.reduceat(deviation * deviation, firsts)
+    median = np.empty(len(counts), dtype=np.float64)
+    for index, (first, count) in enumerate(zip(firsts.tolist(), counts.tolist(), strict=True)):
+        middle = sorted({(count - 1) // 2, count // 2})
+        chosen = np.partition(grouped[first : first + count], middle)[middle]
+        median[index] = (chosen[0] + chosen[-1]) / 2.0
+    return {
+        "total_ns": totals, "instances": counts, "avg_ns": means, "median_ns": median,
+        "min_ns": np.minimum.reduceat(grouped, firsts), "max_ns": np.maximum.reduceat(grouped, firsts),
+        "stddev_ns": np.where(counts > 1, np.sqrt(squares / np.maximum(counts - 1, 1)), 0.0),
+    }  # fmt: skip
+
+
+def _sorted_stats(keys: np.ndarray, durations: np.ndarray, key_low: int, key_span: int):
+    """duration_stats by one sort: many distinct keys or keys spread over a wide range."""
     dur_low = int(durations.min())
     dur_bits = max(1, int(durations.max() - dur_low).bit_length())
-    key_low = int(keys.min())
-    key_bits = max(1, int(keys.max() - key_low).bit_length())
+    key_bits = max(1, key_span.bit_length())
     if dur_bits + key_bits <= 62:
         packed = np.sort(((keys - key_low) << dur_bits) | (durations - dur_low))
         skeys = (packed >> dur_bits) + key_low

@@ -149,3 +149,16 @@ def test_interval_union_is_exact():
     for a, b in zip(s, e, strict=True):
         covered[a:b] = True
     assert intervals.length(*intervals.union(s, e)) == covered.sum()
+
+
+def test_counting_and_sorting_paths_of_duration_stats_agree():
+    # Few names in a small id range: counting sort + selection; many or wide-spread ids: one sort.
+    rng = np.random.default_rng(3)
+    keys, durations = rng.integers(0, 1 << 40, 5000), rng.integers(-10, 10**6, 5000)
+    keys[::2] = keys[1::2]  # groups of two
+    for sparse_keys in (keys, keys % 70000):  # wide id range: one sort; small: counting sort
+        ids, stats = analyzers.duration_stats(sparse_keys, durations)
+        want_ids, want = analyzers._sorted_stats(
+            sparse_keys, durations, int(sparse_keys.min()), int(np.ptp(sparse_keys))
+        )
+        assert list(ids) == list(want_ids) and all(np.allclose(stats[c], want[c]) for c in stats)

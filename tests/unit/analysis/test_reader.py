@@ -60,6 +60,18 @@ def test_columnar_read_keeps_rows_and_values(tmp_path):
     assert reader.memcpys().extra["bytes"][0] == 1 << 40
 
 
+@pytest.mark.parametrize("duration", [1 << 40, (1 << 40) - 1, -(1 << 40), -(1 << 40) - 1, -3, 1 << 50])
+def test_durations_beyond_the_packed_range_read_exactly(tmp_path, duration):
+    # Durations travel packed with the name id (duration * 2^23 + name); beyond +-2^40 the read falls back.
+    kernels = [Kernel(10**12, 10**12 + duration, "huge"), Kernel(5, 9, "small", device=1)]
+    reader = ExportReader(write_export(tmp_path / "edge.sqlite", Export(kernels=kernels)))
+    names, durations = reader.kernel_durations()
+    got = reader.kernels()
+    strings = reader.strings(names)
+    assert [strings[i] for i in names] == ["huge", "small"] and list(durations) == [duration, 4]
+    assert list(got.end - got.start) == [duration, 4] and list(got.device) == [0, 1]
+
+
 def _one_line(exc: ReportFileError, path) -> str:
     line = exc.one_line()
     assert str(path) in line and "\n" not in line
