@@ -12,6 +12,7 @@ from fixtures.golden import assert_matches_golden
 from k8s_variants import ECR, ROOT, VARIANTS, config  # tests/unit is on sys.path
 
 from nsyskit import k8s, launch
+from nsyskit.local import cluster
 from nsyskit.errors import ConfigErrors
 from nsyskit.k8s import crd, render
 
@@ -116,9 +117,17 @@ def test_rendered_files_match_the_golden_files(variant):
 def test_launcher_runs_exactly_the_mpirun_command_of_the_local_multi_container_run(variant):
     cfg = config(variant)
     command = replica(mpijob(variant), "Launcher")["containers"][0]["command"]
-    # The local multi-node run executes launch.mpirun_command(cfg) with the hostfile it mounts at launch.HOSTFILE.
-    assert command == launch.mpirun_command(cfg)
-    assert command[:1] == ["mpirun"] and launch.WRAPPER in command
+    local = cluster.launcher_mpirun(cfg, JOB)  # what `invoke run --local --nodes N` execs in its launcher
+    # The same command, but for the name of worker 0 (rank 0's host), which each platform's DNS decides.
+    assert (
+        command[command.index(f"MASTER_ADDR={render.worker_host(JOB, 0)}")]
+        == f"MASTER_ADDR={JOB}-worker-0.{JOB}-worker"
+    )
+    assert f"MASTER_ADDR={cluster.worker_name(0)}" in local
+    assert [a for a in command if not a.startswith("MASTER_ADDR=")] == [
+        a for a in local if not a.startswith("MASTER_ADDR=")
+    ]
+    assert command[:1] == ["mpirun"] and launch.WRAPPER in command and f"NSYSKIT_JOB_ID={JOB}" in command
 
 
 @pytest.mark.parametrize("variant", ["default", "cpu", "gpu-efa"])

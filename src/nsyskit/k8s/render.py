@@ -84,9 +84,15 @@ def _label_value_ok(value: str) -> bool:
     return bool(re.fullmatch(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?", value))
 
 
-def launcher_command(cfg: Config) -> list[str]:
+def worker_host(job: str, index: int) -> str:
+    """DNS name of worker `index` of MPIJob `job`, as the operator writes it into the hostfile (service <job>-worker)."""
+    return f"{job}-worker-{index}.{job}-worker"
+
+
+def launcher_command(cfg: Config, job: str) -> list[str]:
     """What the launcher runs: launch.mpirun_command, with the ranks unwrapped when an injector profiles them."""
-    command = launch.mpirun_command(cfg)
+    # mpirun does not tell the ranks where rank 0 is: export worker 0's name, as the local multi-node run does.
+    command = launch.mpirun_command(cfg, master_addr=worker_host(job, 0), job_id=job)
     if cfg.k8s_profiler == "wrapper":
         return command
     # The injector starts nsys itself; running our wrapper too would profile every rank twice.
@@ -170,7 +176,7 @@ def context(cfg: Config, job: str) -> dict[str, Any]:
         "image": cfg.image_ref,
         "job_label": JOB_LABEL,
         "role_label": ROLE_LABEL,
-        "launcher_command": launcher_command(cfg),
+        "launcher_command": launcher_command(cfg, job),
         "worker_command": worker_command(),
         "ssh_port": SSH_PORT,
         "slots": cfg.procs_per_node,

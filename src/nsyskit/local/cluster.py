@@ -70,12 +70,17 @@ def tar_of(files: dict[str, tuple[bytes, int]], folder: str | None = None) -> by
     return buffer.getvalue()
 
 
-def launcher_script(cfg: Config, run_id: str) -> str:
-    """The launcher's shell: wait until every worker's sshd answers, then exec launch.mpirun_command."""
-    hosts = " ".join(worker_name(i) for i in range(cfg.nodes))
-    mpirun = launch.mpirun_command(
+def launcher_mpirun(cfg: Config, run_id: str) -> list[str]:
+    """The launcher's mpirun: launch.mpirun_command over the mounted hostfile, rank 0 on worker 0."""
+    return launch.mpirun_command(
         cfg, launch.HOSTFILE, launch.CONTAINER_REPORT_DIR, master_addr=worker_name(0), job_id=run_id
     )
+
+
+def launcher_script(cfg: Config, run_id: str) -> str:
+    """The launcher's shell: wait until every worker's sshd answers, then exec launcher_mpirun."""
+    hosts = " ".join(worker_name(i) for i in range(cfg.nodes))
+    mpirun = launcher_mpirun(cfg, run_id)
     return (
         f"for host in {hosts}; do "
         f"for try in $(seq {SSH_WAIT_S}); do ssh -o BatchMode=yes -o ConnectTimeout=2 $host true 2>/dev/null && break; sleep 1; done; "
@@ -177,7 +182,7 @@ class LocalCluster:
             launcher.container.put_archive("/root", keys)
             launcher.container.put_archive("/etc", tar_of({"hostfile": (hostfile(self.cfg).encode(), 0o644)}, "mpi"))
             self.commands = {
-                "launcher": launch.mpirun_command(self.cfg, launch.HOSTFILE, launch.CONTAINER_REPORT_DIR, master_addr=worker_name(0), job_id=self.run_id),
+                "launcher": launcher_mpirun(self.cfg, self.run_id),
                 "rank": launch.rank_command(self.cfg),
                 "hostfile": hostfile(self.cfg).splitlines(),
             }  # fmt: skip
