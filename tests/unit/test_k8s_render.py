@@ -12,9 +12,9 @@ from fixtures.golden import assert_matches_golden
 from k8s_variants import ECR, ROOT, VARIANTS, config  # tests/unit is on sys.path
 
 from nsyskit import k8s, launch
-from nsyskit.local import cluster
 from nsyskit.errors import ConfigErrors
 from nsyskit.k8s import crd, render
+from nsyskit.local import cluster
 
 CRD = ROOT / crd.CRD_FILE
 GOLDEN = ROOT / "tests" / "data" / "golden" / "k8s"
