@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from nsyskit.analysis import intervals as iv
-from nsyskit.analysis.reader import Intervals, NvtxRanges
+from nsyskit.analysis.reader import Intervals, NvtxRanges, distinct
 from nsyskit.analysis.table import Table
 
 NCCL_NAME = re.compile(r"nccl", re.IGNORECASE)
@@ -135,30 +135,39 @@ def gpu_breakdown(
     mem_start = np.concatenate([m.start for m in memory]) if memory else np.empty(0, dtype=np.int64)
     mem_end = np.concatenate([m.end for m in memory]) if memory else np.empty(0, dtype=np.int64)
     mem_dev = np.concatenate([m.device for m in memory]) if memory else np.empty(0, dtype=np.int64)
-    devices = np.unique(np.concatenate([kernels.device, mem_dev]))
+    devices = distinct(np.concatenate([kernels.device, mem_dev]))
     if len(devices) == 0:
         return Table.empty(BREAKDOWN_COLUMNS + tuple(c.replace("_ns", "_pct") for c in BREAKDOWN_COLUMNS[2:]))
-    if window is None:
-        window = (
-            int(min(kernels.start.min(initial=np.iinfo(np.int64).max), mem_start.min(initial=np.iinfo(np.int64).max))),
-            int(max(kernels.end.max(initial=0), mem_end.max(initial=0))),
-        )
-    low, high = window
+    if window is None:  # the span of the activity itself: nothing lies outside it, nothing to clip
+        low = int(min(kernels.start.min(initial=np.iinfo(np.int64).max), mem_start.min(initial=np.iinfo(np.int64).max)))
+        high = int(max(kernels.end.max(initial=0), mem_end.max(initial=0)))
+
+        def spans(start, end):
+            return iv.union(start, end)
+    else:
+        low, high = window
+
+        def spans(start, end):
+            return iv.union(*iv.clip(start, end, low, high))
+
     is_comm = np.isin(kernels.extra["name"], nccl_ids)
     rows: dict[str, list] = {name: [] for name in BREAKDOWN_COLUMNS}
     for device in devices:
-        on_kernel = kernels.device == device
-        on_mem = mem_dev == device
-        compute = iv.union(*iv.clip(kernels.start[on_kernel & ~is_comm], kernels.end[on_kernel & ~is_comm], low, high))
-        comm = iv.union(*iv.clip(kernels.start[on_kernel & is_comm], kernels.end[on_kernel & is_comm], low, high))
-        mem = iv.union(*iv.clip(mem_start[on_mem], mem_end[on_mem], low, high))
-        c, n, m = iv.length(*compute), iv.length(*comm), iv.length(*mem)
-        cn, cm, nm = (
-            iv.length(*iv.merge(compute, comm)),
-            iv.length(*iv.merge(compute, mem)),
-            iv.length(*iv.merge(comm, mem)),
+        k_start, k_end, k_comm, m_start, m_end = kernels.start, kernels.end, is_comm, mem_start, mem_end
+        if len(devices) > 1:  # one GPU per rank is the usual case: no selection copies then
+            on_kernel, on_mem = kernels.device == device, mem_dev == device
+            k_start, k_end, k_comm = k_start[on_kernel], k_end[on_kernel], k_comm[on_kernel]
+            m_start, m_end = m_start[on_mem], m_end[on_mem]
+        k_compute = ~k_comm
+        compute, comm, mem = (
+            spans(k_start[k_compute], k_end[k_compute]),
+            spans(k_start[k_comm], k_end[k_comm]),
+            spans(m_start, m_end),
         )
-        busy = iv.length(*iv.merge(compute, comm, mem))
+        compute_comm = iv.merge(compute, comm)
+        c, n, m = iv.length(*compute), iv.length(*comm), iv.length(*mem)
+        cn, cm, nm = iv.length(*compute_comm), iv.length(*iv.merge(compute, mem)), iv.length(*iv.merge(comm, mem))
+        busy = iv.length(*iv.merge(compute_comm, mem))
         values = {
             "device": int(device), "window_ns": high - low, "busy_ns": busy, "compute_ns": c, "comm_ns": n, "memory_ns": m,
             "idle_ns": (high - low) - busy, "compute_comm_overlap_ns": c + n - cn, "compute_memory_overlap_ns": c + m - cm,

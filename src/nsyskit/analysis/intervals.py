@@ -8,7 +8,8 @@ import numpy as np
 def union(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The union of intervals as sorted, disjoint (start, end) arrays; touching intervals merge; empty ones vanish."""
     keep = end > start
-    start, end = start[keep], end[keep]
+    if not keep.all():
+        start, end = start[keep], end[keep]
     if len(start) == 0:
         return start.astype(np.int64), end.astype(np.int64)
     order = np.argsort(start, kind="stable")

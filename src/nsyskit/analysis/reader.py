@@ -9,9 +9,8 @@ and is handled here, and only here:
 
 Large tables are read columnar: one table scan returns each needed integer column as one `group_concat` string
 that numpy parses. That avoids building millions of Python tuples and is several times faster than fetchall()
-on the 2M-row tables of real GPU runs. Two more things halve the cost of a scan: the file is memory-mapped (no copy of
-each page into SQLite's cache) and a kernel's duration and name id travel as ONE integer (duration * 2^23 + name), as
-the text conversion of each value, not the scan, is what a group_concat read spends its time on.
+on the 2M-row tables of real GPU runs. A kernel's duration and name id travel as ONE integer (duration * 2^23 + name):
+the text conversion of each value, more than the scan, is what a group_concat read spends its time on.
 """
 
 from __future__ import annotations
@@ -50,8 +49,6 @@ MEMCPY_KINDS = {
 }  # fmt: skip
 # The export tables by which a file is recognised as an Nsight Systems export.
 NSYS_MARKER_TABLES = ("StringIds", "EXPORT_META_DATA", "TARGET_INFO_SESSION_START_TIME", "ANALYSIS_DETAILS")
-# Read-only scans map the file instead of copying pages into SQLite's cache (SQLite caps it at its own build limit).
-MMAP_BYTES = 1 << 31
 # A kernel's name StringId and its duration travel packed as duration * 2^NAME_BITS + name when every StringId fits.
 NAME_BITS = 23
 
@@ -100,7 +97,6 @@ class ExportReader:
         uri = "file:" + urllib.parse.quote(str(self.path.resolve())) + "?mode=ro&immutable=1"
         try:
             self.con = sqlite3.connect(uri, uri=True, check_same_thread=False)
-            self.con.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
             self.tables = {
                 row[0] for row in self.con.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')")
             }
