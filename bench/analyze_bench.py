@@ -1,12 +1,17 @@
 """Benchmark 'invoke analyze' on synthetic GPU-shaped exports: N ranks x M kernel rows (+ memcpy, memset, NVTX).
 
 Baselines, side by side with ratios:
-- `nsys stats -r gpukernsum` (2023.1+: cuda_gpu_kern_sum) on the same files vs nsyskit's kernel summary;
+- `nsys stats -r gpukernsum` (2023.1+: cuda_gpu_kern_sum) on the same files vs nsyskit's kernel summary, checked to give
+  the same numbers. How both run: nsys stats takes one file per call and uses one core, so it runs once per file, one
+  file after another; nsyskit's summary (open the export, read, summarize) runs on the same files one after another in
+  one thread too: a core against a core;
 - the straightforward breakdown (fetch all intervals with their names, merge in Python) vs nsyskit's
   vectorized breakdown, checked to give the same numbers;
 - end-to-end `invoke analyze --no-html` wall time and its peak memory (max RSS of that process).
 
-Usage: .venv/bin/python bench/analyze_bench.py [--ranks 8] [--kernels 2000000] [--nsys-ranks N] [--out bench/out]
+Usage: .venv/bin/python bench/analyze_bench.py [--ranks 8] [--kernels 2000000] [--nsys-ranks N] [--repeat N] [--out bench/out]
+--repeat N times every per-file measurement (both sides) N times and keeps the fastest: on a shared machine the
+fastest run is the one least disturbed by others.
 """
 
 from __future__ import annotations
@@ -174,10 +179,31 @@ def kernel_summary(path: Path):
     return analyzers.summary_by_name(names, durations, reader.strings(names))
 
 
-def timed(fn, *args):
-    start = time.perf_counter()
-    value = fn(*args)
-    return time.perf_counter() - start, value
+def timed(fn, *args, repeat: int = 1):
+    """(fastest wall time of `repeat` calls, the value of the last call)."""
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        value = fn(*args)
+        best = min(best, time.perf_counter() - start)
+    return best, value
+
+
+def check_same_as_nsys(nsys_rows: list[dict[str, str]], ours, path: Path) -> None:
+    """Exit unless nsyskit's kernel summary gives nsys stats' numbers (as printed: one decimal) for every kernel."""
+    mine = {row["name"]: row for row in ours.rows()}
+    if len(mine) != len(nsys_rows):
+        raise SystemExit(f"{path}: nsys stats lists {len(nsys_rows)} kernels, nsyskit {len(mine)}")
+    for row in nsys_rows:
+        got = mine[row["Name"]]
+        same = (
+            int(row["Total Time (ns)"]) == got["total_ns"] and int(row["Instances"]) == got["instances"]
+            and int(row["Min (ns)"]) == got["min_ns"] and int(row["Max (ns)"]) == got["max_ns"]
+            and all(float(row[col]) == round(got[key], 1) for col, key in (
+                ("Time (%)", "time_pct"), ("Avg (ns)", "avg_ns"), ("Med (ns)", "median_ns"), ("StdDev (ns)", "stddev_ns")))
+        )  # fmt: skip
+        if not same:
+            raise SystemExit(f"{path}: kernel summaries differ for {row['Name']}: nsys {row} vs nsyskit {got}")
 
 
 def child_analyze(files: list[Path]) -> None:
@@ -209,6 +235,9 @@ def main() -> None:
         default=None,
         help="run the straightforward baseline on this many files (default: all)",
     )
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="time each per-file measurement this many times, keep the fastest"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -219,13 +248,17 @@ def main() -> None:
         f"exports: {args.ranks} ranks x {args.kernels:,} kernels (+{args.kernels // 10:,} memcpy, NVTX) in {args.out} ({time.perf_counter() - t0:.1f} s to make)"
     )
 
-    ours_ks = [timed(kernel_summary, f)[0] for f in files]
+    ours_ks = [timed(kernel_summary, f, repeat=args.repeat) for f in files]
     nsys_files = files[: args.nsys_ranks or len(files)]
     binary = nsys_cli.find_nsys()
-    nsys_ks = [timed(nsys_cli.stats, f, "kernel")[0] for f in nsys_files] if binary else []
-    ours_bd = [timed(vectorized_breakdown, f) for f in files]
+    nsys_runs = [timed(nsys_cli.stats, f, "kernel", repeat=args.repeat) for f in nsys_files] if binary else []
+    for path, (_, ours), (_, theirs) in zip(nsys_files, ours_ks, nsys_runs, strict=False):
+        check_same_as_nsys(theirs, ours, path)
+    nsys_ks = [t for t, _ in nsys_runs]
+    ours_ks = [t for t, _ in ours_ks]
+    ours_bd = [timed(vectorized_breakdown, f, repeat=args.repeat) for f in files]
     plain_files = files[: args.straightforward_ranks or len(files)]
-    plain_bd = [timed(straightforward_breakdown, f) for f in plain_files]
+    plain_bd = [timed(straightforward_breakdown, f, repeat=args.repeat) for f in plain_files]
     for (_, ours), (_, plain) in zip(ours_bd, plain_bd, strict=False):
         assert ours == plain, f"breakdowns differ: {ours} vs {plain}"
 
@@ -248,6 +281,11 @@ def main() -> None:
         ("breakdown+overlaps vs straightforward", sum(t for t, _ in ours_bd), plain_total),
         ("invoke analyze (everything) vs nsys stats", end_to_end["wall_s"], nsys_total),
     ]
+    print(
+        f"nsys stats: one process per file, sequential ({len(nsys_ks)} of {len(files)} files run, per-file mean "
+        f"scaled to {len(files)}); nsyskit: per file, sequential, one thread; fastest of {args.repeat} run(s) per file; "
+        "invoke analyze: one run over all files (ranks on threads)"
+    )
     print(f"\n{'seconds for all ' + str(len(files)) + ' rank files':44} {'nsyskit':>9} {'baseline':>9}   ratio")
     for name, ours, base in rows:
         print(f"{name:44} {ours:9.2f} {base:9.2f}   {base / ours:5.1f}x")

@@ -9,8 +9,9 @@ and is handled here, and only here:
 
 Large tables are read columnar: one table scan returns each needed integer column as one `group_concat` string
 that numpy parses. That avoids building millions of Python tuples and is several times faster than fetchall()
-on the 2M-row tables of real GPU runs. A kernel's duration and name id travel as ONE integer (duration * 2^23 + name):
-the text conversion of each value, more than the scan, is what a group_concat read spends its time on.
+on the 2M-row tables of real GPU runs. A kernel's duration and name id travel as ONE integer (duration * 2^b + name,
+b the bit length of the largest StringId): the text conversion of each value, more than the scan, is what a
+group_concat read spends its time on, so fewer and shorter numbers read faster.
 """
 
 from __future__ import annotations
@@ -49,8 +50,9 @@ MEMCPY_KINDS = {
 }  # fmt: skip
 # The export tables by which a file is recognised as an Nsight Systems export.
 NSYS_MARKER_TABLES = ("StringIds", "EXPORT_META_DATA", "TARGET_INFO_SESSION_START_TIME", "ANALYSIS_DETAILS")
-# A kernel's name StringId and its duration travel packed as duration * 2^NAME_BITS + name when every StringId fits.
-NAME_BITS = 23
+# A kernel's name StringId and its duration travel packed as duration * 2^b + name, b the bit length of the largest
+# StringId, up to MAX_NAME_BITS (durations up to +-2^40 ns then still fit an int64; longer ones fall back).
+MAX_NAME_BITS = 23
 
 
 @dataclass(frozen=True)
@@ -166,12 +168,12 @@ class ExportReader:
         return result
 
     @cached_property
-    def _names_pack(self) -> bool:
-        """Whether every StringId fits NAME_BITS bits, so that names can travel packed with durations."""
+    def _name_bits(self) -> int | None:
+        """Bits that hold every StringId (names are references into StringIds), None when too many to pack names."""
         if "StringIds" not in self.tables:
-            return False
-        highest = self._query("SELECT max(id) FROM StringIds")[0][0]  # the rowid: one B-tree descent
-        return highest is None or 0 <= int(highest) < (1 << NAME_BITS)
+            return None
+        highest = int(self._query("SELECT max(id) FROM StringIds")[0][0] or 0)  # the rowid: one B-tree descent
+        return max(1, highest.bit_length()) if 0 <= highest < (1 << MAX_NAME_BITS) else None
 
     def _durations_and_names(self, table: str, name_col: str, **more: str) -> dict[str, np.ndarray]:
         """`duration` (end - start) and `name` (StringId, 0 when NULL) of every row, plus `more` integer columns.
@@ -179,13 +181,13 @@ class ExportReader:
         Duration and name travel as one packed integer when the names fit; a duration so large that the packing
         overflows (SQLite then yields a REAL) falls back to reading them as two columns.
         """
-        name_sql = f"coalesce({name_col}, 0)"
-        if self._names_pack:
-            cols = self._try_packed_columns(table, {**more, "packed": f"(end - start) * {1 << NAME_BITS} + {name_sql}"})
+        name_sql, bits = f"coalesce({name_col}, 0)", self._name_bits
+        if bits is not None:
+            cols = self._try_packed_columns(table, {**more, "packed": f"(end - start) * {1 << bits} + {name_sql}"})
             if cols is not None:
                 packed = cols.pop("packed")
-                cols["duration"] = packed >> NAME_BITS  # arithmetic shift: exact for negative durations too
-                cols["name"] = packed & ((1 << NAME_BITS) - 1)
+                cols["duration"] = packed >> bits  # arithmetic shift: exact for negative durations too
+                cols["name"] = packed & ((1 << bits) - 1)
                 return cols
         return self._packed_columns(table, {**more, "duration": "end - start", "name": name_sql})
 

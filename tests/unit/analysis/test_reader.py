@@ -60,11 +60,15 @@ def test_columnar_read_keeps_rows_and_values(tmp_path):
     assert reader.memcpys().extra["bytes"][0] == 1 << 40
 
 
-@pytest.mark.parametrize("duration", [1 << 40, (1 << 40) - 1, -(1 << 40), -(1 << 40) - 1, -3, 1 << 50])
+@pytest.mark.parametrize(
+    "duration", [1 << 40, -3, (1 << 61) - 1, 1 << 61, -(1 << 61), -(1 << 61) - 1, 1 << 62], ids=hex
+)
 def test_durations_beyond_the_packed_range_read_exactly(tmp_path, duration):
-    # Durations travel packed with the name id (duration * 2^23 + name); beyond +-2^40 the read falls back.
+    # Durations travel packed with the name id: duration * 2^2 + name here (largest StringId 3). In [-2^61, 2^61)
+    # that fits an int64; beyond, SQLite's product turns REAL and the read falls back to separate columns.
     kernels = [Kernel(10**12, 10**12 + duration, "huge"), Kernel(5, 9, "small", device=1)]
     reader = ExportReader(write_export(tmp_path / "edge.sqlite", Export(kernels=kernels)))
+    assert reader._name_bits == 2
     names, durations = reader.kernel_durations()
     got = reader.kernels()
     strings = reader.strings(names)
