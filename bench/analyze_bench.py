@@ -33,6 +33,7 @@ from nsys_fixtures import Export, Kernel, write_export  # noqa: E402
 from nsyskit.analysis import analyzers  # noqa: E402
 from nsyskit.analysis import nsys as nsys_cli  # noqa: E402
 from nsyskit.analysis.reader import ExportReader  # noqa: E402
+from nsyskit.analysis.reader import sqlite3 as reader_sqlite3  # noqa: E402
 
 KERNEL_NAMES = [f"void gemm_kernel_{i}<float, 128>(float const*, float*, int)" for i in range(36)] + [
     "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm *, unsigned long, ncclWork *)",
@@ -94,10 +95,11 @@ def make_rank(path: Path, rank: int, kernels: int) -> Path:
 
 
 def straightforward_breakdown(path: Path) -> dict[int, dict[str, int]]:
-    """The obvious algorithm: fetch every interval with its name, classify, sort and merge in Python, sweep overlaps."""
-    import sqlite3
+    """The obvious algorithm: fetch every interval with its name, classify, sort and merge in Python, sweep overlaps.
 
-    con = sqlite3.connect(path)
+    It reads with the SQLite module nsyskit's reader uses, so that the ratio measures the algorithm, not the library.
+    """
+    con = reader_sqlite3.connect(path)
     kernels = con.execute(
         "SELECT k.start, k.end, k.deviceId, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName"
     ).fetchall()
@@ -284,7 +286,7 @@ def main() -> None:
     print(
         f"nsys stats: one process per file, sequential ({len(nsys_ks)} of {len(files)} files run, per-file mean "
         f"scaled to {len(files)}); nsyskit: per file, sequential, one thread; fastest of {args.repeat} run(s) per file; "
-        "invoke analyze: one run over all files (ranks on threads)"
+        f"invoke analyze: one run over all files (ranks on threads); nsyskit's SQLite {reader_sqlite3.sqlite_version}"
     )
     print(f"\n{'seconds for all ' + str(len(files)) + ' rank files':44} {'nsyskit':>9} {'baseline':>9}   ratio")
     for name, ours, base in rows:

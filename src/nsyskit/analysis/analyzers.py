@@ -40,10 +40,11 @@ def duration_stats(keys: np.ndarray, durations: np.ndarray) -> tuple[np.ndarray,
     key_low = int(keys.min())
     key_span = int(keys.max()) - key_low
     if key_span < max(1 << 20, len(keys)):
-        counts = np.bincount(keys - key_low)
+        offsets = keys - key_low
+        counts = np.bincount(offsets)
         present = np.flatnonzero(counts)
         if len(present) <= np.iinfo(np.uint16).max:
-            return present + key_low, _grouped_stats(keys - key_low, durations, present, counts[present])
+            return present + key_low, _grouped_stats(offsets, durations, present, counts[present])
     return _sorted_stats(keys, durations, key_low, key_span)
 
 

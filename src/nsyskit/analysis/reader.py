@@ -17,7 +17,6 @@ group_concat read spends its time on, so fewer and shorter numbers read faster.
 from __future__ import annotations
 
 import re
-import sqlite3
 import struct
 import urllib.parse
 import warnings
@@ -28,6 +27,11 @@ from pathlib import Path
 import numpy as np
 
 from nsyskit.errors import ReportFileError
+
+try:  # a current SQLite (the wheel's 3.51) scans the big tables ~30% faster than Debian 12's system SQLite 3.40
+    from pysqlite3 import dbapi2 as sqlite3
+except ImportError:  # platforms without the wheel: the standard library's
+    import sqlite3
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
