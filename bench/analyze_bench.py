@@ -10,8 +10,8 @@ Baselines, side by side with ratios:
 - end-to-end `invoke analyze --no-html` wall time and its peak memory (max RSS of that process).
 
 Usage: .venv/bin/python bench/analyze_bench.py [--ranks 8] [--kernels 2000000] [--nsys-ranks N] [--repeat N] [--out bench/out]
---repeat N times every per-file measurement (both sides) N times and keeps the fastest: on a shared machine the
-fastest run is the one least disturbed by others.
+Per file, nsyskit's run and the baseline's run follow each other (the load of a shared machine then weighs on both);
+--repeat N does that N times and keeps each side's fastest run per file, the one least disturbed by others.
 """
 
 from __future__ import annotations
@@ -181,14 +181,19 @@ def kernel_summary(path: Path):
     return analyzers.summary_by_name(names, durations, reader.strings(names))
 
 
-def timed(fn, *args, repeat: int = 1):
-    """(fastest wall time of `repeat` calls, the value of the last call)."""
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        value = fn(*args)
-        best = min(best, time.perf_counter() - start)
-    return best, value
+def timed(fn, *args):
+    """(wall time, value) of one call."""
+    start = time.perf_counter()
+    value = fn(*args)
+    return time.perf_counter() - start, value
+
+
+def fastest(runs: list[tuple[int, float, object]]) -> list[float]:
+    """The fastest time per file index of (file index, seconds, value) runs."""
+    best: dict[int, float] = {}
+    for index, seconds, _ in runs:
+        best[index] = min(best.get(index, seconds), seconds)
+    return list(best.values())
 
 
 def check_same_as_nsys(nsys_rows: list[dict[str, str]], ours, path: Path) -> None:
@@ -250,19 +255,22 @@ def main() -> None:
         f"exports: {args.ranks} ranks x {args.kernels:,} kernels (+{args.kernels // 10:,} memcpy, NVTX) in {args.out} ({time.perf_counter() - t0:.1f} s to make)"
     )
 
-    ours_ks = [timed(kernel_summary, f, repeat=args.repeat) for f in files]
-    nsys_files = files[: args.nsys_ranks or len(files)]
     binary = nsys_cli.find_nsys()
-    nsys_runs = [timed(nsys_cli.stats, f, "kernel", repeat=args.repeat) for f in nsys_files] if binary else []
-    for path, (_, ours), (_, theirs) in zip(nsys_files, ours_ks, nsys_runs, strict=False):
-        check_same_as_nsys(theirs, ours, path)
-    nsys_ks = [t for t, _ in nsys_runs]
-    ours_ks = [t for t, _ in ours_ks]
-    ours_bd = [timed(vectorized_breakdown, f, repeat=args.repeat) for f in files]
+    nsys_files = files[: args.nsys_ranks or len(files)] if binary else []
     plain_files = files[: args.straightforward_ranks or len(files)]
-    plain_bd = [timed(straightforward_breakdown, f, repeat=args.repeat) for f in plain_files]
-    for (_, ours), (_, plain) in zip(ours_bd, plain_bd, strict=False):
-        assert ours == plain, f"breakdowns differ: {ours} vs {plain}"
+    ours_ks, nsys_ks, ours_bd, plain_bd = [], [], [], []
+    for index, path in enumerate(files):
+        # Each file's own run and its baseline run back to back: on a shared machine both then see the same load.
+        for _ in range(args.repeat):
+            ours_ks.append((index, *timed(kernel_summary, path)))
+            if path in nsys_files:
+                nsys_ks.append((index, *timed(nsys_cli.stats, path, "kernel")))
+                check_same_as_nsys(nsys_ks[-1][2], ours_ks[-1][2], path)
+            ours_bd.append((index, *timed(vectorized_breakdown, path)))
+            if path in plain_files:
+                plain_bd.append((index, *timed(straightforward_breakdown, path)))
+                assert ours_bd[-1][2] == plain_bd[-1][2], f"breakdowns differ: {ours_bd[-1][2]} vs {plain_bd[-1][2]}"
+    ours_ks, nsys_ks, ours_bd, plain_bd = (fastest(runs) for runs in (ours_ks, nsys_ks, ours_bd, plain_bd))
 
     child = subprocess.run([sys.executable, __file__, "--child", *map(str, files)], capture_output=True, text=True)
     if child.returncode != 0:
@@ -273,19 +281,20 @@ def main() -> None:
         return sum(times) / len(times) if times else float("nan")
 
     nsys_total = per_file(nsys_ks) * len(files)  # per-file mean scaled when --nsys-ranks ran on fewer files
-    plain_total = per_file([t for t, _ in plain_bd]) * len(files)
+    plain_total = per_file(plain_bd) * len(files)
     rows = [
         (
             "kernel summary (nsyskit) vs nsys stats " + ("" if binary else "(nsys not installed)"),
             sum(ours_ks),
             nsys_total,
         ),
-        ("breakdown+overlaps vs straightforward", sum(t for t, _ in ours_bd), plain_total),
+        ("breakdown+overlaps vs straightforward", sum(ours_bd), plain_total),
         ("invoke analyze (everything) vs nsys stats", end_to_end["wall_s"], nsys_total),
     ]
     print(
         f"nsys stats: one process per file, sequential ({len(nsys_ks)} of {len(files)} files run, per-file mean "
-        f"scaled to {len(files)}); nsyskit: per file, sequential, one thread; fastest of {args.repeat} run(s) per file; "
+        f"scaled to {len(files)}); nsyskit: per file, sequential, one thread, each run right before its baseline's; "
+        f"fastest of {args.repeat} run(s) per file; "
         f"invoke analyze: one run over all files (ranks on threads); nsyskit's SQLite {reader_sqlite3.sqlite_version}"
     )
     print(f"\n{'seconds for all ' + str(len(files)) + ' rank files':44} {'nsyskit':>9} {'baseline':>9}   ratio")
@@ -295,7 +304,7 @@ def main() -> None:
     print(
         f"invoke analyze --no-html peak memory (max RSS): {peak_mb:.0f} MB; load average now: {os.getloadavg()[0]:.1f}"
     )
-    ks_ratio, bd_ratio = nsys_total / sum(ours_ks), plain_total / sum(t for t, _ in ours_bd)
+    ks_ratio, bd_ratio = nsys_total / sum(ours_ks), plain_total / sum(ours_bd)
     print(
         "targets: kernel summary >= 10x nsys stats: " + ("n/a" if not nsys_ks else ("PASS" if ks_ratio >= 10 else "FAIL"))
         + "; breakdown >= 5x straightforward: " + ("PASS" if bd_ratio >= 5 else "FAIL")
