@@ -29,12 +29,8 @@ def push(c, profile=None, registry_=None, tag=None, progress=True):
     """Push the built image to REGISTRY (creating the ECR repository when missing) and print its digest."""
     cfg = load(c, profile, registry=registry_, tag=tag)
     result = registry.push(cfg, show_progress=progress)
-    if result.noop:
-        console.out.print(
-            f"up to date {result.reference} digest {result.digest} ({result.layers}; {result.seconds:.1f} s)"
-        )
-    else:
-        console.out.print(f"pushed {result.reference} digest {result.digest} ({result.layers}; {result.seconds:.1f} s)")
+    verb = "up to date" if result.noop else "pushed"
+    console.out.print(f"{verb} {result.reference} digest {result.digest} ({result.layers}; {result.seconds:.1f} s)")
 
 
 @task(
