@@ -11,8 +11,8 @@ from pathlib import Path
 import docker
 from docker.errors import DockerException
 
-from nsyskit import console
-from nsyskit.errors import CommandError, EngineUnavailable
+from nsyskit import console, hostpkgs
+from nsyskit.errors import EngineUnavailable
 
 DOCKERD_LOG = Path("/var/log/nsyskit/dockerd.log")
 START_TIMEOUT_S = 90
@@ -39,26 +39,6 @@ def _short(exc: Exception) -> str:
     return text[:200]
 
 
-def _is_debian_like() -> bool:
-    try:
-        release = Path("/etc/os-release").read_text()
-    except OSError:
-        return False
-    return any(word in release for word in ("ID=debian", "ID=ubuntu", "ID_LIKE=debian", 'ID_LIKE="debian'))
-
-
-def apt_install(*packages: str) -> None:
-    """apt-get install the packages (updating the lists once if they are missing), or CommandError."""
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    cmd = ["apt-get", "install", "-y", "--no-install-recommends", *packages]
-    result = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if result.returncode != 0:
-        subprocess.run(["apt-get", "update"], env=env, capture_output=True, text=True)
-        result = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise CommandError(f"installing {' '.join(packages)}", cmd, result.returncode, result.stderr)
-
-
 def ensure_engine() -> tuple[docker.DockerClient, str]:
     """A reachable engine and what was done to get it ('' when it was already running)."""
     try:
@@ -70,7 +50,7 @@ def ensure_engine() -> tuple[docker.DockerClient, str]:
                 f"no Docker engine reachable at DOCKER_HOST={os.environ['DOCKER_HOST']}: start that engine, "
                 "or unset DOCKER_HOST to let 'invoke setup' start a local one"
             ) from exc
-    if os.geteuid() != 0 or not _is_debian_like():
+    if os.geteuid() != 0 or not hostpkgs.is_debian_like():
         raise EngineUnavailable(
             "no Docker engine is running and nsyskit can only install one on Debian/Ubuntu as root: "
             "install Docker Engine (https://docs.docker.com/engine/install/) and start it, or set DOCKER_HOST"
@@ -78,7 +58,7 @@ def ensure_engine() -> tuple[docker.DockerClient, str]:
     did = []
     if not shutil.which("dockerd"):
         console.info("installing docker.io (apt-get)…")
-        apt_install("docker.io")
+        hostpkgs.install("docker")
         did.append("installed docker.io")
     DOCKERD_LOG.parent.mkdir(parents=True, exist_ok=True)
     console.info(f"starting dockerd (log: {DOCKERD_LOG})…")

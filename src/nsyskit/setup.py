@@ -11,7 +11,7 @@ from pathlib import Path
 import docker
 from docker.errors import ImageNotFound
 
-from nsyskit import console, engine
+from nsyskit import console, engine, hostpkgs
 from nsyskit.config import Config
 from nsyskit.errors import CommandError
 
@@ -40,7 +40,7 @@ def make_debian_base(client: docker.DockerClient, ref: str, suite: str, mirror: 
     """debootstrap a minimal Debian `suite` from `mirror` and import it as image `ref` (no registry needed)."""
     if not shutil.which("debootstrap"):
         console.info("installing debootstrap (apt-get)…")
-        engine.apt_install("debootstrap")
+        hostpkgs.install("debootstrap")
     with tempfile.TemporaryDirectory(prefix="nsyskit-rootfs-") as tmp:
         rootfs, tarball = Path(tmp) / "rootfs", Path(tmp) / "rootfs.tar"
         cmd = ["debootstrap", "--variant=minbase", suite, str(rootfs), mirror]

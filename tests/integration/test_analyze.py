@@ -15,9 +15,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "analysis"
 
 from nsys_fixtures import Export, Kernel, Memop, Range, write_export  # noqa: E402
 
+from nsyskit import hostpkgs  # noqa: E402
 from nsyskit.analysis import nsys, run_analysis  # noqa: E402
 from nsyskit.analysis.trace import discover, open_export  # noqa: E402
-from nsyskit.engine import apt_install  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 INVOKE = [str(Path(sys.executable).parent / "invoke"), "--search-root", str(ROOT)]
@@ -57,9 +57,9 @@ STEP_S = {0: 0.1, 1: 0.1, 2: 0.25}  # rank 2 is 2.5x slower: the straggler
 @pytest.fixture(scope="session")
 def nsys_cli() -> str:
     """The real nsys, installed from Debian non-free when missing (as CI starts on a fresh machine)."""
-    binary = nsys.ensure_installed()  # also enables Debian non-free, where libnvtoolsext1 lives
+    binary = nsys.ensure_installed()
     if "libnvToolsExt.so.1" not in subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout:
-        apt_install("libnvtoolsext1")
+        hostpkgs.install("nsys")  # the example's NVTX library (libnvtoolsext1, non-free) comes with it
     return binary
 
 

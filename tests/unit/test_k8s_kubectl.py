@@ -14,7 +14,7 @@ import pytest
 from k8s_variants import ECR as ECR_HOST
 from k8s_variants import ROOT, config
 
-from nsyskit import engine, k8s
+from nsyskit import hostpkgs, k8s
 from nsyskit.errors import ClusterError, ClusterUnreachable, KubectlMissing, NsyskitError
 from nsyskit.k8s import kubectl, render
 
@@ -27,7 +27,7 @@ KLOG = (
 def real_kubectl() -> str:
     """kubectl on PATH, installed from Debian (kubernetes-client) on a fresh machine."""
     if not shutil.which("kubectl"):
-        engine.apt_install("kubernetes-client")
+        hostpkgs.install("kubectl")
     path = shutil.which("kubectl")
     assert path, "kubectl is still missing after 'apt-get install kubernetes-client'"
     return path

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import io
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -227,13 +227,13 @@ def test_other_registry_credentials_from_docker_config(monkeypatch, tmp_path):
 
 # --- token expiry: moto reports 2015, real ECR 12 h ahead ---
 def test_expiry_in_the_past_is_reported_not_trusted():
-    stale = RegistryCredentials("AWS", SECRET, expires_at=datetime(2015, 1, 1, tzinfo=timezone.utc))
+    stale = RegistryCredentials("AWS", SECRET, expires_at=datetime(2015, 1, 1, tzinfo=UTC))
     note = api.expiry_note(stale)
     assert "2015-01-01" in note and "ignored" in note
 
 
 def test_expiry_in_the_future_shows_time_left():
-    now = datetime(2025, 1, 1, 8, 0, tzinfo=timezone.utc)
+    now = datetime(2025, 1, 1, 8, 0, tzinfo=UTC)
     fresh = RegistryCredentials("AWS", SECRET, expires_at=now + timedelta(hours=12))
     assert api.expiry_note(fresh, now=now) == "valid until 2025-01-01 20:00 UTC (12 h 0 min left)"
     naive = RegistryCredentials("AWS", SECRET, expires_at=(now + timedelta(minutes=5)).replace(tzinfo=None))

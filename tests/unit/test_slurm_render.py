@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 from fixtures.golden import assert_matches_golden
 
-from nsyskit import launch, slurm
+from nsyskit import hostpkgs, launch, slurm
 from nsyskit.config import load_config
-from nsyskit.engine import apt_install
 from nsyskit.errors import ConfigError, ConfigErrors, NsyskitError
 from nsyskit.jobdir import find_job_dir, read_record
 from nsyskit.slurm import render
@@ -51,7 +50,7 @@ def script(variant: str, **more: str) -> str:
 def shellcheck() -> str:
     """Debian's shellcheck, installed when missing (a fresh CI machine has none)."""
     if not shutil.which("shellcheck"):
-        apt_install("shellcheck")
+        hostpkgs.install("shellcheck")
     return shutil.which("shellcheck")
 
 

@@ -22,7 +22,6 @@ IMPORTER_CANDIDATES = (
     "/usr/lib/nsight-systems/host-linux-x64/QdstrmImporter",
     "/opt/nvidia/nsight-systems/*/host-linux-x64/QdstrmImporter",
 )
-DEBIAN_NON_FREE = Path("/etc/apt/sources.list.d/debian-non-free.sources")
 # nsys stats report names changed in 2023.1; the first name is 2023.1+, the second 2022.x.
 STATS_REPORTS = {"kernel": ("cuda_gpu_kern_sum", "gpukernsum"), "nvtx": ("nvtx_sum", "nvtxsum")}
 EXPORT_TIMEOUT_S = 1800
@@ -46,7 +45,7 @@ def require_nsys(for_what: str, path: object = "nsys") -> str:
     if not nsys:
         raise NsysUnavailable(
             path, f"the nsys CLI is needed to {for_what} but is not installed",
-            "install Nsight Systems (Debian: apt-get install nsight-systems from non-free) or pass the exported .sqlite",
+            "install Nsight Systems (Debian: enable contrib and non-free, then apt-get install nsight-systems nsight-systems-target) or pass the exported .sqlite",
         )  # fmt: skip
     return nsys
 
@@ -62,38 +61,20 @@ def version(nsys: str | None = None) -> str:
 
 
 def ensure_installed() -> str:
-    """nsys, installing Debian's nsight-systems (+ -target) from non-free when missing (root on Debian only)."""
+    """nsys, installing Debian's nsight-systems (+ -target) from contrib + non-free when missing (root on Debian only)."""
     nsys = find_nsys()
     if nsys:
         return nsys
-    from nsyskit.engine import apt_install  # only needed on this path
+    from nsyskit import hostpkgs  # only needed on this path
 
-    if os.geteuid() != 0 or not Path("/etc/debian_version").exists():
+    if not hostpkgs.can_install():
         raise NsysUnavailable(
             "nsys",
             "nsys is not installed",
-            "install Nsight Systems from NVIDIA (or as root on Debian: apt-get install nsight-systems)",
+            "install Nsight Systems from NVIDIA (or as root on Debian: enable contrib and non-free, then apt-get install nsight-systems nsight-systems-target)",
         )
-    if not _non_free_enabled():
-        DEBIAN_NON_FREE.write_text(
-            "Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm\nComponents: non-free\n"
-            "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
-        )
-        subprocess.run(["apt-get", "update"], capture_output=True, text=True)
-    apt_install("nsight-systems", "nsight-systems-target")
+    hostpkgs.install("nsys")
     return require_nsys("run")
-
-
-def _non_free_enabled() -> bool:
-    sources = [Path("/etc/apt/sources.list"), *Path("/etc/apt/sources.list.d").glob("*")]
-    for source in sources:
-        try:
-            text = source.read_text()
-        except OSError:
-            continue
-        if re.search(r"^(?!#).*\bnon-free\b(?!-firmware)", text, re.MULTILINE):
-            return True
-    return False
 
 
 def find_importer() -> str | None:

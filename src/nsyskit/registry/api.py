@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import docker
 import docker.auth
@@ -120,8 +120,8 @@ def expiry_note(creds: RegistryCredentials, now: datetime | None = None) -> str:
     """How long the credentials hold; an expiry already past (test endpoints, clock skew) is reported, not trusted."""
     if creds.expires_at is None:
         return "no expiry"
-    now = now or datetime.now(timezone.utc)
-    expires = creds.expires_at if creds.expires_at.tzinfo else creds.expires_at.replace(tzinfo=timezone.utc)
+    now = now or datetime.now(UTC)
+    expires = creds.expires_at if creds.expires_at.tzinfo else creds.expires_at.replace(tzinfo=UTC)
     left = expires - now
     if left.total_seconds() > 0:
         hours, minutes = divmod(int(left.total_seconds()) // 60, 60)
