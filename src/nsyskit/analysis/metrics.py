@@ -16,16 +16,16 @@ from nsyskit.analysis.table import Table
 WARMUP_STEPS = 1  # steps dropped per rank when the run marks no profile window (and has more than this many + 1)
 SMALL_BUCKET = "<64KB"
 
-# name -> (help, lower is better); the metrics a diff compares and --fail-on gates.
+# name -> (short label, what it is): the metrics a diff compares and --fail-on gates (all: higher is worse).
 METRICS = {
-    "step_time": "median step time in the profiled window, all ranks (ns)",
-    "step_time_slowest_rank": "median step time of the slowest rank (ns)",
-    "step_cv": "step time variation: stddev / mean of the window's steps, worst rank (%)",
-    "exposed_comm": "communication not hidden by compute, % of the GPU window (mean over GPUs)",
-    "comm_share": "communication time, % of GPU busy time (GPU) or of step time (CPU runs)",
-    "gpu_idle": "GPU idle time, % of the GPU window (mean over GPUs)",
-    "small_msg_comm": "share of NCCL time spent on messages under 64 KB (%)",
-    "nccl_time_per_step": "NCCL operation time per step and rank (ns)",
+    "step_time": ("step time", "median step time in the profiled window, all ranks (ns)"),
+    "step_time_slowest_rank": ("slowest rank's step", "median step time of the slowest rank (ns)"),
+    "step_cv": ("step variation", "stddev / mean of the window's step times, worst rank (%)"),
+    "exposed_comm": ("exposed comm", "communication not hidden by compute, % of the GPU window (mean over GPUs)"),
+    "comm_share": ("comm share", "communication time, % of GPU busy time (GPU runs) or of step time (CPU runs)"),
+    "gpu_idle": ("GPU idle", "GPU idle time, % of the GPU window (mean over GPUs)"),
+    "small_msg_comm": ("small-message comm", "share of NCCL time spent on messages under 64 KB (%)"),
+    "nccl_time_per_step": ("NCCL time per step", "NCCL operation time per step and rank (ns)"),
 }
 
 

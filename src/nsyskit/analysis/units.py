@@ -35,3 +35,10 @@ def size(nbytes) -> str:
 def percent(value) -> str:
     """A percentage with one decimal ('12.5%'); '-' when missing."""
     return "-" if _missing(value) else f"{float(value):.1f}%"
+
+
+def duration_axis(largest_ns) -> tuple[float, str]:
+    """(divisor, unit) for a plot axis of durations whose largest value is `largest_ns`."""
+    if _missing(largest_ns):
+        return 1e6, "ms"
+    return next(((s, u) for s, u in DURATION_UNITS if abs(float(largest_ns)) >= s), DURATION_UNITS[-1])
