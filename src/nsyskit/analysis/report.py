@@ -126,6 +126,10 @@ def print_analysis(analysis: Analysis, console: Console, top: int = 15, summary:
         print_findings(summary, console)
     if analysis.has_gpu:
         console.print(rich_table(f"Top kernels, all ranks (top {top})", analysis.top_kernels, KERNEL_COLUMNS, top))
+        first = min(analysis.kernel_summaries)
+        console.print(
+            rich_table(f"Kernel summary, rank {first} (as nsys stats)", analysis.kernel_summaries[first], limit=top)
+        )
         console.print(
             rich_table(
                 "GPU time breakdown per rank/GPU (% of the GPU window)", analysis.breakdown, BREAKDOWN_COLUMNS, top
