@@ -91,11 +91,12 @@ def step_times_per_rank(steps: Table | None, window: Table | None = None) -> byt
         image = ax.imshow(grid, aspect="auto", cmap="magma_r", vmax=top, interpolation="nearest",
                           extent=(-0.5, len(ranks) - 0.5, last + 0.5, first - 0.5))  # fmt: skip
         ax.axhspan(low - 0.5, high + 0.5, fill=False, edgecolor="#2a7", linewidth=1.5, label="profiled window")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel(f"rank ({len(ranks)} ranks)")
         ax.set_ylabel("step")
-        fig.colorbar(image, ax=ax, label=f"step time ({unit}), capped at the window's 99th percentile")
+        fig.colorbar(image, ax=ax, label=f"step time ({unit})")
         ax.legend(loc="lower right", fontsize=8)
-        ax.set_title("Step time per rank and step")
+        ax.set_title("Step time per rank and step (colors capped at the window's 99th percentile)")
         return _png(fig)
     fig, ax = plt.subplots(figsize=(min(WIDTH_IN, 9.0), 3.8))
     for rank in ranks:
