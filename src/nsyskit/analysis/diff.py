@@ -57,10 +57,18 @@ def _metrics_from_json(path: Path) -> dict[str, float] | None:
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
-        raise AnalysisError(path, f"not readable as JSON ({exc})", "pass a run folder or the analysis.json that 'invoke analyze' wrote") from None
-    if not isinstance(data, dict) or int(data.get("schema", 1)) < MIN_SCHEMA or not isinstance(data.get("metrics"), dict):
+        raise AnalysisError(
+            path, f"not readable as JSON ({exc})", "pass a run folder or the analysis.json that 'invoke analyze' wrote"
+        ) from None
+    if (
+        not isinstance(data, dict)
+        or int(data.get("schema", 1)) < MIN_SCHEMA
+        or not isinstance(data.get("metrics"), dict)
+    ):
         return None
-    return {name: float("nan") if data["metrics"].get(name) is None else float(data["metrics"][name]) for name in METRICS}
+    return {
+        name: float("nan") if data["metrics"].get(name) is None else float(data["metrics"][name]) for name in METRICS
+    }
 
 
 def load_side(paths: list[str]) -> Side:
@@ -157,3 +165,52 @@ def write_step_summary(text: str) -> Path | None:
     with open(target, "a", encoding="utf-8") as out:
         out.write(text)
     return Path(target)
+
+
+@dataclass
+class DiffResult:
+    """A finished diff: both sides, the per-metric table and the Markdown summary."""
+
+    a: Side
+    b: Side
+    table: Table
+
+    @property
+    def regressions(self) -> list[str]:
+        """The metrics past their thresholds."""
+        return regressions(self.table)
+
+    def markdown(self) -> str:
+        """The Markdown summary."""
+        return markdown(self.table, self.a, self.b)
+
+    def to_json(self) -> dict:
+        """The diff as JSON data."""
+        return {"a": self.a.label, "b": self.b.label, "metrics": self.table.to_json(), "regressions": self.regressions}
+
+    def rows(self) -> list[list[str]]:
+        """The table as formatted cells: metric, A, B, change, threshold, verdict."""
+        out = []
+        for row in self.table.rows():
+            name = row["metric"]
+            limit = "-" if row["threshold"] is None else _change(name, row["threshold"]).lstrip("+")
+            change_value = float("nan") if row["change"] is None else row["change"]
+            out.append([name, _value(name, row["a"]), _value(name, row["b"]), _change(name, change_value), limit,
+                        "REGRESSION" if row["regression"] else ""])  # fmt: skip
+        return out
+
+
+def run_diff(
+    baseline: list[str], candidate: list[str], fail_on: str | None = None, fail_on_regression: float | None = None
+) -> DiffResult:
+    """Diff two runs' windows with the gates of --fail-on (and --fail-on-regression PCT as step_time=PCT).
+
+    The Markdown summary is appended to $GITHUB_STEP_SUMMARY when that is set.
+    """
+    thresholds = parse_thresholds(fail_on)
+    if fail_on_regression is not None:
+        thresholds.setdefault("step_time", float(fail_on_regression))
+    result = DiffResult(load_side(baseline), load_side(candidate), Table({}))
+    result.table = compare(result.a, result.b, thresholds)
+    write_step_summary(result.markdown())
+    return result

@@ -268,7 +268,7 @@ def render_html(
         _environment()
         .get_template("report.html.j2")
         .render(
-            header=summary.header, findings=findings, metrics=metrics, window_text=window_text, timeline=timeline,
+            header=summary.header, folder=str(folder), findings=findings, metrics=metrics, window_text=window_text, timeline=timeline,
             timeline_notes=timeline_notes or [], sections=page_sections(analysis, summary, folder, top),
             extra_sections=extras,
         )

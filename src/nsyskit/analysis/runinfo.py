@@ -44,7 +44,9 @@ class RunHeader:
         gui = [r for r in self.reports if r.name.endswith((".nsys-rep", ".qdrep"))]
         if len(gui) < 2:
             return f"nsys-ui {gui[0].name}" if gui else ""
-        more = ", ".join(r.name for r in gui[1:]) if len(gui) <= 4 else f"each other rank's report ({len(gui) - 1} more)"
+        more = (
+            ", ".join(r.name for r in gui[1:]) if len(gui) <= 4 else f"each other rank's report ({len(gui) - 1} more)"
+        )
         return f"nsys-ui {gui[0].name}, then File > Add Report (beta)… with {more}"
 
     def to_json(self) -> dict:
