@@ -214,3 +214,15 @@ def run_diff(
     result.table = compare(result.a, result.b, thresholds)
     write_step_summary(result.markdown())
     return result
+
+
+def diff_table(result: DiffResult):
+    """The diff as a rich table for the terminal (A, B, change, threshold, verdict per metric)."""
+    from rich.table import Table as RichTable
+
+    table = RichTable(title=f"A = {result.a.label}   B = {result.b.label}   (profiled window)", title_justify="left")
+    for name in ("metric", "A", "B", "change", "fail above", ""):
+        table.add_column(name, justify="left" if name == "metric" else "right")
+    for cells in result.rows():
+        table.add_row(*cells, style="bold red" if cells[-1] else "")
+    return table

@@ -19,6 +19,7 @@ from rich.table import Table as RichTable
 
 from nsyskit.analysis import plots, units
 from nsyskit.analysis.metrics import METRICS
+from nsyskit.analysis.outputs import TIMELINE_NAME
 from nsyskit.analysis.summary import Summary, document, summarize
 from nsyskit.analysis.table import Table
 from nsyskit.analysis.trace import Analysis
@@ -26,7 +27,6 @@ from nsyskit.analysis.trace import Analysis
 TEXT_COLUMNS = ("name", "kind", "op", "bucket", "host", "metric")
 SIZE_COLUMNS = ("bytes", "avg_bytes", "size_bytes")
 HTML_ROWS = 40  # rows of a table in report.html; the rest is in analysis.json
-TIMELINE_NAME = "timeline.json.gz"
 
 
 @dataclass(frozen=True)

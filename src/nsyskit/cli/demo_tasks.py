@@ -18,9 +18,10 @@ DEMO_PROFILE = "local-cpu"
 def demo(c, profile=DEMO_PROFILE, progress=True):
     """Setup, build the image, run the example under nsys on 2 CPU ranks, analyze; prints the summary and report path."""
     from nsyskit.analysis.report import print_analysis
+    from nsyskit.analysis.summary import summarize
 
     result = run_demo(load(c, profile), project_root(c), show_progress=progress)
-    print_analysis(result.analysis, console.out)
+    print_analysis(result.analysis, console.out, summary=summarize(result.analysis, result.report.parent))
     for line in result.run.summary_lines():
         console.out.print(line)
     console.out.print(f"report: {result.report}")
