@@ -1,7 +1,8 @@
 """The profiled window of a run and its run-level metrics (step time, communication, idle), warm-up steps left out.
 
-The window of a rank is its NVTX 'profile_window' range (the example's --profile-steps): the steps inside it
-count. A rank without one loses its first WARMUP_STEPS steps instead (allocator, autotuning, NCCL setup).
+The window of a rank is its NVTX 'profile_window' range (the example's --profile-steps): the facade's steps table
+holds only the steps inside it. A rank without one loses its first WARMUP_STEPS steps here instead (allocator,
+autotuning, NCCL setup).
 Everything here is a pure function over the analysis tables, so findings, the report and --diff agree.
 """
 
@@ -13,6 +14,7 @@ import numpy as np
 
 from nsyskit.analysis.table import Table
 
+WINDOW_NAME = "profile_window"  # the example's NVTX range around its --profile-steps (workload/markers.py)
 WARMUP_STEPS = 1  # steps dropped per rank when the run marks no profile window (and has more than this many + 1)
 SMALL_BUCKET = "<64KB"
 
@@ -55,25 +57,27 @@ def _empty_steps() -> Table:
     return Table({n: np.empty(0, dtype=np.int64) for n in ("rank", "step", "start_ns", "duration_ns")})
 
 
-def window_steps(steps: Table | None, windows: Table | None) -> tuple[Table, str]:
-    """The steps inside each rank's profile window (else all but the warm-up steps) and how the window was found."""
+def windowed_ranks(nvtx: Table | None) -> set[int]:
+    """Ranks with a 'profile_window' NVTX range: the facade keeps only their steps inside it (analyzers.step_times)."""
+    if nvtx is None or not len(nvtx) or "rank" not in nvtx or "name" not in nvtx:
+        return set()
+    return {
+        int(r) for r, name in zip(nvtx["rank"], nvtx["name"], strict=True) if str(name).split("@")[0] == WINDOW_NAME
+    }
+
+
+def window_steps(steps: Table | None, windowed: set[int] | frozenset[int] = frozenset()) -> tuple[Table, str]:
+    """The steps of the profiled window: as they are on `windowed` ranks, all but the warm-up steps on the others."""
     if steps is None or not len(steps):
         return _empty_steps(), "none"
     keep = np.zeros(len(steps), dtype=bool)
     how = set()
-    ends = steps["start_ns"] + steps["duration_ns"]
     for rank in np.unique(steps["rank"]):
-        mine = steps["rank"] == rank
-        bounds = windows.take(windows["rank"] == rank) if windows is not None and len(windows) else None
-        if bounds is not None and len(bounds):
-            inside = np.zeros(len(steps), dtype=bool)
-            for start, end in zip(bounds["start_ns"], bounds["end_ns"], strict=True):
-                inside |= (steps["start_ns"] >= start) & (ends <= end)
-            if (inside & mine).any():
-                keep |= inside & mine
-                how.add("profile_window")
-                continue
-        index = np.flatnonzero(mine)
+        index = np.flatnonzero(steps["rank"] == rank)
+        if int(rank) in windowed:
+            keep[index] = True
+            how.add("profile_window")
+            continue
         order = index[np.argsort(steps["start_ns"][index], kind="stable")]
         if len(order) > WARMUP_STEPS + 1:
             order = order[WARMUP_STEPS:]
@@ -82,10 +86,9 @@ def window_steps(steps: Table | None, windows: Table | None) -> tuple[Table, str
     return steps.take(keep), " + ".join(sorted(how)) or "all steps"
 
 
-def view_of(analysis, windows: Table | None = None) -> RunView:
-    """A RunView of an Analysis (trace.Analysis): its tables, steps narrowed to the profiled window."""
-    windows = windows if windows is not None else getattr(analysis, "windows", None)
-    steps, how = window_steps(analysis.steps, windows)
+def view_of(analysis) -> RunView:
+    """A RunView of an Analysis (the facade's result): its tables, steps narrowed to the profiled window."""
+    steps, how = window_steps(analysis.steps, windowed_ranks(analysis.nvtx))
     return RunView(
         steps=steps,
         all_steps=analysis.steps if analysis.steps is not None else _empty_steps(),

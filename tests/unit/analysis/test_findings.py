@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from nsyskit.analysis import findings
-from nsyskit.analysis.metrics import RunView, per_rank, run_metrics, window_steps
+from nsyskit.analysis.metrics import RunView, per_rank, run_metrics, window_steps, windowed_ranks
 from nsyskit.analysis.table import Table
 
 MS = 1_000_000
@@ -66,7 +66,7 @@ def ops_table(rows: list[tuple[int, int, int, float]]) -> Table:
 
 
 def view(steps: Table, **tables) -> RunView:
-    window, how = window_steps(steps, tables.pop("windows", None))
+    window, how = window_steps(steps, tables.pop("windowed", frozenset()))
     return RunView(steps=window, all_steps=steps, window_source=how, **tables)
 
 
@@ -78,18 +78,23 @@ def gpu_view(per_gpu: list[dict], step_ns: float = 10 * MS, ranks: int | None = 
 # ---- the profiled window ----------------------------------------------------------------------------------
 
 
-def test_window_is_the_profile_window_range_when_present_else_all_but_the_warm_up_step():
-    steps = steps_table({0: [900 * MS, 10 * MS, 10 * MS, 11 * MS, 10 * MS], 1: [800 * MS, 10 * MS, 10 * MS]})
-    windows = Table({"rank": np.asarray([0]), "start_ns": np.asarray([910 * MS]), "end_ns": np.asarray([931 * MS])})
-    chosen, how = window_steps(steps, windows)
-    assert chosen.take(chosen["rank"] == 0)["step"].tolist() == [2, 3]  # the steps inside rank 0's window
+def test_window_steps_drop_the_warm_up_only_on_ranks_without_a_profile_window():
+    # Rank 0 had a profile_window range: the facade already kept only its window's steps. Rank 1 had none.
+    steps = steps_table({0: [10 * MS, 10 * MS, 11 * MS], 1: [800 * MS, 10 * MS, 10 * MS]})
+    nvtx = Table(
+        {"rank": np.asarray([0, 0, 1]), "name": np.asarray(["profile_window", "step 1", "step 1"], dtype=object)}
+    )
+    windowed = windowed_ranks(nvtx)
+    assert windowed == {0}
+    chosen, how = window_steps(steps, windowed)
+    assert chosen.take(chosen["rank"] == 0)["step"].tolist() == [0, 1, 2]
     assert chosen.take(chosen["rank"] == 1)["step"].tolist() == [1, 2]  # no window on rank 1: warm-up dropped
     assert how == "profile_window + warm-up dropped"
-    assert run_metrics(view(steps, windows=windows))["step_time"] == 10 * MS  # the 900 ms warm-up is not averaged in
+    assert run_metrics(view(steps, windowed=windowed))["step_time"] == 10 * MS  # the 800 ms warm-up is not averaged in
 
 
 def test_two_steps_keep_both():  # too few steps to call one of them warm-up
-    chosen, how = window_steps(steps_table({0: [5 * MS, 4 * MS]}), None)
+    chosen, how = window_steps(steps_table({0: [5 * MS, 4 * MS]}))
     assert len(chosen) == 2 and how == "all steps"
 
 
