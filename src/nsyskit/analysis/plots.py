@@ -114,7 +114,7 @@ def step_times_per_rank(steps: Table | None, window: Table | None = None) -> byt
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("step")
     ax.set_ylabel(f"step time ({unit})")
-    ax.set_title("Step time per rank")
+    ax.set_title(f"Step time per rank (profiled window: steps {low}-{high})")
     ax.legend(fontsize=8, ncol=4, loc="lower right")
     return _png(fig)
 
