@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 
 # Candidate step lines are found with bytes.find of a literal each format's line contains (the fastest search
 # Python has); the line is then checked against the formats. Once a file showed its format, the scanner looks for
@@ -17,9 +18,10 @@ NEMO_TIME = re.compile(r"train_step_timing in s: ([0-9.eE+-]+)")
 NEMO_TFLOPS = re.compile(r"TFLOPS_per_GPU: ([0-9.eE+-]+)")
 
 # Megatron-LM: ' [date] iteration   45/  100 | ... | elapsed time per iteration (ms): 5444.9 |
-#               throughput per GPU (TFLOP/s/GPU): 239.8 | ...' (the throughput field only in recent versions)
+#               throughput per GPU (TFLOP/s/GPU): 239.8 | ...' (the throughput field only in recent versions;
+#               legacy Megatron and Megatron-DeepSpeed print '| TFLOPs: 33.65 |' instead)
 MEGATRON_TIME = re.compile(r"elapsed time per iteration \(ms\): ([0-9.eE+-]+)")
-MEGATRON_TFLOPS = re.compile(r"throughput per GPU \(TFLOP/s/GPU\): ([0-9.eE+-]+)")
+MEGATRON_TFLOPS = re.compile(r"(?:throughput per GPU \(TFLOP/s/GPU\)|\bTFLOPs): ([0-9.eE+-]+)")
 
 # The kit's example (Container-Root/nsyskit/workload/train.py), rank 0 after each step:
 # '[rank 0] step 5/20 loss=10.8000 step_ms=123.4 tokens_per_s=1234' (no TFLOP/s: reported as not available).
@@ -67,3 +69,72 @@ def parse_step_line(line: str) -> StepLine | None:
         seconds = None if ms is None else ms / 1000.0
         return StepLine(iteration, total, "megatron", seconds, _number(MEGATRON_TFLOPS, line))
     return None
+
+
+@dataclass
+class StepStats:
+    """Running sums over the step lines in the window of one file (constant memory)."""
+
+    lines: int = 0
+    timed: int = 0
+    time_sum: float = 0.0
+    time_min: float | None = None
+    time_max: float | None = None
+    with_tflops: int = 0
+    tflops_sum: float = 0.0
+    first_iteration: int | None = None
+    last_iteration: int | None = None
+    formats: Counter = field(default_factory=Counter)
+
+    def add(self, step: StepLine) -> None:
+        """Count one step line."""
+        self.lines += 1
+        self.formats[step.fmt] += 1
+        if self.first_iteration is None:
+            self.first_iteration = step.iteration
+        self.last_iteration = step.iteration
+        if step.step_time_s is not None:
+            self.timed += 1
+            self.time_sum += step.step_time_s
+            self.time_min = step.step_time_s if self.time_min is None else min(self.time_min, step.step_time_s)
+            self.time_max = step.step_time_s if self.time_max is None else max(self.time_max, step.step_time_s)
+        if step.tflops_per_gpu is not None:
+            self.with_tflops += 1
+            self.tflops_sum += step.tflops_per_gpu
+
+    def merge(self, other: StepStats) -> None:
+        """Add another file's sums (files of one job: a run folder's rank logs)."""
+        if not other.lines:
+            return
+        self.lines += other.lines
+        self.formats.update(other.formats)
+        if self.first_iteration is None or (
+            other.first_iteration is not None and other.first_iteration < self.first_iteration
+        ):
+            self.first_iteration = other.first_iteration
+        if self.last_iteration is None or (
+            other.last_iteration is not None and other.last_iteration > self.last_iteration
+        ):
+            self.last_iteration = other.last_iteration
+        self.timed += other.timed
+        self.time_sum += other.time_sum
+        for name, pick in (("time_min", min), ("time_max", max)):
+            mine, theirs = getattr(self, name), getattr(other, name)
+            setattr(self, name, theirs if mine is None else mine if theirs is None else pick(mine, theirs))
+        self.with_tflops += other.with_tflops
+        self.tflops_sum += other.tflops_sum
+
+    def summary(self) -> dict:
+        """Average step time and TFLOP/s per GPU (None where not logged)."""
+        return {
+            "step_lines": self.lines,
+            "formats": dict(self.formats),
+            "first_iteration": self.first_iteration,
+            "last_iteration": self.last_iteration,
+            "timed_steps": self.timed,
+            "avg_step_time_s": self.time_sum / self.timed if self.timed else None,
+            "min_step_time_s": self.time_min,
+            "max_step_time_s": self.time_max,
+            "tflops_steps": self.with_tflops,
+            "avg_tflops_per_gpu": self.tflops_sum / self.with_tflops if self.with_tflops else None,
+        }
