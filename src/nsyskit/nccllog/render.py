@@ -65,16 +65,7 @@ def init_rows(report: NcclLogReport) -> list[tuple[str, str]]:
     return [(label, shown(report.init.get(key))) for label, key in INIT_ROWS if shown(report.init.get(key)) != "-"]
 
 
-def step_text(report: NcclLogReport) -> list[tuple[str, str]]:
-    """(label, text) of the step timing; says 'not available' where the step lines do not print it."""
-    s = report.steps
-    if not s["step_lines"]:
-        return [
-            (
-                "step lines",
-                "none found (NeMo 'Training epoch .. iteration N/M', Megatron 'iteration N/M', '[rank 0] step N/M')",
-            )
-        ]
+def _one_job_rows(s: dict) -> list[tuple[str, str]]:
     rows = [
         (
             "step lines",
@@ -94,6 +85,29 @@ def step_text(report: NcclLogReport) -> list[tuple[str, str]]:
         rows.append(("TFLOP/s per GPU", "not available (the step lines print no TFLOP/s)"))
     else:
         rows.append(("TFLOP/s per GPU", f"{s['avg_tflops_per_gpu']:.6f} (average over {s['tflops_steps']} steps)"))
+    return rows
+
+
+def step_text(report: NcclLogReport) -> list[tuple[str, str]]:
+    """(label, text) of the step timing, per job when the logs come from several jobs (files or run folders are
+    never averaged together); says 'not available' where the step lines do not print it."""
+    s = report.steps
+    jobs = s.get("jobs", [])
+    if not s["step_lines"]:
+        return [
+            (
+                "step lines",
+                "none found (NeMo 'Training epoch .. iteration N/M', Megatron 'iteration N/M', '[rank 0] step N/M')",
+            )
+        ]
+    if len(jobs) <= 1:
+        rows = _one_job_rows(s)
+        if jobs:
+            rows.insert(0, ("job", f"{jobs[0]['job']} ({jobs[0]['files']} file(s))"))
+        return rows
+    rows = [("jobs", f"{len(jobs)} jobs with step lines: statistics per job, not averaged together")]
+    for job in jobs:
+        rows += [(f"{job['job']}: {label}", text) for label, text in _one_job_rows(job)]
     return rows
 
 
