@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import glob
 from pathlib import Path
 
@@ -86,7 +87,13 @@ def resolve_jobs(arguments: list[str]) -> dict[Path, str]:
                 continue
             found, job = _expand(item, argument)
             for path in found:
-                stat = _readable(path).stat()
+                try:
+                    stat = path.stat()
+                except OSError as exc:
+                    if exc.errno == errno.ELOOP:  # a glob through a symlink loop, past the kernel's depth: seen
+                        continue
+                    raise
+                _readable(path)
                 if (stat.st_dev, stat.st_ino) not in seen:
                     seen.add((stat.st_dev, stat.st_ino))
                     jobs[path] = job or str(path)

@@ -231,7 +231,11 @@ class FileScanner:
     def _bare_versions(self, block: bytearray) -> None:
         """NCCL <= 2.21 prints 'NCCL version X+cudaY' on stdout without 'NCCL INFO' (maybe behind a launcher
         prefix or a timestamp): read it once per file, before the first collective (init comes first)."""
-        at = block.find(b"NCCL version ", 0, self.end)
+        first_collective = block.find(b": opCount ", 0, self.end)
+        limit = self.end if first_collective < 0 else first_collective
+        if first_collective >= 0:
+            self.look_for_version = False
+        at = block.find(b"NCCL version ", 0, limit)
         while at >= 0:
             line_start = block.rfind(b"\n", 0, at)
             line_end = block.find(b"\n", at, self.end)
@@ -241,7 +245,7 @@ class FileScanner:
                     self.scan.facts.add(match.group(0))
                     self.saw_nccl = True
                     self.look_for_version = False
-            at = block.find(b"NCCL version ", line_end, self.end)
+            at = block.find(b"NCCL version ", line_end, limit)
 
     def _step_events(self, block: bytearray) -> list[tuple[int, str, StepLine]]:
         events, seen, end = [], set(), self.end
