@@ -39,7 +39,7 @@ def no_nccl_line(report: NcclLogReport) -> NcclLogError | None:
     return NcclLogError(
         "LOG",
         first,
-        f"no NCCL line was found: the file holds {what}{more}",
+        f"no NCCL line was found: the file {what}{more}",
         "give a log written with NCCL_DEBUG=INFO (the job's output or its NCCL_DEBUG_FILE files)",
     )
 

@@ -99,19 +99,19 @@ class Scan:
 
 
 def what_it_holds(path: Path) -> str:
-    """What a file without any NCCL line holds, in words: empty, UTF-16 text, binary data or text."""
+    """What a file without any NCCL line is, in words: empty, UTF-16 text, binary data or other text."""
     with (gzip.open if is_gzip(path) else open)(path, "rb") as f:
         try:
             head = f.read(4096)
         except (OSError, EOFError, zlib.error):
-            return "unreadable data"
+            return "is unreadable data"
     if not head:
-        return "empty"
+        return "is empty"
     if head[:2] in (b"\xff\xfe", b"\xfe\xff") or head[1:200:2].count(0) > len(head[1:200:2]) // 2:
-        return "UTF-16 text (convert it: iconv -f UTF-16 -t UTF-8)"
+        return "is UTF-16 text (convert it: iconv -f UTF-16 -t UTF-8)"
     if b"\0" in head or sum(byte < 9 or 13 < byte < 32 for byte in head) > len(head) // 10:
-        return "binary data"
-    return "text without NCCL INFO lines (was NCCL_DEBUG=INFO set?)"
+        return "is binary data"
+    return "is text without NCCL INFO lines (was NCCL_DEBUG=INFO set?)"
 
 
 def is_gzip(path: Path) -> bool:
