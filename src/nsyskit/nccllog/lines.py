@@ -1,7 +1,7 @@
 """The layouts of an NCCL/RCCL INFO line: the launcher prefixes before it, its source, its collective fields.
 
-One precompiled regex (INFO_LINE) reads every INFO line of a block in C; what it cannot read (another program's
-output sharing the physical line, an unknown prefix) is found by MISSED_LINE and read by read_missed_line.
+One precompiled regex (INFO_LINE) reads every INFO line of a block in C; the lines it finds but cannot read (another
+program's output sharing the physical line, an unknown prefix) are read by read_missed_line.
 """
 
 from __future__ import annotations
@@ -28,17 +28,18 @@ _FACT_WORDS = (
     rb"(?=NCCL version|Using |NET/|Channel|Ring|Trees|Connected|NCCL_|comm |ncclCommInit|nranks|Init |\d"
     rb"|[A-Za-z]++: (?:\d++ Bytes|opCount))"
 )
+# A line holding 'NCCL INFO' that does not start as above (another program's output before the NCCL part, an unknown
+# prefix) is kept whole (last group) for read_missed_line; unrolled, so it costs runs of a class, no per-char retry.
+_MISSED = rb"([^N\n]*+(?:N(?!CCL INFO)[^N\n]*+)*+NCCL INFO[^\n]*+)"
+# Groups: source, op, tail (collective lines) | message (other INFO lines) | missed (the whole line).
 INFO_LINE = re.compile(
-    rb"\n(?:(?=[ \t|\[<\d(])" + _PREFIX + rb")?" + _SOURCE + rb"(?:" + _COLL + rb"|" + _FACT_WORDS + rb"([^\n]*+))?"
+    rb"\n(?:(?:(?=[ \t|\[<\d(])" + _PREFIX + rb")?" + _SOURCE + rb"(?:" + _COLL + rb"|" + _FACT_WORDS + rb"([^\n]*+))?"
+    rb"|" + _MISSED + rb")"
 )
 # 'count N datatype D' and, unless the line was cut short, 'op O root R comm 0x.. [nranks=N]'.
 TAIL = re.compile(rb"(?:acc \S+ )?count (\d+) datatype (\d+)(?: op -?\d+ root -?\d+ comm (\S+) \[nranks=(\d+)\])?")
 SOURCE = re.compile(rb"(.*):(\d+):\d+ \[(\d+)\]")
 
-# A line holding 'NCCL INFO' that INFO_LINE does not read (checked only where a block has such lines).
-MISSED_LINE = re.compile(
-    rb"\n(?!(?:(?=[ \t|\[<\d(])" + _PREFIX + rb")?[^ \n]++ \[\d++\] NCCL INFO )[^\n]*?NCCL INFO[^\n]*+"
-)
 # The NCCL part anywhere in such a line: the host token starts after a space or a non-host character.
 _EMBEDDED = re.compile(rb"([^\s:\[\]|<>()]+:\d+:\d+ \[\d+\]) NCCL INFO (.*)")
 _EMBEDDED_COLL = re.compile(_COLL)
@@ -52,7 +53,7 @@ def split_source(source: bytes) -> tuple[str, str, int]:
     return host.decode("utf-8", "replace"), pid.decode(), int(dev)
 
 
-def read_missed_line(line: bytes) -> tuple[bytes, bytes, bytes, bytes] | None:
+def read_missed_line(line: bytes) -> tuple[bytes, bytes, bytes, bytes, bytes] | None:
     """A finding shaped like INFO_LINE's (source, op, tail, message) from a line whose NCCL part does not start it
     (another program's output before it on the same line); None when the line holds no readable NCCL INFO part."""
     match = _EMBEDDED.search(line)
@@ -61,8 +62,8 @@ def read_missed_line(line: bytes) -> tuple[bytes, bytes, bytes, bytes] | None:
     source, rest = match.groups()
     coll = _EMBEDDED_COLL.match(rest)
     if coll:
-        return source, coll.group(1), coll.group(2), b""
-    return source, b"", b"", rest.rstrip(b"\r")
+        return source, coll.group(1), coll.group(2), b"", b""
+    return source, b"", b"", rest.rstrip(b"\r"), b""
 
 
 def fix_glued_hosts(hosts_by_pid: dict[str, set[str]]) -> dict[tuple[str, str], str]:

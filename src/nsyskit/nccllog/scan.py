@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nsyskit.nccllog.facts import VERSION, Facts
-from nsyskit.nccllog.lines import INFO_LINE, MISSED_LINE, TAIL, read_missed_line, split_source
+from nsyskit.nccllog.lines import INFO_LINE, TAIL, read_missed_line, split_source
 from nsyskit.nccllog.steps import NEEDLES, StepLine, StepStats, parse_step_line
 
 BLOCK_SIZE = 8 << 20
@@ -285,21 +285,10 @@ class FileScanner:
         """Count the lines of block[start:end] (start is the newline before its first line); facts_only: only
         gather init facts (the lines before the window that hold NCCL's initialization)."""
         scan = self.scan
-        found = INFO_LINE.findall(block, start, end)
+        found = Counter(INFO_LINE.findall(block, start, end))
         info = block.count(b"NCCL INFO", start, end)
         if info:
             self.saw_nccl = True
-        if info > len(found):  # lines INFO_LINE cannot read: other output before the NCCL part, unknown prefixes
-            fast = len(found)
-            recovered, unreadable = self._missed(block, start, end, count=not facts_only)
-            found += recovered
-            extra = info - fast - len(recovered) - unreadable  # a second NCCL line run into the end of another
-            if extra > 0 and not facts_only:
-                scan.unrecognized_nccl_lines += extra
-                for match in MERGED_LINES.finditer(block, start, end):
-                    if not scan.wants_example("unrecognized"):
-                        break
-                    scan.example("unrecognized", self._where(block, match.start()), match.group(0)[1:])
         if not facts_only:
             whole = start == 0 and end == self.end
             scan.lines_in_window += (
@@ -309,12 +298,38 @@ class FileScanner:
             warn = block.count(b"NCCL WARN", start, end)
             scan.nccl_warn_lines += warn
             self.saw_nccl = self.saw_nccl or warn > 0
-        self._count(Counter(found), facts_only, block, start, end)
+            extra = info - found.total()  # a second NCCL line run into the end of another one
+            if extra > 0:
+                scan.unrecognized_nccl_lines += extra
+                for match in MERGED_LINES.finditer(block, start, end):
+                    if not scan.wants_example("unrecognized"):
+                        break
+                    scan.example("unrecognized", self._where(block, match.start()), match.group(0)[1:])
+        if any(key[4] for key in found):
+            found = self._read_missed(found, block, start, end, count=not facts_only)
+        self._count(found, facts_only, block, start, end)
+
+    def _read_missed(self, found: Counter, block: bytearray, start: int, end: int, count: bool) -> Counter:
+        """The findings with the lines INFO_LINE kept whole read where their NCCL part starts; the unreadable
+        ones are counted as unrecognized, with examples."""
+        read: Counter = Counter()
+        for key, calls in found.items():
+            if not key[4]:
+                read[key] += calls
+                continue
+            finding = read_missed_line(key[4])
+            if finding is not None:
+                read[finding] += calls
+            elif count:
+                self.scan.unrecognized_nccl_lines += calls
+                if self.scan.wants_example("unrecognized"):
+                    self._example_of(block, start, end, key[4], "unrecognized")
+        return read
 
     def _count(self, findings: Counter, facts_only: bool, block: bytearray, start: int, end: int) -> None:
         scan = self.scan
         coll, facts = scan.coll, scan.facts
-        for (source, op, tail, message), calls in findings.items():
+        for (source, op, tail, message, _), calls in findings.items():
             if op:
                 if facts_only:
                     continue
@@ -343,21 +358,6 @@ class FileScanner:
                     self._example_of(block, start, end, message, "garbled")
             elif not facts.add(message.decode("utf-8", "replace").rstrip(), calls, origin=(host, pid)):
                 scan.other_info_lines += calls
-
-    def _missed(self, block: bytearray, start: int, end: int, count: bool) -> tuple[list[tuple[bytes, ...]], int]:
-        """Findings from the lines INFO_LINE skipped, and how many could not be read (counted, with examples)."""
-        found, unreadable = [], 0
-        for match in MISSED_LINE.finditer(block, start, end):
-            finding = read_missed_line(match.group(0))
-            if finding is not None:
-                found.append(finding)
-                continue
-            unreadable += 1
-            if count:
-                self.scan.unrecognized_nccl_lines += 1
-                if self.scan.wants_example("unrecognized"):
-                    self.scan.example("unrecognized", self._where(block, match.start()), match.group(0)[1:])
-        return found, unreadable
 
     def _where(self, block: bytearray, newline: int) -> str:
         line = self.line_no + 1 + block.count(b"\n", 0, newline)
