@@ -19,7 +19,7 @@ from pathlib import Path
 
 from nsyskit.nccllog.facts import VERSION, Facts
 from nsyskit.nccllog.lines import INFO_LINE, TAIL, read_missed_line, split_source
-from nsyskit.nccllog.steps import NEEDLES, StepLine, StepStats, parse_step_line
+from nsyskit.nccllog.steps import NEEDLES, STEP_FIELDS, StepLine, StepStats, parse_step_line, step_of
 
 BLOCK_SIZE = 8 << 20
 MAX_LINE = 16 << 20  # a "line" longer than this is garbage (binary junk): counted and dropped, never buffered
@@ -174,7 +174,7 @@ class FileScanner:
         self.line_no = 0  # lines before the current block
         self.iteration: int | None = None
         self.saw_step = False
-        self.needles = tuple(NEEDLES.values())  # until the file shows its step-line format
+        self.fmt: str | None = None  # the file's step-line format, once it showed one
         lines = self.window.lines
         self.in_lines = lines is None or lines[0] <= 1 <= lines[1]
         self.stats = scan.steps.setdefault(str(path), StepStats())
@@ -248,21 +248,40 @@ class FileScanner:
             at = block.find(b"NCCL version ", line_end, limit)
 
     def _step_events(self, block: bytearray) -> list[tuple[int, str, StepLine]]:
-        events, seen, end = [], set(), self.end
-        for needle in self.needles:
-            at = block.find(needle, 0, end)
-            while at >= 0:
-                line_start = block.rfind(b"\n", 0, at)
-                line_end = block.find(b"\n", at, end)
-                if line_start not in seen:
-                    seen.add(line_start)
-                    step = parse_step_line(block[line_start + 1 : line_end].decode("utf-8", "replace"))
-                    if step is not None:
-                        self.saw_step = True
-                        self.needles = (NEEDLES[step.fmt],)
-                        events.append((line_start, "step", step))
-                at = block.find(needle, line_end, end)
+        """The step lines of the block as (position of the newline before, 'step', StepLine); without a window
+        they are only counted (no positions needed), in C once the file's format is known."""
+        start, events = 0, []
+        if self.fmt is None:
+            start, events = self._first_step(block)
+            if self.fmt is None:
+                return events
+        pattern = STEP_FIELDS[self.fmt]
+        if self.window.steps is None and self.window.lines is None:
+            for fields in pattern.findall(block, start, self.end):
+                self.stats.add(step_of(self.fmt, fields))
+            return []
+        for match in pattern.finditer(block, start, self.end):
+            events.append((block.rfind(b"\n", 0, match.start()), "step", step_of(self.fmt, match.groups())))
         return events
+
+    def _first_step(self, block: bytearray) -> tuple[int, list[tuple[int, str, StepLine]]]:
+        """Look for the file's first step line (any format); once found, self.fmt is its format. Returns where
+        the rest of the block starts and the event of that line."""
+        at, end = 0, self.end
+        while True:
+            hits = [hit for hit in (block.find(needle, at, end) for needle in NEEDLES.values()) if hit >= 0]
+            if not hits:
+                return end, []
+            line_start = block.rfind(b"\n", 0, min(hits))
+            line_end = block.find(b"\n", min(hits), end)
+            step = parse_step_line(block[line_start + 1 : line_end].decode("utf-8", "replace"))
+            if step is not None:
+                self.saw_step, self.fmt = True, step.fmt
+                if self.window.steps is None and self.window.lines is None:
+                    self.stats.add(step)
+                    return line_end, []
+                return line_end, [(line_start, "step", step)]
+            at = line_end
 
     def _line_events(self, block: bytearray, nlines: int) -> list[tuple[int, str, bool]]:
         if self.window.lines is None:

@@ -30,6 +30,45 @@ KIT_TIME = re.compile(r"\bstep_ms=([0-9.eE+-]+)")
 KIT_TFLOPS = re.compile(r"\btflops(?:_per_gpu)?=([0-9.eE+-]+)")
 
 
+# Once a file showed its format, its step lines are read in C, one findall per block: the mark, then the fields
+# (each optional, anywhere after the mark on the same line) as (iteration, total, time, tflops).
+_NUMBER = rb"([0-9.eE+-]+)"
+STEP_FIELDS: dict[str, re.Pattern[bytes]] = {
+    "nsyskit": re.compile(
+        rb"\[rank \d+\] step (\d+)/(\d+) (?=[^\n]*?\bstep_ms="
+        + _NUMBER
+        + rb")?(?=[^\n]*?\btflops(?:_per_gpu)?="
+        + _NUMBER
+        + rb")?"
+    ),
+    "nemo": re.compile(
+        rb"Training epoch \d+, iteration\s*(\d+)\s*/\s*(\d+)(?=[^\n]*?train_step_timing in s: " + _NUMBER + rb")?"
+        rb"(?=[^\n]*?TFLOPS_per_GPU: " + _NUMBER + rb")?"
+    ),
+    "megatron": re.compile(
+        rb"iteration\s*(\d+)\s*/\s*(\d+)(?=[^\n]*?elapsed time per iteration \(ms\): " + _NUMBER + rb")"
+        rb"(?=[^\n]*?(?:throughput per GPU \(TFLOP/s/GPU\)|\bTFLOPs): " + _NUMBER + rb")?"
+    ),
+}
+_TO_SECONDS = {"nsyskit": 1e-3, "nemo": 1.0, "megatron": 1e-3}
+
+
+def _float(text: bytes) -> float | None:
+    try:
+        return float(text) if text else None
+    except ValueError:
+        return None
+
+
+def step_of(fmt: str, fields: tuple[bytes, bytes, bytes, bytes]) -> StepLine:
+    """The StepLine of one STEP_FIELDS[fmt] finding."""
+    iteration, total, time, tflops = fields
+    seconds = _float(time)
+    return StepLine(
+        int(iteration), int(total), fmt, None if seconds is None else seconds * _TO_SECONDS[fmt], _float(tflops)
+    )
+
+
 @dataclass(frozen=True)
 class StepLine:
     """One recognised step line: its iteration, the step time in seconds and TFLOP/s per GPU when printed."""
