@@ -1,7 +1,8 @@
 """The layouts of an NCCL/RCCL INFO line: the launcher prefixes before it, its source, its collective fields.
 
-One precompiled regex (INFO_LINE) reads every INFO line of a block in C; the lines it finds but cannot read (another
-program's output sharing the physical line, an unknown prefix) are read by read_missed_line.
+One precompiled regex (INFO_LINE) reads every INFO line of a block in C; where it found fewer lines than the block
+has 'NCCL INFO's, MISSED_LINE finds the others (another program's output sharing the physical line, an unknown
+prefix) and read_missed_line reads their NCCL part.
 """
 
 from __future__ import annotations
@@ -28,13 +29,15 @@ _FACT_WORDS = (
     rb"(?=NCCL version|Using |NET/|Channel|Ring|Trees|Connected|NCCL_|comm |ncclCommInit|nranks|Init |\d"
     rb"|[A-Za-z]++: (?:\d++ Bytes|opCount))"
 )
-# A line holding 'NCCL INFO' that does not start as above (another program's output before the NCCL part, an unknown
-# prefix) is kept whole (last group) for read_missed_line; unrolled, so it costs runs of a class, no per-char retry.
-_MISSED = rb"([^N\n]*+(?:N(?!CCL INFO)[^N\n]*+)*+NCCL INFO[^\n]*+)"
-# Groups: source, op, tail (collective lines) | message (other INFO lines) | missed (the whole line).
+# Groups: source, op, tail (collective lines) | message (other INFO lines).
 INFO_LINE = re.compile(
-    rb"\n(?:(?:(?=[ \t|\[<\d(])" + _PREFIX + rb")?" + _SOURCE + rb"(?:" + _COLL + rb"|" + _FACT_WORDS + rb"([^\n]*+))?"
-    rb"|" + _MISSED + rb")"
+    rb"\n(?:(?=[ \t|\[<\d(])" + _PREFIX + rb")?" + _SOURCE + rb"(?:" + _COLL + rb"|" + _FACT_WORDS + rb"([^\n]*+))?"
+)
+# A line holding 'NCCL INFO' that does not start as above (another program's output before the NCCL part, an unknown
+# prefix), for read_missed_line; looked for only in blocks where INFO_LINE found fewer lines than 'NCCL INFO's.
+# Unrolled (runs of a class, no per-character retry).
+MISSED_LINE = re.compile(
+    rb"\n(?!(?:(?=[ \t|\[<\d(])" + _PREFIX + rb")?" + _SOURCE + rb")[^N\n]*+(?:N(?!CCL INFO)[^N\n]*+)*+NCCL INFO[^\n]*+"
 )
 # 'count N datatype D' and, unless the line was cut short, 'op O root R comm 0x.. [nranks=N]'.
 TAIL = re.compile(rb"(?:acc \S+ )?count (\d+) datatype (\d+)(?: op -?\d+ root -?\d+ comm (\S+) \[nranks=(\d+)\])?")
@@ -53,7 +56,7 @@ def split_source(source: bytes) -> tuple[str, str, int]:
     return host.decode("utf-8", "replace"), pid.decode(), int(dev)
 
 
-def read_missed_line(line: bytes) -> tuple[bytes, bytes, bytes, bytes, bytes] | None:
+def read_missed_line(line: bytes) -> tuple[bytes, bytes, bytes, bytes] | None:
     """A finding shaped like INFO_LINE's (source, op, tail, message) from a line whose NCCL part does not start it
     (another program's output before it on the same line); None when the line holds no readable NCCL INFO part."""
     match = _EMBEDDED.search(line)
@@ -62,8 +65,8 @@ def read_missed_line(line: bytes) -> tuple[bytes, bytes, bytes, bytes, bytes] | 
     source, rest = match.groups()
     coll = _EMBEDDED_COLL.match(rest)
     if coll:
-        return source, coll.group(1), coll.group(2), b"", b""
-    return source, b"", b"", rest.rstrip(b"\r"), b""
+        return source, coll.group(1), coll.group(2), b""
+    return source, b"", b"", rest.rstrip(b"\r")
 
 
 def fix_glued_hosts(hosts_by_pid: dict[str, set[str]]) -> dict[tuple[str, str], str]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nsyskit.nccllog.facts import VERSION, Facts
-from nsyskit.nccllog.lines import INFO_LINE, TAIL, read_missed_line, split_source
+from nsyskit.nccllog.lines import INFO_LINE, MISSED_LINE, TAIL, read_missed_line, split_source
 from nsyskit.nccllog.steps import NEEDLES, STEP_FIELDS, StepLine, StepStats, parse_step_line, step_of
 
 BLOCK_SIZE = 8 << 20
@@ -257,8 +257,7 @@ class FileScanner:
                 return events
         pattern = STEP_FIELDS[self.fmt]
         if self.window.steps is None and self.window.lines is None:
-            for fields in pattern.findall(block, start, self.end):
-                self.stats.add(step_of(self.fmt, fields))
+            self.stats.add_all(self.fmt, pattern.findall(block, start, self.end))
             return []
         for match in pattern.finditer(block, start, self.end):
             events.append((block.rfind(b"\n", 0, match.start()), "step", step_of(self.fmt, match.groups())))
@@ -317,38 +316,35 @@ class FileScanner:
             warn = block.count(b"NCCL WARN", start, end)
             scan.nccl_warn_lines += warn
             self.saw_nccl = self.saw_nccl or warn > 0
-            extra = info - found.total()  # a second NCCL line run into the end of another one
-            if extra > 0:
-                scan.unrecognized_nccl_lines += extra
-                for match in MERGED_LINES.finditer(block, start, end):
-                    if not scan.wants_example("unrecognized"):
-                        break
-                    scan.example("unrecognized", self._where(block, match.start()), match.group(0)[1:])
-        if any(key[4] for key in found):
-            found = self._read_missed(found, block, start, end, count=not facts_only)
+        if info > found.total():
+            self._missed(found, info, block, start, end, count=not facts_only)
         self._count(found, facts_only, block, start, end)
 
-    def _read_missed(self, found: Counter, block: bytearray, start: int, end: int, count: bool) -> Counter:
-        """The findings with the lines INFO_LINE kept whole read where their NCCL part starts; the unreadable
-        ones are counted as unrecognized, with examples."""
-        read: Counter = Counter()
-        for key, calls in found.items():
-            if not key[4]:
-                read[key] += calls
-                continue
-            finding = read_missed_line(key[4])
+    def _missed(self, found: Counter, info: int, block: bytearray, start: int, end: int, count: bool) -> None:
+        """Add to `found` the lines INFO_LINE skipped, read where their NCCL part starts; the unreadable ones and
+        second NCCL lines run into the end of another are counted as unrecognized, with examples."""
+        scan, fast, missed = self.scan, found.total(), 0
+        for match in MISSED_LINE.finditer(block, start, end):
+            missed += 1
+            finding = read_missed_line(match.group(0))
             if finding is not None:
-                read[finding] += calls
+                found[finding] += 1
             elif count:
-                self.scan.unrecognized_nccl_lines += calls
-                if self.scan.wants_example("unrecognized"):
-                    self._example_of(block, start, end, key[4], "unrecognized")
-        return read
+                scan.unrecognized_nccl_lines += 1
+                if scan.wants_example("unrecognized"):
+                    scan.example("unrecognized", self._where(block, match.start()), match.group(0)[1:])
+        extra = info - fast - missed
+        if extra > 0 and count:
+            scan.unrecognized_nccl_lines += extra
+            for match in MERGED_LINES.finditer(block, start, end):
+                if not scan.wants_example("unrecognized"):
+                    break
+                scan.example("unrecognized", self._where(block, match.start()), match.group(0)[1:])
 
     def _count(self, findings: Counter, facts_only: bool, block: bytearray, start: int, end: int) -> None:
         scan = self.scan
         coll, facts = scan.coll, scan.facts
-        for (source, op, tail, message, _), calls in findings.items():
+        for (source, op, tail, message), calls in findings.items():
             if op:
                 if facts_only:
                     continue

@@ -33,6 +33,29 @@ KIT_TFLOPS = re.compile(r"\btflops(?:_per_gpu)?=([0-9.eE+-]+)")
 # Once a file showed its format, its step lines are read in C, one findall per block: the mark, then the fields
 # (each optional, anywhere after the mark on the same line) as (iteration, total, time, tflops).
 _NUMBER = rb"([0-9.eE+-]+)"
+
+
+def _later(key: bytes) -> bytes:
+    """A lookahead capturing the number after `key` further on the line: unrolled (runs of 'not the key's first
+    character'), so a long line costs one pass in C, no retry per character."""
+    first, rest = re.escape(key[:1]), re.escape(key[1:])
+    return (
+        rb"(?=[^"
+        + first
+        + rb"\n]*+(?:"
+        + first
+        + rb"(?!"
+        + rest
+        + rb")[^"
+        + first
+        + rb"\n]*+)*+"
+        + first
+        + rest
+        + _NUMBER
+        + rb")"
+    )
+
+
 STEP_FIELDS: dict[str, re.Pattern[bytes]] = {
     "nsyskit": re.compile(
         rb"\[rank \d+\] step (\d+)/(\d+) (?=[^\n]*?\bstep_ms="
@@ -42,12 +65,19 @@ STEP_FIELDS: dict[str, re.Pattern[bytes]] = {
         + rb")?"
     ),
     "nemo": re.compile(
-        rb"Training epoch \d+, iteration\s*(\d+)\s*/\s*(\d+)(?=[^\n]*?train_step_timing in s: " + _NUMBER + rb")?"
-        rb"(?=[^\n]*?TFLOPS_per_GPU: " + _NUMBER + rb")?"
+        rb"Training epoch \d+, iteration\s*(\d+)\s*/\s*(\d+)"
+        + _later(b"_timing in s: ")
+        + b"?"
+        + _later(b"TFLOPS_per_GPU: ")
+        + b"?"
     ),
+    # megatron: the time field is what makes it a step line; TFLOP/s as 'throughput per GPU (TFLOP/s/GPU): F'
+    # (recent) or 'TFLOPs: F' (legacy)
     "megatron": re.compile(
-        rb"iteration\s*(\d+)\s*/\s*(\d+)(?=[^\n]*?elapsed time per iteration \(ms\): " + _NUMBER + rb")"
-        rb"(?=[^\n]*?(?:throughput per GPU \(TFLOP/s/GPU\)|\bTFLOPs): " + _NUMBER + rb")?"
+        rb"iteration\s*(\d+)\s*/\s*(\d+)(?=[^(\n]*+(?:\((?!ms\): )[^(\n]*+)*+(?<=per iteration )\(ms\): "
+        + _NUMBER
+        + rb")"
+        rb"(?=[^T\n]*+(?:T(?!FLOP/s/GPU\): |FLOPs: )[^T\n]*+)*+T(?:FLOP/s/GPU\)|FLOPs): " + _NUMBER + rb")?"
     ),
 }
 _TO_SECONDS = {"nsyskit": 1e-3, "nemo": 1.0, "megatron": 1e-3}
@@ -140,6 +170,31 @@ class StepStats:
         if step.tflops_per_gpu is not None:
             self.with_tflops += 1
             self.tflops_sum += step.tflops_per_gpu
+
+    def add_all(self, fmt: str, found: list[tuple[bytes, bytes, bytes, bytes]]) -> None:
+        """Count STEP_FIELDS[fmt] findings in bulk (no window: their order is all that matters)."""
+        if not found:
+            return
+        try:
+            times = [float(f[2]) * _TO_SECONDS[fmt] for f in found if f[2]]
+            tflops = [float(f[3]) for f in found if f[3]]
+        except ValueError:  # a malformed number ('1.2.3'): count line by line, that one as not logged
+            for fields in found:
+                self.add(step_of(fmt, fields))
+            return
+        self.lines += len(found)
+        self.formats[fmt] += len(found)
+        if self.first_iteration is None:
+            self.first_iteration = int(found[0][0])
+        self.last_iteration = int(found[-1][0])
+        if times:
+            self.timed += len(times)
+            self.time_sum += sum(times)
+            self.time_min = min(times) if self.time_min is None else min(self.time_min, min(times))
+            self.time_max = max(times) if self.time_max is None else max(self.time_max, max(times))
+        if tflops:
+            self.with_tflops += len(tflops)
+            self.tflops_sum += sum(tflops)
 
     def merge(self, other: StepStats) -> None:
         """Add another file's sums (files of one job: a run folder's rank logs)."""
