@@ -129,7 +129,7 @@ def analyze(
             f"{listed} (use --lines for NCCL_DEBUG_FILE logs)"
         )
     if scan.files_without_nccl and len(scan.files_without_nccl) < len(scan.files):
-        listed = "; ".join(f"{file} ({held})" for file, held in list(scan.files_without_nccl.items())[:3])
+        listed = "; ".join(f"{file} {held}" for file, held in list(scan.files_without_nccl.items())[:3])
         more = " ..." if len(scan.files_without_nccl) > 3 else ""
         warnings.append(f"{len(scan.files_without_nccl)} file(s) hold no NCCL line: {listed}{more}")
     if scan.unrecognized_nccl_lines:
