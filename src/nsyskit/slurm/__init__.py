@@ -14,7 +14,7 @@ from nsyskit import console
 from nsyskit.config import Config
 from nsyskit.deploy import DeployResult
 from nsyskit.errors import NsyskitError, SlurmJobFailed
-from nsyskit.jobdir import find_job_dir, new_job_dir, read_record, write_record
+from nsyskit.jobdir import find_job_dir, fresh_job_dir, read_record, write_record
 from nsyskit.slurm import scheduler
 from nsyskit.slurm.render import REPORTS, SCRIPT, log_path, render_script
 
@@ -25,13 +25,13 @@ FOLLOW_POLL_S = 1.0
 
 def render_job(cfg: Config, root: Path) -> Path:
     """Render the job into a fresh job folder (script and empty report folder); return the script's path."""
-    job_dir = new_job_dir(root, TARGET)
-    script = job_dir / SCRIPT
-    script.write_text(render_script(cfg, root, job_dir))
-    script.chmod(0o755)
-    (job_dir / REPORTS).mkdir()
-    write_record(job_dir, mode=cfg.slurm_mode, script=SCRIPT, nodes=cfg.nodes, procs_per_node=cfg.procs_per_node,
-                 world_size=cfg.world_size, submitted=False)  # fmt: skip
+    with fresh_job_dir(root, TARGET) as job_dir:  # a render error leaves no folder
+        script = job_dir / SCRIPT
+        script.write_text(render_script(cfg, root, job_dir))
+        script.chmod(0o755)
+        (job_dir / REPORTS).mkdir()
+        write_record(job_dir, mode=cfg.slurm_mode, script=SCRIPT, nodes=cfg.nodes, procs_per_node=cfg.procs_per_node,
+                     world_size=cfg.world_size, submitted=False)  # fmt: skip
     return script
 
 
