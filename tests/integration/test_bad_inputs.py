@@ -112,6 +112,10 @@ CASES = [
     Case("ca-bundle-unreadable", BUILD, ("EXTRA_CA_BUNDLE", SECRET, "read"), env={"EXTRA_CA_BUNDLE": SECRET}, nobody=True),
     Case("wheelhouse-unreadable", BUILD, ("PIP_WHEELHOUSE", "wheels", "read"), env={"PIP_WHEELHOUSE": "wheels"},
          files={"wheels/a.whl": "x"}, modes={"wheels": 0o000}, nobody=True),
+    Case("ca-bundle-not-pem", BUILD, ("EXTRA_CA_BUNDLE", "PEM", "fix"), env={"EXTRA_CA_BUNDLE": "tasks.py"}),
+    # --- accepted before, broken later: settings that cannot work together ---
+    Case("endpoint-without-registry", BUILD, ("REGISTRY_ENDPOINT", "REGISTRY", "fix"), env={"REGISTRY": "", "REGISTRY_ENDPOINT": "localhost:5000"}),
+    Case("nsys-version-unpinned", BUILD, ("NSYS_VERSION", "2024.1.1", "NSYS_URL"), env={"NSYS_VERSION": "2024.1.1"}),
     # --- AWS / ECR ---
     Case("ecr-endpoint-junk", "login", ("AWS_ENDPOINT_URL_ECR", "not a url", "fix"), env={"REGISTRY": ECR, "AWS_ENDPOINT_URL_ECR": "not a url"}),
     Case("ecr-endpoint-ipv6", "login", ("AWS_ENDPOINT_URL_ECR", "http://[::1", "fix"), env={"REGISTRY": ECR, "AWS_ENDPOINT_URL_ECR": "http://[::1"}),

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from nsyskit.config import Config, key_of, load_config, settings
+from nsyskit.config.rules import NSYS_PINNED
 from nsyskit.errors import ConfigErrors
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -224,3 +225,9 @@ def test_local_cpu_profile_is_cpu_only_without_efa():
 def test_variables_slurm_sets_inside_an_allocation_get_no_warning(project):
     cfg = load(project, SLURM_JOB_PARTITION="gpu", SLURM_JOB_ACCOUNT="ml", SLURM_TIMELIMIT="60", SLURM_PROCID="0")
     assert cfg.warnings == ()
+
+
+def test_nsys_pinned_versions_match_the_install_script():
+    script = (Path(__file__).resolve().parents[2] / "Container-Root/nsyskit/install/nsys.sh").read_text()
+    body = script.split("pinned_deb() {", 1)[1].split("esac", 1)[0]
+    assert tuple(re.findall(r"^\s+([0-9][0-9.]*)\)", body, re.M)) == NSYS_PINNED

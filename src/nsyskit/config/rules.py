@@ -10,6 +10,9 @@ from typing import Any
 from nsyskit.config import parse as p
 from nsyskit.errors import ConfigError
 
+# The versions Container-Root/nsyskit/install/nsys.sh has a pinned URL and sha256 for (pinned_deb); a unit test keeps them equal.
+NSYS_PINNED = ("2025.2.1",)
+
 
 def _nearest_existing(path: Path) -> Path:
     """PATH itself or its closest ancestor that exists."""
@@ -66,6 +69,13 @@ def cross_checks(v: dict[str, Any], sources: dict[str, str], root: Path) -> list
     if ecr and have("aws_region") and ecr["region"] != v["aws_region"]:
         err("AWS_REGION", f"conflicts with the region {ecr['region']} of REGISTRY {v['registry']}",
             f"set AWS_REGION={ecr['region']}, or use a registry in {v['aws_region']}")
+    if have("registry", "registry_endpoint") and v["registry_endpoint"] and not v["registry"]:
+        err("REGISTRY_ENDPOINT", "is used only to reach REGISTRY, which is empty",
+            "set REGISTRY too (the name images are tagged with), or leave REGISTRY_ENDPOINT empty")
+    if have("nsys_source", "nsys_version", "nsys_url") and v["nsys_source"] == "nvidia" and not v["nsys_url"] \
+            and v["nsys_version"] not in NSYS_PINNED:
+        err("NSYS_VERSION", f"has no pinned download (pinned: {', '.join(NSYS_PINNED)})",
+            f"set NSYS_URL (and NSYS_SHA256) to that version's CLI .deb, or use NSYS_VERSION={NSYS_PINNED[0]}")
     if have("registry", "image", "tag"):
         name = f"{v['registry']}/{v['image']}" if v["registry"] else v["image"]
         if len(name) > p.IMAGE_NAME_MAX:

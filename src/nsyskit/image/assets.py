@@ -112,6 +112,9 @@ def collect_assets(cfg: Config, root: Path) -> Assets:
         ca = ca if ca.is_absolute() else root / ca
         if problem := _unusable("EXTRA_CA_BUNDLE", cfg.extra_ca_bundle, ca):
             raise problem
+        if b"-----BEGIN CERTIFICATE-----" not in ca.read_bytes():
+            raise ConfigError("EXTRA_CA_BUNDLE", cfg.extra_ca_bundle, f"{ca} holds no PEM certificate",
+                              "point it at a PEM file (-----BEGIN CERTIFICATE-----), e.g. /etc/ssl/certs/ca-certificates.crt")  # fmt: skip
         files["/ca.pem"] = ca
     wheelhouse = None
     if cfg.pip_wheelhouse and "://" not in cfg.pip_wheelhouse:
