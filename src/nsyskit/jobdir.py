@@ -25,6 +25,8 @@ def _make_job_dir(root: Path, target: str) -> Path:
     """A fresh, empty folder jobs/<target>-<UTC time>[-n]/ holding only its job.json."""
     base = jobs_root(root)
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    if base.exists() and not base.is_dir():
+        raise NsyskitError(f"{base} is a file, but job folders go there; fix: move that file away")
     try:
         base.mkdir(parents=True, exist_ok=True)
         for n in range(1000):
@@ -85,7 +87,13 @@ def find_job_dir(root: Path, target: str, job: str | None = None) -> Path:
             raise NsyskitError(
                 f"no {target} job deployed from {root} yet; fix: run 'invoke deploy --{target}' or pass --job"
             )
-        folder = base / pointer.read_text().strip()
+        try:
+            name = pointer.read_text().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise NsyskitError(f"{pointer} cannot be read ({exc}); fix: remove it and pass --job") from None
+        if not name or "/" in name or name in (".", ".."):
+            raise NsyskitError(f"{pointer} holds {name!r}, not a job folder name; fix: remove it and pass --job")
+        folder = base / name
         if not folder.is_dir():
             raise NsyskitError(f"the last {target} job folder {folder} is gone; fix: pass --job")
         return folder

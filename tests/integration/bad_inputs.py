@@ -98,7 +98,11 @@ def run_case(case: Case, http_404: str = "", timeout: float = 120) -> subprocess
         result = subprocess.run(argv, cwd=project, env=environb, capture_output=True, timeout=timeout)
         out, err = (result.stdout.decode(errors="replace"), result.stderr.decode(errors="replace"))
         completed = subprocess.CompletedProcess(argv, result.returncode, out, err)
-        completed.left = sorted(str(p.relative_to(project)) for d in ("jobs", "reports") for p in (project / d).rglob("*"))  # type: ignore[attr-defined]
+        made = {Path(name) for name in case.files} | {parent for name in case.files for parent in Path(name).parents}
+        completed.left = sorted(  # type: ignore[attr-defined]
+            str(p.relative_to(project)) for d in ("jobs", "reports") if (project / d).is_dir()
+            for p in (project / d).rglob("*") if p.relative_to(project) not in made
+        )  # fmt: skip
         return completed
     finally:
         shutil.rmtree(project, ignore_errors=True)

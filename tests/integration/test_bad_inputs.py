@@ -145,6 +145,22 @@ CASES = [
     Case("pull-digest-junk", "pull --digest nothex", ("--digest", "nothex", "sha256:")),
     Case("push-tag-space", "push --tag 'a b'", ("TAG", "a b", "fix")),
     Case("build-mpi-maybe", f"{BUILD} --mpi maybe", ("INSTALL_MPI", "maybe", "true or false")),
+    # --- job folders and records of earlier deploys ---
+    Case("record-corrupt", "status --slurm", ("job.json", "fix"), files={"jobs/slurm-x/job.json": "{bad", "jobs/last-slurm": "slurm-x\n"}),
+    Case("record-not-object", "logs --slurm", ("job.json", "fix"), files={"jobs/slurm-x/job.json": "[1]", "jobs/last-slurm": "slurm-x\n"}),
+    Case("record-k8s-corrupt", "collect --k8s", ("job.json", "fix"), files={"jobs/k8s-x/job.json": b"\xff", "jobs/last-k8s": "k8s-x\n"}),
+    Case("last-pointer-dangling", "logs --slurm", ("slurm-gone", "--job"), files={"jobs/last-slurm": "slurm-gone\n"}),
+    Case("last-pointer-binary", "status --k8s", ("last-k8s", "fix"), files={"jobs/last-k8s": b"\xff\xfe"}),
+    Case("never-submitted", "collect --slurm", ("never submitted", "fix"), files={"jobs/slurm-x/job.json": "{}", "jobs/last-slurm": "slurm-x\n"}),
+    Case("jobs-is-a-file", SLURM, ("jobs", "fix"), files={"jobs": "x"}),
+    # --- enroot and cluster setup ---
+    Case("enroot-credentials-not-ecr", "enroot-credentials", ("REGISTRY", "localhost:5000", "ECR")),
+    Case("enroot-import-missing", "enroot-import", ("enroot", "fix")),
+    Case("operator-manifest-missing", "k8s-setup", ("K8S_MPI_OPERATOR_MANIFEST", "nope.yaml", "fix"), env={"K8S_MPI_OPERATOR_MANIFEST": "nope.yaml"}),
+    Case("operator-manifest-folder", "k8s-setup", ("K8S_MPI_OPERATOR_MANIFEST", "k8s", "fix"), env={"K8S_MPI_OPERATOR_MANIFEST": "k8s"}),
+    # --- the long-running container ---
+    Case("exec-no-dev-container", "exec --command true", ("nsyskit-dev", "fix")),
+    Case("logs-no-dev-container", "logs", ("nsyskit-dev", "fix")),
     # --- a failing render leaves no job folder ---
     Case("slurm-templates-missing", SLURM, ("slurm", "fix"), drop=("slurm",)),
     Case("k8s-templates-missing", K8S, ("k8s", "fix"), drop=("k8s",)),
@@ -209,14 +225,14 @@ def project():
 
 
 def test_config_check_lists_every_problem_at_once_cross_checks_included(project):
-    (project / ".env").write_text("STEPS=5\nthis line is not a setting\n")
+    (project / ".env").write_text("STEPS=5\nthis line is not a setting\nnor this one\n")
     (project / "profiles" / "bad.env").write_bytes(b"TAG=caf\xe9\n")
     result = _invoke(project, "config", "--check", "--profile", "bad", NODES="abc", REGISTRY="host:0",
                      INSTALL_MPI="false", INSTALL_EFA="true", PROFILE_STEPS="10-15", INSTANCE_TYPE="p5\x01")  # fmt: skip
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     problems = [line for line in result.stderr.splitlines() if line.startswith("✗")]
-    expected = [".env line 2", "profiles/bad.env line 1", "REGISTRY='host:0'", "INSTANCE_TYPE=", "NODES='abc'",
-                "INSTALL_EFA=", "OPENMPI_SOURCE=", "PROFILE_STEPS="]  # fmt: skip
+    expected = [".env line 2", ".env line 3", "profiles/bad.env line 1", "REGISTRY='host:0'", "INSTANCE_TYPE=",
+                "NODES='abc'", "INSTALL_EFA=", "PROFILE_STEPS="]  # fmt: skip
     for start in expected:
         assert sum(start in line for line in problems) == 1, (start, problems)
     assert len(problems) == len(expected), problems

@@ -40,24 +40,25 @@ def decode(data: bytes, label: str) -> str:
         ) from None
 
 
-def parse(text: str, label: str) -> dict[str, str]:
-    """KEY=value pairs of the text (python-dotenv's syntax, no interpolation); a line that is not one is an error."""
+def parse(text: str, label: str) -> tuple[dict[str, str], list[ConfigFileError]]:
+    """KEY=value pairs of the text (python-dotenv's syntax, no interpolation) and an error for each line that is not one."""
     values: dict[str, str] = {}
+    errors: list[ConfigFileError] = []
     for binding in parse_stream(io.StringIO(text)):
         if binding.error:
             original = binding.original.string
             line = binding.original.line + len(original) - len(original.lstrip("\n"))
             shown = original.strip().splitlines()[0][:80] if original.strip() else original
-            raise ConfigFileError(
+            errors.append(ConfigFileError(
                 f"{label} line {line}",
                 f"{shown!r} is not a KEY=value line",
                 "write KEY=value (quote values with spaces), or start the line with # for a comment",
-            )
-        if binding.key is not None:
+            ))  # fmt: skip
+        elif binding.key is not None:
             values[binding.key] = "" if binding.value is None else binding.value
-    return values
+    return values, errors
 
 
-def read_env_file(path: Path, label: str) -> dict[str, str]:
-    """Key/value pairs of the settings file at PATH, shown as LABEL in messages."""
+def read_env_file(path: Path, label: str) -> tuple[dict[str, str], list[ConfigFileError]]:
+    """Key/value pairs of the settings file at PATH (shown as LABEL) and its bad lines; an unusable file raises."""
     return parse(decode(read_bytes(path, label), label), label)

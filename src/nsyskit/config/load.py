@@ -88,9 +88,12 @@ def _file_layers(root: Path, profile: str | None, source: str, known: set[str], 
             paths.append((path, _label(path, root)))
     for path, label in paths:
         try:
-            layers.append((label, _known_only(read_env_file(path, label), label, known, warnings)))
+            values, bad_lines = read_env_file(path, label)
         except NsyskitError as exc:
             errors.append(exc)
+            continue
+        errors += bad_lines  # the good lines still count, so every other problem is found too
+        layers.append((label, _known_only(values, label, known, warnings)))
     return layers
 
 

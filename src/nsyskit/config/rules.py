@@ -31,6 +31,18 @@ def report_dir_problem(report_dir: str, root: Path) -> tuple[str, str] | None:
     return None  # whether we may write there is checked when a run makes its folder (only runs write there)
 
 
+def manifest_problem(manifest: str, root: Path) -> tuple[str, str] | None:
+    """(problem, fix) when K8S_MPI_OPERATOR_MANIFEST names a local file (not a URL) that kubectl could not read."""
+    if not manifest or "://" in manifest:
+        return None
+    path = Path(manifest) if Path(manifest).is_absolute() else Path(root) / manifest
+    if not os.path.isfile(path):
+        return f"names no file ({path})", "give a manifest file or an https:// URL, or leave it empty for the pinned release"
+    if not os.access(path, os.R_OK):
+        return f"{path} cannot be read by this user", "make it readable (chmod a+r), or run as its owner"
+    return None
+
+
 def submit_prefix_problem(prefix: str) -> tuple[str, str] | None:
     """(problem, fix) when the program SLURM_SUBMIT_PREFIX starts with is a path that cannot run."""
     words = shlex.split(prefix) if prefix else []
@@ -96,6 +108,8 @@ def cross_checks(v: dict[str, Any], sources: dict[str, str], root: Path) -> list
             err("PROFILE_RANKS", f"names a rank outside the world of {world} ranks (NODES x PROCS_PER_NODE)",
                 f"use ranks 0-{world - 1}, all or local0")
 
+    if have("k8s_mpi_operator_manifest") and (problem := manifest_problem(v["k8s_mpi_operator_manifest"], root)):
+        err("K8S_MPI_OPERATOR_MANIFEST", *problem)
     if have("report_dir") and (problem := report_dir_problem(v["report_dir"], root)):
         err("REPORT_DIR", *problem)
     if have("slurm_submit_prefix") and (problem := submit_prefix_problem(v["slurm_submit_prefix"])):

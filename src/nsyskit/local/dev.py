@@ -57,14 +57,14 @@ def _container():
     try:
         return engine.connect().containers.get(DEV_NAME)
     except NotFound:
-        raise NsyskitError(f"no {DEV_NAME} container; start it with 'invoke run --local --detach'") from None
+        raise NsyskitError(f"no {DEV_NAME} container; fix: start it with 'invoke run --local --detach'") from None
 
 
 def exec_in(command: str | None) -> int:
     """Run a command in the long-running container (streamed) and return its exit code; no command: a shell."""
     container = _container()
     if container.status != "running":
-        raise NsyskitError(f"{DEV_NAME} is {container.status}; restart it with 'invoke run --local --detach'")
+        raise NsyskitError(f"{DEV_NAME} is {container.status}; fix: restart it with 'invoke run --local --detach'")
     if command is None:
         docker_cli = shutil.which("docker")
         if docker_cli is None or not sys.stdin.isatty():
