@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 
 import docker
-from docker.errors import DockerException
+from docker.errors import DockerException, ImageNotFound
 
 from nsyskit import console, hostpkgs
-from nsyskit.errors import EngineUnavailable
+from nsyskit.errors import EngineUnavailable, ImageNotBuilt
 
 DOCKERD_LOG = Path("/var/log/nsyskit/dockerd.log")
 START_TIMEOUT_S = 90
@@ -32,6 +32,16 @@ def connect() -> docker.DockerClient:
     except DockerException as exc:
         where = f"DOCKER_HOST={_where()}" if os.environ.get("DOCKER_HOST") else _where()
         raise EngineUnavailable(f"no Docker engine reachable at {where}: {_short(exc)}; fix: {_engine_fix(exc)}") from exc
+
+
+def require_image(client: docker.DockerClient, ref: str) -> None:
+    """Raise ImageNotBuilt, saying how to get it, unless image REF is in the engine."""
+    try:
+        client.images.get(ref)
+    except ImageNotFound:
+        raise ImageNotBuilt(
+            f"image {ref} is not in the local engine; fix: run 'invoke build' (or 'invoke pull') first", [ref]
+        ) from None
 
 
 def _can_start_one() -> bool:

@@ -145,6 +145,19 @@ CASES = [
     Case("pull-digest-junk", "pull --digest nothex", ("--digest", "nothex", "sha256:")),
     Case("push-tag-space", "push --tag 'a b'", ("TAG", "a b", "fix")),
     Case("build-mpi-maybe", f"{BUILD} --mpi maybe", ("INSTALL_MPI", "maybe", "true or false")),
+    # --- images that are not there, and the build lock ---
+    Case("run-image-missing", "run --local --no-progress --run-id r1", ("nsyskit-missing", "fix"), env={"IMAGE": "nsyskit-missing", "REGISTRY": ""}),
+    Case("detach-image-missing", "run --local --detach", ("nsyskit-missing", "fix"), env={"IMAGE": "nsyskit-missing", "REGISTRY": ""}),
+    Case("push-image-missing", "push --no-progress", ("nsyskit-missing", "fix"), env={"IMAGE": "nsyskit-missing"}),
+    Case("build-base-missing", "build --no-progress", ("nsyskit-base:missing", "invoke setup"),
+         env={"BASE_IMAGE": "nsyskit-base:missing", "BASE_IMAGE_SOURCE": "debootstrap"}),
+    Case("build-lock-folder", "build --no-progress", ("NSYSKIT_BUILD_LOCK", "/proc/nsyskit/lock", "fix"), env={"NSYSKIT_BUILD_LOCK": "/proc/nsyskit/lock"}),
+    # --- flags of the cluster tasks ---
+    Case("deploy-nodes-zero", f"{K8S} --nodes 0", ("NODES", "'0'", "fix")),
+    Case("deploy-procs-word", f"{SLURM} --procs-per-node many", ("PROCS_PER_NODE", "many", "fix")),
+    Case("run-ranks-outside", "run --local --nodes 1 --procs-per-node 2 --profile-ranks 5", ("PROFILE_RANKS", "5", "0-1")),
+    Case("run-model-size", "run --local --model-size huge", ("MODEL_SIZE", "huge", "tiny")),
+    Case("undeploy-no-job", "undeploy --slurm", ("slurm", "fix")),
     # --- job folders and records of earlier deploys ---
     Case("record-corrupt", "status --slurm", ("job.json", "fix"), files={"jobs/slurm-x/job.json": "{bad", "jobs/last-slurm": "slurm-x\n"}),
     Case("record-not-object", "logs --slurm", ("job.json", "fix"), files={"jobs/slurm-x/job.json": "[1]", "jobs/last-slurm": "slurm-x\n"}),

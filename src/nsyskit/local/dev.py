@@ -7,7 +7,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from docker.errors import ImageNotFound, NotFound
+from docker.errors import NotFound
 from docker.types import DeviceRequest
 
 from nsyskit import engine, launch
@@ -34,10 +34,7 @@ def start(cfg: Config, root: Path) -> str:
         existing.remove(force=True)
     except NotFound:
         pass
-    try:
-        client.images.get(cfg.image_ref)
-    except ImageNotFound:
-        raise NsyskitError(f"image {cfg.image_ref} is not in the local engine; run 'invoke build' first") from None
+    engine.require_image(client, cfg.image_ref)
     reports = dev_report_dir(root, cfg)
     reports.mkdir(parents=True, exist_ok=True)
     options: dict = {"shm_size": SHM_SIZE}

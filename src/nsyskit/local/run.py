@@ -53,7 +53,8 @@ def run_local(cfg: Config, root: Path, run_id: str | None = None, show_progress:
         run_id = runfolder.check_run_id(run_id or runfolder.new_run_id())
     except ValueError as exc:
         raise NsyskitError(str(exc)) from None
-    client = engine.connect()  # before the run folder: no engine, no empty folder left behind
+    client = engine.connect()  # engine and image before the run folder: a run that cannot start leaves nothing
+    engine.require_image(client, cfg.image_ref)
     try:
         run_dir = runfolder.make_run_dir(root, cfg, run_id)
     except (FileExistsError, OSError) as exc:

@@ -180,7 +180,7 @@ def local_image(client: docker.DockerClient, cfg: Config):
             console.warn(f"{' and '.join(found)} are different images; pushing the newer one, {ref}")
         return image
     raise ImageNotBuilt(
-        f"image {' or '.join(candidates)} is not in the local Docker engine: build it first ('invoke build', or 'invoke build push')",
+        f"image {' or '.join(candidates)} is not in the local Docker engine; fix: build it first ('invoke build', or 'invoke build push')",
         candidates,
     )
 
