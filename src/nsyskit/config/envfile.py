@@ -32,7 +32,7 @@ def read_bytes(path: Path, label: str) -> bytes:
 def decode(data: bytes, label: str) -> str:
     """The file as text; a byte that is not UTF-8 is reported with its line and value."""
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")  # -sig: a byte-order mark (Windows editors) would glue onto the first key
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise ConfigFileError(
