@@ -65,6 +65,8 @@ def rank_statuses(run_dir: Path) -> list[RankStatus]:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
             continue  # a rank killed while writing: the atomic rename makes this rare; its log still says why
+        if not isinstance(data, dict) or not isinstance(data.get("rank"), int):
+            continue  # not a status the wrapper wrote
         statuses.append(
             RankStatus(
                 rank=data["rank"],

@@ -15,6 +15,7 @@ from nsyskit.config import Config
 from nsyskit.deploy import DeployResult
 from nsyskit.errors import NsyskitError, SlurmJobFailed
 from nsyskit.jobdir import find_job_dir, fresh_job_dir, read_record, write_record
+from nsyskit.local.runfolder import rank_statuses
 from nsyskit.slurm import scheduler
 from nsyskit.slurm.render import REPORTS, SCRIPT, log_path, render_script
 
@@ -147,7 +148,7 @@ def collect(cfg: Config, root: Path, job: str | None) -> Path:
         "nodes": record.get("nodes"), "procs_per_node": record.get("procs_per_node"), "world_size": record.get("world_size"),
         "job_dir": str(job_dir), "log": log.name,
         # What every rank's wrapper recorded (rank, host, exit code, command, EFA decision, report), as 'invoke run' keeps it.
-        "ranks": [json.loads(path.read_text()) for path in sorted((dest / "logs").glob("*.status.json"))],
+        "ranks": [status.raw for status in rank_statuses(dest)],  # unreadable (half-written) ones are skipped
         "checksums": {int(r): c for r, c in CHECKSUM.findall(log.read_text(errors="replace"))} if log.is_file() else {},
         "files": files,
     }  # fmt: skip
