@@ -20,14 +20,14 @@ group_concat read spends its time on, so fewer and shorter numbers read faster.
 from __future__ import annotations
 
 import re
-import warnings
 from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 
-from nsyskit.analysis.records import Intervals, Launches, NvtxRanges, distinct, empty_nvtx
-from nsyskit.analysis.sqlitefile import connect, sqlite3
+from nsyskit.analysis.records import Intervals, Launches, NvtxRanges, distinct, empty_nvtx, join_launches
+from nsyskit.analysis.sqlitefile import connect, packed_scan, sqlite3
+from nsyskit.analysis.sqlitefile import where_clause as _where
 from nsyskit.errors import ReportFileError
 
 __all__ = ["ExportReader", "Intervals", "Launches", "NvtxRanges", "distinct"]
@@ -116,12 +116,12 @@ class ExportReader:
         (with a warning) instead of being turned into wrong numbers by SQLite's arithmetic.
         """
         checks = ", ".join(f"count({c}), typeof(max({c}))" for c in raw)
-        columns = self._try_packed(table, exprs, where, checks, len(raw))
+        columns = packed_scan(self._query, table, exprs, where, checks)
         if columns is not None:
             return columns
         valid = " AND ".join(f"typeof({c}) = 'integer'" for c in raw)
         total = self._query(f"SELECT count(*) FROM {table}{_where(where)}")[0][0]
-        columns = self._try_packed(table, exprs, f"({where}) AND {valid}" if where else valid, "", 0)
+        columns = packed_scan(self._query, table, exprs, f"({where}) AND {valid}" if where else valid)
         if columns is None:  # an expression overflowed (integer arithmetic turned REAL)
             raise ReportFileError(self.path, f"table {table} has values out of range in {', '.join(raw)}", REEXPORT)
         kept = len(next(iter(columns.values()))) if columns else 0
@@ -131,31 +131,6 @@ class ExportReader:
                 f" and were left out; fix: {REEXPORT}"
             )
         return columns
-
-    def _try_packed(
-        self, table: str, exprs: dict[str, str], where: str, checks: str, n_checks: int
-    ) -> dict[str, np.ndarray] | None:
-        """One scan: group_concat per expression; None when a value is missing or not a plain integer."""
-        concats = ", ".join(f"group_concat({expr}, ',')" for expr in exprs.values())
-        row = self._query(
-            f"SELECT count(*), {concats}{', ' + checks if checks else ''} FROM {table} NOT INDEXED{_where(where)}"
-        )[0]
-        count, texts, flags = row[0], row[1 : 1 + len(exprs)], row[1 + len(exprs) :]
-        for non_null, kind in zip(flags[0::2], flags[1::2], strict=True):
-            if non_null != count or kind not in ("integer", "null"):
-                return None
-        result = {}
-        for name, text in zip(exprs, texts, strict=True):
-            with warnings.catch_warnings():  # older numpy warns (and stops) where newer numpy raises
-                warnings.simplefilter("ignore", DeprecationWarning)
-                try:
-                    column = np.fromstring(text, dtype=np.int64, sep=",") if text else np.empty(0, dtype=np.int64)
-                except ValueError:
-                    return None
-            if len(column) != count:
-                return None
-            result[name] = column
-        return result
 
     @cached_property
     def _name_bits(self) -> int | None:
@@ -176,7 +151,7 @@ class ExportReader:
         if bits is not None and name_col:
             checks = ", ".join(f"count({c}), typeof(max({c}))" for c in (*raw, name_col))
             exprs = {**more, "packed": f"(end - start) * {1 << bits} + {name_col}"}
-            cols = self._try_packed(table, exprs, where, checks, len(raw) + 1)
+            cols = packed_scan(self._query, table, exprs, where, checks)
             if cols is not None:
                 packed = cols.pop("packed")
                 cols["duration"] = packed >> bits  # arithmetic shift: exact for negative durations too
@@ -346,20 +321,12 @@ class ExportReader:
         """The CUDA API calls that launched `kernels` (read with correlation=True), joined by correlationId in numpy."""
         runtime = self.table(RUNTIME_TABLES)
         if not runtime or "correlation" not in kernels.extra or not len(kernels):
-            return Launches(*(np.empty(0, dtype=np.int64),) * 3)
+            return join_launches(*(np.empty(0, dtype=np.int64),) * 3, kernels)
         scope = self._scope(runtime, pid, column="globalTid")
         where = f"correlationId IS NOT NULL AND globalTid IS NOT NULL{' AND ' + scope if scope else ''}"
-        cols = self._read_ints(
-            runtime,
-            {"thread": "globalTid", "start": "start", "corr": "correlationId"},
-            ("globalTid", "start", "correlationId"),
-            where,
-        )
-        order = np.argsort(kernels.extra["correlation"], kind="stable")
-        sorted_corr = kernels.extra["correlation"][order]
-        at = np.minimum(np.searchsorted(sorted_corr, cols["corr"]), max(len(sorted_corr) - 1, 0))
-        hit = sorted_corr[at] == cols["corr"]
-        return Launches(cols["thread"][hit], cols["start"][hit], order[at[hit]])
+        exprs = {"thread": "globalTid", "start": "start", "corr": "correlationId"}
+        cols = self._read_ints(runtime, exprs, ("globalTid", "start", "correlationId"), where)
+        return join_launches(cols["thread"], cols["start"], cols["corr"], kernels)
 
     def nvtx_ranges(self, pid: int | None = None) -> NvtxRanges:
         """NVTX push/pop and start/end ranges that ended, text resolved from `text` or `textId`; bad rows left out."""
@@ -420,10 +387,6 @@ class ExportReader:
             )
             ranges = ranges.take(~backwards)
         return ranges
-
-
-def _where(condition: str) -> str:
-    return f" WHERE {condition}" if condition else ""
 
 
 def _text(value: object) -> str:

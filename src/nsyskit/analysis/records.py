@@ -82,3 +82,14 @@ def distinct(ids: np.ndarray) -> np.ndarray:
     if high - low < max(1 << 20, len(ids)):
         return np.flatnonzero(np.bincount(ids - low)) + low
     return np.unique(ids)
+
+
+def join_launches(thread: np.ndarray, start: np.ndarray, correlation: np.ndarray, kernels: Intervals) -> Launches:
+    """CUDA API calls (thread, start, correlationId) matched to the kernels with the same correlationId (sort + search)."""
+    if not len(kernels) or "correlation" not in kernels.extra:
+        return Launches(*(np.empty(0, dtype=np.int64),) * 3)
+    order = np.argsort(kernels.extra["correlation"], kind="stable")
+    sorted_corr = kernels.extra["correlation"][order]
+    at = np.minimum(np.searchsorted(sorted_corr, correlation), len(sorted_corr) - 1)
+    hit = sorted_corr[at] == correlation
+    return Launches(thread[hit], start[hit], order[at[hit]])

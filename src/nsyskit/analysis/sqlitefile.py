@@ -5,7 +5,11 @@ from __future__ import annotations
 import os
 import struct
 import urllib.parse
+import warnings
+from collections.abc import Callable
 from pathlib import Path
+
+import numpy as np
 
 from nsyskit.errors import ReportFileError
 
@@ -69,3 +73,39 @@ def check_sqlite_file(path: Path) -> None:
             f"truncated ({size} of {pages * page_size} bytes)",
             "copy the file again or re-export it with 'nsys export --type sqlite'",
         )
+
+
+def where_clause(condition: str) -> str:
+    """' WHERE condition', or '' without one."""
+    return f" WHERE {condition}" if condition else ""
+
+
+def packed_scan(
+    query: Callable[[str], list[tuple]], table: str, exprs: dict[str, str], where: str = "", checks: str = ""
+) -> dict[str, np.ndarray] | None:
+    """Integer SQL expressions over the rows of `table` as int64 columns, in one scan (a group_concat per column).
+
+    `checks` are pairs of aggregates (count(c), typeof(max(c))) in the same scan: a NULL, or text/BLOB/REAL that
+    SQLite's arithmetic would silently turn into a number, makes the result None, as does any value numpy cannot
+    parse as an integer (an overflow turned REAL). The caller then reads again with a filter.
+    """
+    concats = ", ".join(f"group_concat({expr}, ',')" for expr in exprs.values())
+    row = query(
+        f"SELECT count(*), {concats}{', ' + checks if checks else ''} FROM {table} NOT INDEXED{where_clause(where)}"
+    )[0]
+    count, texts, flags = row[0], row[1 : 1 + len(exprs)], row[1 + len(exprs) :]
+    for non_null, kind in zip(flags[0::2], flags[1::2], strict=True):
+        if non_null != count or kind not in ("integer", "null"):
+            return None
+    result = {}
+    for name, text in zip(exprs, texts, strict=True):
+        with warnings.catch_warnings():  # older numpy warns (and stops) where newer numpy raises
+            warnings.simplefilter("ignore", DeprecationWarning)
+            try:
+                column = np.fromstring(text, dtype=np.int64, sep=",") if text else np.empty(0, dtype=np.int64)
+            except ValueError:
+                return None
+        if len(column) != count:
+            return None
+        result[name] = column
+    return result
