@@ -18,7 +18,7 @@ from nsyskit.analysis.nccl import (  # noqa: F401  (their home moved to nccl.py)
     size_bucket,
 )
 from nsyskit.analysis.projection import Projection
-from nsyskit.analysis.records import Intervals, NvtxRanges, distinct
+from nsyskit.analysis.records import Intervals, NvtxRanges, distinct, factorize
 from nsyskit.analysis.table import Table
 
 STEP_NAME = re.compile(r"^\s*(?:train[ _-]?)?step[\s_:#-]*(\d+)\s*$", re.IGNORECASE)
@@ -215,7 +215,7 @@ def nvtx_summary(nvtx: NvtxRanges, labels: np.ndarray | None = None) -> Table:
     if len(nvtx) == 0:
         return _summary_table([], {c: np.empty(0) for c in STAT_COLUMNS})
     labels = nvtx_labels(nvtx) if labels is None else labels
-    unique, inverse = np.unique(labels.astype(str), return_inverse=True)
+    unique, inverse = factorize(labels)
     ids, stats = duration_stats(inverse, nvtx.end - nvtx.start)
     return _summary_table([str(unique[i]) for i in ids], stats)
 
@@ -226,9 +226,8 @@ def step_times(nvtx: NvtxRanges, pattern: re.Pattern[str] = STEP_NAME, skipped: 
     When the rank has `profile_window` ranges (the example's capture range), only steps inside one count: warm-up
     steps outside it are left out. Step numbers beyond int64 are not steps (their names go to `skipped`).
     """
-    texts = nvtx.text.astype(str) if len(nvtx) else np.empty(0, dtype=str)
-    unique, inverse = np.unique(texts, return_inverse=True) if len(texts) else (texts, np.empty(0, dtype=np.int64))
-    numbers = np.full(len(unique) + 1, -1, dtype=np.int64)
+    unique, codes = nvtx.texts
+    numbers = np.full(len(unique), -1, dtype=np.int64)
     for index, text in enumerate(unique):
         match = pattern.match(text)
         if match:
@@ -237,11 +236,11 @@ def step_times(nvtx: NvtxRanges, pattern: re.Pattern[str] = STEP_NAME, skipped: 
                     skipped.append(text)
                 continue
             numbers[index] = int(match.group(1))
-    step = numbers[inverse] if len(texts) else np.empty(0, dtype=np.int64)
+    step = numbers[codes] if len(codes) else np.empty(0, dtype=np.int64)
     keep = step >= 0
-    windows = texts == PROFILE_WINDOW
+    windows = codes == (unique.index(PROFILE_WINDOW) if PROFILE_WINDOW in unique else -1)
     if windows.any():
-        inside = np.zeros(len(texts), dtype=bool)
+        inside = np.zeros(len(codes), dtype=bool)
         for low, high in zip(nvtx.start[windows], nvtx.end[windows], strict=True):
             inside |= (nvtx.start >= low) & (nvtx.end <= high)
         keep &= inside
@@ -260,14 +259,9 @@ def nvtx_labels(nvtx: NvtxRanges) -> np.ndarray:
     '@domain' appended outside the default domain (names unique per call then group into one label)."""
     if len(nvtx) == 0:
         return np.empty(0, dtype=object)
-    keys = np.char.add(np.char.add(nvtx.text.astype(str), "\x1f"), nvtx.domain.astype(str))
-    unique, inverse = np.unique(keys, return_inverse=True)
-    labels = []
-    for key in unique:
-        text, domain = key.split("\x1f", 1)
-        text = PER_CALL_SUFFIX.sub("", text)
-        labels.append(f"{text}@{domain}" if domain else text)
-    return np.asarray(labels, dtype=object)[inverse]
+    pairs, codes = nvtx.names
+    labels = [PER_CALL_SUFFIX.sub("", str(text)) + (f"@{domain}" if domain else "") for text, domain in pairs]
+    return np.asarray(labels, dtype=object)[codes]
 
 
 def nvtx_gpu_summary(labels: np.ndarray, nvtx: NvtxRanges, projection: Projection, top: int = 15) -> Table:
@@ -279,8 +273,10 @@ def nvtx_gpu_summary(labels: np.ndarray, nvtx: NvtxRanges, projection: Projectio
     columns = ("name", "instances", "cpu_total_ns", "gpu_proj_total_ns", "gpu_proj_avg_ns", "kernels", "kernel_sum_ns")
     if len(nvtx) == 0:
         return Table({c: np.empty(0, dtype=object if c == "name" else np.int64) for c in columns})
-    labels = np.where([bool(STEP_NAME.match(t)) for t in labels], "step", labels).astype(object)
-    unique, inverse = np.unique(labels.astype(str), return_inverse=True)
+    names, codes = factorize(labels)
+    grouped = ["step" if STEP_NAME.match(name) else name for name in names]  # 'step N' ranges: one label
+    unique_list, regroup = factorize(grouped)
+    unique, inverse = np.asarray(unique_list, dtype=object), regroup[codes]
     count = np.bincount(inverse, minlength=len(unique))
     cpu = np.bincount(inverse, weights=nvtx.end - nvtx.start, minlength=len(unique))
     gpu = np.bincount(inverse, weights=projection.span_ns, minlength=len(unique))

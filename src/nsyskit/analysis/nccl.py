@@ -3,6 +3,7 @@ else the NCCL kernels; timed on the GPU by the NCCL kernels each range launched;
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping
@@ -37,11 +38,15 @@ NCCL_OPS_COLUMNS = ("op", "origin", "start_ns", "duration_ns", "size_bytes", "bu
 def collective(name: str) -> str | None:
     """The collective an NCCL range or kernel name stands for (ncclAllReduce, nccl:all_gather_into_tensor,
     ncclDevKernel_SendRecv -> AllReduce, AllGather, Send/Recv); None for NCCL calls that move no data (GroupStart)."""
-    core = re.split(r"[,(\s]", name.strip(), maxsplit=1)[0].lower()
-    core = re.sub(r"^nccl(?:devkernel|kernel)?[:_]?", "", core)
+    return _collective_of(re.split(r"[,(\s]", name.strip(), maxsplit=1)[0].lower())
+
+
+@functools.lru_cache(maxsize=4096)
+def _collective_of(head: str) -> str | None:
+    """collective() of a lower-cased name head (cached: 'nccl:all_reduce, op_id = N' share the head of all calls)."""
+    core = re.sub(r"^nccl(?:devkernel|kernel)?[:_]?", "", head)
     core = re.split(r"_(?:ring|tree|nvls|collnet|pat)", core)[0]  # kernel names: ncclKernel_AllReduce_RING_LL_Sum
-    core = VARIANT_SUFFIXES.sub("", core.replace("_", "").replace(":", ""))
-    return COLLECTIVES.get(core)
+    return COLLECTIVES.get(VARIANT_SUFFIXES.sub("", core.replace("_", "").replace(":", "")))
 
 
 def size_buckets(sizes: np.ndarray) -> np.ndarray:
@@ -81,14 +86,11 @@ def nccl_operations(
     A range's duration is the GPU span of the NCCL kernels it launched when the trace has them (source 'gpu'),
     else its CPU duration ('nvtx'). Without NCCL ranges, each NCCL kernel is one operation.
     """
-    texts, domains = nvtx.text.astype(str), nvtx.domain.astype(str)
-    unique, inverse = (
-        np.unique(texts, return_inverse=True) if len(texts) else (np.empty(0, dtype=str), np.empty(0, dtype=np.int64))
-    )
-    ops_of_text = np.asarray([collective(t) if NCCL_RANGE.match(t) else None for t in unique] + [None], dtype=object)
-    op = ops_of_text[inverse] if len(texts) else np.empty(0, dtype=object)
-    in_nccl_domain = np.char.upper(domains) == "NCCL" if len(domains) else np.zeros(0, dtype=bool)
-    # Ranges of the NCCL domain with names nsys cannot resolve still are NCCL calls: classify by name where one exists.
+    unique, codes = nvtx.texts
+    ops_of_text = np.asarray([collective(t) if NCCL_RANGE.match(t) else None for t in unique], dtype=object)
+    torch_text = np.asarray([t.startswith("nccl:") for t in unique], dtype=bool)
+    op = ops_of_text[codes] if len(codes) else np.empty(0, dtype=object)
+    in_nccl_domain = nvtx.domain == "NCCL"
     chosen = np.flatnonzero(np.asarray([o is not None for o in op], dtype=bool))
     if len(chosen):
         is_nccl_kernel = _nccl_kernel_mask(kernels, names)
@@ -100,7 +102,7 @@ def nccl_operations(
         on_gpu = timing.kernels > 0 if timing is not None else np.zeros(len(chosen), dtype=bool)
         cpu = nvtx.end[chosen] - nvtx.start[chosen]
         sizes = payload_sizes(nvtx, chosen)
-        origin = np.where(np.char.startswith(texts[chosen], "nccl:"), "pytorch", "nccl-nvtx").astype(object)
+        origin = np.where(torch_text[codes[chosen]], "pytorch", "nccl-nvtx").astype(object)
         origin[in_nccl_domain[chosen]] = "nccl-nvtx"
         return Table({
             "op": op[chosen], "origin": origin, "start_ns": nvtx.start[chosen],

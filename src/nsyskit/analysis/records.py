@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -51,6 +53,16 @@ class NvtxRanges:
         """The ranges at `index` (a mask or index array)."""
         return NvtxRanges(*(getattr(self, name)[index] for name in NVTX_FIELDS))
 
+    @cached_property
+    def texts(self) -> tuple[list[str], np.ndarray]:
+        """(distinct texts, code of each range): per-text work (regexes) then runs once per distinct text."""
+        return factorize(self.text)
+
+    @cached_property
+    def names(self) -> tuple[list[tuple[str, str]], np.ndarray]:
+        """(distinct (text, domain) pairs, code of each range)."""
+        return factorize(zip(self.text, self.domain, strict=True), len(self))
+
 
 NVTX_FIELDS = ("start", "end", "text", "domain", "thread", "payload", "json")
 
@@ -88,8 +100,28 @@ def join_launches(thread: np.ndarray, start: np.ndarray, correlation: np.ndarray
     """CUDA API calls (thread, start, correlationId) matched to the kernels with the same correlationId (sort + search)."""
     if not len(kernels) or "correlation" not in kernels.extra:
         return Launches(*(np.empty(0, dtype=np.int64),) * 3)
-    order = np.argsort(kernels.extra["correlation"], kind="stable")
-    sorted_corr = kernels.extra["correlation"][order]
+    kernel_corr = kernels.extra["correlation"]
+    low, high = int(kernel_corr.min()), int(kernel_corr.max())
+    if high - low <= 4 * len(kernel_corr) + (1 << 20):  # correlationIds count up per process: a direct lookup table
+        row_of = np.full(high - low + 1, -1, dtype=np.int64)
+        row_of[kernel_corr - low] = np.arange(len(kernel_corr))
+        inside = (correlation >= low) & (correlation <= high)
+        rows = np.full(len(correlation), -1, dtype=np.int64)
+        rows[inside] = row_of[correlation[inside] - low]
+        hit = rows >= 0
+        return Launches(thread[hit], start[hit], rows[hit])
+    order = np.argsort(kernel_corr, kind="stable")
+    sorted_corr = kernel_corr[order]
     at = np.minimum(np.searchsorted(sorted_corr, correlation), len(sorted_corr) - 1)
     hit = sorted_corr[at] == correlation
     return Launches(thread[hit], start[hit], order[at[hit]])
+
+
+def factorize(values: Iterable, count: int | None = None) -> tuple[list, np.ndarray]:
+    """(distinct values in first-seen order, index of each value among them): a hash pass, no sort of strings."""
+    index: dict = {}
+    if count is None:
+        values = list(values)
+        count = len(values)
+    codes = np.fromiter((index.setdefault(v, len(index)) for v in values), dtype=np.int64, count=count)
+    return list(index), codes

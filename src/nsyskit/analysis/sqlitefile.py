@@ -27,14 +27,13 @@ def decode_text(raw: bytes) -> str:
 
 
 def connect(path: Path) -> sqlite3.Connection:
-    """A read-only connection to a checked export whose text never fails to decode."""
+    """A read-only connection to a checked export (text decoded by C; see ExportReader._query for non-UTF-8 text)."""
     check_sqlite_file(path)
     uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro&immutable=1"
     try:
         con = sqlite3.connect(uri, uri=True, check_same_thread=False)
     except sqlite3.DatabaseError as exc:
         raise ReportFileError(path, f"cannot open it ({exc})", "check its permissions or copy it again") from None
-    con.text_factory = decode_text
     return con
 
 
@@ -85,18 +84,18 @@ def packed_scan(
 ) -> dict[str, np.ndarray] | None:
     """Integer SQL expressions over the rows of `table` as int64 columns, in one scan (a group_concat per column).
 
-    `checks` are pairs of aggregates (count(c), typeof(max(c))) in the same scan: a NULL, or text/BLOB/REAL that
-    SQLite's arithmetic would silently turn into a number, makes the result None, as does any value numpy cannot
-    parse as an integer (an overflow turned REAL). The caller then reads again with a filter.
+    `checks` (see type_check) are aggregates in the same scan that say 'integer' unless a value is text or a BLOB,
+    which SQLite's arithmetic would silently turn into a number. A NULL (group_concat skips it: the count differs),
+    a REAL or an overflow (numpy cannot parse it as an integer) are caught on parsing. Then the result is None and
+    the caller reads again with a filter.
     """
     concats = ", ".join(f"group_concat({expr}, ',')" for expr in exprs.values())
     row = query(
         f"SELECT count(*), {concats}{', ' + checks if checks else ''} FROM {table} NOT INDEXED{where_clause(where)}"
     )[0]
     count, texts, flags = row[0], row[1 : 1 + len(exprs)], row[1 + len(exprs) :]
-    for non_null, kind in zip(flags[0::2], flags[1::2], strict=True):
-        if non_null != count or kind not in ("integer", "null"):
-            return None
+    if any(kind not in ("integer", "real", "null") for kind in flags):
+        return None
     result = {}
     for name, text in zip(exprs, texts, strict=True):
         with warnings.catch_warnings():  # older numpy warns (and stops) where newer numpy raises
@@ -109,3 +108,12 @@ def packed_scan(
             return None
         result[name] = column
     return result
+
+
+def type_check(columns: tuple[str, ...]) -> str:
+    """One aggregate over `columns` that is 'text' or 'blob' when any value is (SQLite sorts them above numbers).
+
+    A per-row scalar max() feeding one aggregate costs far less than an aggregate per column.
+    """
+    inner = f"max({', '.join(columns)})" if len(columns) > 1 else columns[0]
+    return f"typeof(max({inner}))"

@@ -69,7 +69,7 @@ class RankTrace:
     @cached_property
     def launches(self):
         """The CUDA API calls that launched this rank's kernels (for the NVTX-to-GPU join)."""
-        return self.reader.launches(self.kernels, self.pid)
+        return self.reader.launches(self.kernels, self.nvtx.thread, self.pid)
 
     @cached_property
     def memcpys(self):
