@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from nsyskit.analysis.records import Intervals, Launches, NvtxRanges, distinct, empty_nvtx, join_launches
-from nsyskit.analysis.sqlitefile import connect, decode_text, packed_scan, sqlite3, type_check
-from nsyskit.analysis.sqlitefile import where_clause as _where
+from nsyskit.analysis.sqlitefile import REEXPORT, connect, decode_text, packed_scan, read_ints, sqlite3, type_check
+from nsyskit.analysis.sqlitefile import as_text as _text
 from nsyskit.errors import ReportFileError
 
 __all__ = ["ExportReader", "Intervals", "Launches", "NvtxRanges", "distinct"]
@@ -56,7 +56,6 @@ NSYS_MARKER_TABLES = ("StringIds", *META_TABLES, "TARGET_INFO_SESSION_START_TIME
 # StringId, up to MAX_NAME_BITS (durations up to +-2^40 ns then still fit an int64; longer ones fall back).
 MAX_NAME_BITS = 23
 PID_SHIFT = 24  # globalTid / globalPid: the process id sits above the low 24 bits (the thread id)
-REEXPORT = "re-export the report with 'nsys export --type sqlite'"
 
 
 class ExportReader:
@@ -121,29 +120,8 @@ class ExportReader:
     def _read_ints(
         self, table: str, exprs: dict[str, str], raw: tuple[str, ...], where: str = ""
     ) -> dict[str, np.ndarray]:
-        """Integer SQL expressions over the rows of `table` as int64 columns (row order kept), read columnar.
-
-        `raw` are the columns the expressions read: rows where one holds text, a BLOB, a REAL or NULL are left out
-        (with a warning) instead of being turned into wrong numbers by SQLite's arithmetic.
-        """
-        # A column read as is checks itself (text or a BLOB does not parse as an integer); only those read inside
-        # arithmetic, where SQLite would turn text into a number, need the aggregate check (it costs a scan's worth).
-        hidden = tuple(c for c in raw if c not in exprs.values())
-        columns = packed_scan(self._query, table, exprs, where, type_check(hidden) if hidden else "")
-        if columns is not None:
-            return columns
-        valid = " AND ".join(f"typeof({c}) = 'integer'" for c in raw)
-        total = self._query(f"SELECT count(*) FROM {table}{_where(where)}")[0][0]
-        columns = packed_scan(self._query, table, exprs, f"({where}) AND {valid}" if where else valid)
-        if columns is None:  # an expression overflowed (integer arithmetic turned REAL)
-            raise ReportFileError(self.path, f"table {table} has values out of range in {', '.join(raw)}", REEXPORT)
-        kept = len(next(iter(columns.values()))) if columns else 0
-        if total > kept:
-            self.warn(
-                f"{self.path}: {total - kept} of {total} rows of {table} hold text, BLOBs or NULLs in {'/'.join(raw)}"
-                f" and were left out; fix: {REEXPORT}"
-            )
-        return columns
+        """Integer expressions over `table`'s rows as int64 columns; rows with a non-integer in `raw` left out, warned."""
+        return read_ints(self._query, self.warn, self.path, table, exprs, raw, where)
 
     @cached_property
     def _name_bits(self) -> int | None:
@@ -330,6 +308,11 @@ class ExportReader:
                     names.setdefault(kind, re.sub(r"^CUDA_MEMCPY_KIND_", "", _text(name)).replace("_", " "))
         return names
 
+    def has_launches(self) -> bool:
+        """Whether the export has CUDA API rows (the launches the NVTX-to-GPU join needs)."""
+        runtime = self.table(RUNTIME_TABLES)
+        return bool(runtime and self._query(f"SELECT EXISTS (SELECT 1 FROM {runtime})")[0][0])
+
     def launches(self, kernels: Intervals, threads: np.ndarray, pid: int | None = None) -> Launches:
         """The CUDA API calls on `threads` that launched `kernels` (read with correlation=True), joined in numpy.
 
@@ -404,12 +387,3 @@ class ExportReader:
             )
             ranges = ranges.take(~backwards)
         return ranges
-
-
-def _text(value: object) -> str:
-    """A value shown as text: str as is, bytes decoded lossily, NULL as '', numbers as digits."""
-    if value is None:
-        return ""
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return str(value)

@@ -13,6 +13,8 @@ import numpy as np
 
 from nsyskit.errors import ReportFileError
 
+REEXPORT = "re-export the report with 'nsys export --type sqlite'"
+
 try:  # a current SQLite (the wheel's 3.51) scans the big tables ~30% faster than Debian 12's system SQLite 3.40
     from pysqlite3 import dbapi2 as sqlite3
 except ImportError:  # platforms without the wheel: the standard library's
@@ -117,3 +119,46 @@ def type_check(columns: tuple[str, ...]) -> str:
     """
     inner = f"max({', '.join(columns)})" if len(columns) > 1 else columns[0]
     return f"typeof(max({inner}))"
+
+
+def read_ints(
+    query: Callable[[str], list[tuple]],
+    warn: Callable[[str], None],
+    path: Path,
+    table: str,
+    exprs: dict[str, str],
+    raw: tuple[str, ...],
+    where: str = "",
+) -> dict[str, np.ndarray]:
+    """Integer SQL expressions over the rows of `table` as int64 columns (row order kept), read columnar.
+
+    `raw` are the columns the expressions read: rows where one holds text, a BLOB, a REAL or NULL are left out
+    (with a warning) instead of being turned into wrong numbers by SQLite's arithmetic.
+    """
+    # A column read as is checks itself (text or a BLOB does not parse as an integer); only those read inside
+    # arithmetic, where SQLite would turn text into a number, need the aggregate check (it costs a scan's worth).
+    hidden = tuple(c for c in raw if c not in exprs.values())
+    columns = packed_scan(query, table, exprs, where, type_check(hidden) if hidden else "")
+    if columns is not None:
+        return columns
+    valid = " AND ".join(f"typeof({c}) = 'integer'" for c in raw)
+    total = query(f"SELECT count(*) FROM {table}{where_clause(where)}")[0][0]
+    columns = packed_scan(query, table, exprs, f"({where}) AND {valid}" if where else valid)
+    if columns is None:  # an expression overflowed (integer arithmetic turned REAL)
+        raise ReportFileError(path, f"table {table} has values out of range in {', '.join(raw)}", REEXPORT)
+    kept = len(next(iter(columns.values()))) if columns else 0
+    if total > kept:
+        warn(
+            f"{path}: {total - kept} of {total} rows of {table} hold text, BLOBs or NULLs in {'/'.join(raw)}"
+            f" and were left out; fix: {REEXPORT}"
+        )
+    return columns
+
+
+def as_text(value: object) -> str:
+    """A value shown as text: str as is, bytes decoded lossily, NULL as '', numbers as digits."""
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)

@@ -22,6 +22,7 @@ from nsyskit.analysis.projection import project
 from nsyskit.analysis.reader import ExportReader
 from nsyskit.analysis.result import Analysis, combine_kernel_summaries, concat, with_rank
 from nsyskit.analysis.table import Table
+from nsyskit.errors import NsyskitError
 
 __all__ = [
     "Analysis",
@@ -54,7 +55,7 @@ class RankTrace:
     @cached_property
     def kernels(self):
         """The rank's CUDA kernels (empty on CPU-only reports); with correlation ids when NVTX needs the launches."""
-        return self.reader.kernels(self.pid, correlation=len(self.nvtx) > 0)
+        return self.reader.kernels(self.pid, correlation=len(self.nvtx) > 0 and self.reader.has_launches())
 
     @cached_property
     def kernel_names(self) -> dict[int, str]:
@@ -191,7 +192,10 @@ def analyze_run(paths: list[str | Path], straggler_pct: float = 5.0, workers: in
     else:
         context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            per_file = list(pool.map(analyze_file, *zip(*found, strict=True)))
+            per_file = list(pool.map(_analyze_in_worker, *zip(*found, strict=True)))
+        for outcome in per_file:
+            if isinstance(outcome, str):  # the first file that failed, as its one-line message
+                raise NsyskitError(outcome)
     results = _renumber(per_file)
     analysis = Analysis(sources={}, nsys_versions={})
     for result in results:
@@ -205,6 +209,14 @@ def analyze_run(paths: list[str | Path], straggler_pct: float = 5.0, workers: in
     analysis.nccl_sizes = nccl.nccl_size_summary(analysis.nccl_ops)
     analysis.ranks = analyzers.cross_rank([r["summary"] for r in results], straggler_pct)
     return analysis
+
+
+def _analyze_in_worker(rank: int, path: Path) -> list[dict[str, Any]] | str:
+    """analyze_file in a worker process; a user error comes back as its one line (its class may not unpickle)."""
+    try:
+        return analyze_file(rank, path)
+    except NsyskitError as exc:
+        return exc.one_line()
 
 
 def _renumber(per_file: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import sqlite3
 
 import numpy as np
+import pytest
 from nsys_fixtures import Export, Kernel, Launch, Memop, Range, gpid, gtid, write_export
 
 from nsyskit.analysis import run_analysis
 from nsyskit.analysis.nccl import collective
 from nsyskit.analysis.reader import ExportReader
 from nsyskit.analysis.trace import analyze_run
+from nsyskit.errors import NsyskitError
 
 PROTOBUF = b"\x08\x96\x01\x12\x07A100-80\xff\xfe\x80\x81 binary GPU description"
 
@@ -166,3 +168,13 @@ def test_steps_cover_the_profile_window_only(tmp_path):
     ranges = [Range(i * 100, i * 100 + 90, f"step {i}") for i in range(10)] + [Range(300, 800, "profile_window")]
     analysis, _ = run_analysis([write_export(tmp_path / "r.sqlite", Export(ranges=ranges, cpu_only=True))], write=False)
     assert analysis.steps["step"].tolist() == [3, 4, 5, 6, 7] and analysis.ranks["steps"].tolist() == [5]
+
+
+def test_a_bad_file_among_ranks_analyzed_in_processes_is_one_line(tmp_path):
+    write_export(tmp_path / "a_rank_0.sqlite", Export(kernels=[Kernel(0, 10, "k")]))
+    good = write_export(tmp_path / "b_rank_1.sqlite", Export(kernels=[Kernel(0, 10, "k")]))
+    (tmp_path / "c_rank_2.sqlite").write_bytes(good.read_bytes()[:3000])
+    with pytest.raises(NsyskitError) as caught:
+        analyze_run([tmp_path], workers=2)
+    assert caught.value.one_line().startswith(f"{tmp_path / 'c_rank_2.sqlite'}: truncated")
+    assert sorted(analyze_run([tmp_path / "a_rank_0.sqlite", good], workers=2).sources) == [0, 1]
