@@ -313,20 +313,29 @@ class ExportReader:
         runtime = self.table(RUNTIME_TABLES)
         return bool(runtime and self._query(f"SELECT EXISTS (SELECT 1 FROM {runtime})")[0][0])
 
-    def launches(self, kernels: Intervals, threads: np.ndarray, pid: int | None = None) -> Launches:
-        """The CUDA API calls on `threads` that launched `kernels` (read with correlation=True), joined in numpy.
+    def has_nvtx_ranges(self) -> bool:
+        """Whether the export has NVTX ranges (without reading them)."""
+        table, types = self.table(NVTX_TABLES), ",".join(str(t) for t in NVTX_RANGE_TYPES)
+        return bool(table and self._query(f"SELECT EXISTS (SELECT 1 FROM {table} WHERE eventType IN ({types}))")[0][0])
+
+    def launch_calls(self, threads: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(thread, start, correlationId) of the CUDA API calls made on `threads` (the threads of NVTX ranges).
 
         Threads travel as their index in `threads` (one digit instead of a 17-digit globalTid: a faster read).
         """
         runtime, threads = self.table(RUNTIME_TABLES), np.unique(threads)
-        if not runtime or "correlation" not in kernels.extra or not len(kernels) or not len(threads):
-            return join_launches(*(np.empty(0, dtype=np.int64),) * 3, kernels)
+        if not runtime or not len(threads):
+            return (np.empty(0, dtype=np.int64),) * 3
         cases = " ".join(f"WHEN {int(t)} THEN {i}" for i, t in enumerate(threads))
         listed = ", ".join(str(int(t)) for t in threads)
         where = f"correlationId IS NOT NULL AND globalTid IN ({listed})"
         exprs = {"thread": f"CASE globalTid {cases} END", "start": "start", "corr": "correlationId"}
         cols = self._read_ints(runtime, exprs, ("start", "correlationId"), where)
-        return join_launches(threads[cols["thread"]], cols["start"], cols["corr"], kernels)
+        return threads[cols["thread"]], cols["start"], cols["corr"]
+
+    def launches(self, kernels: Intervals, threads: np.ndarray) -> Launches:
+        """The CUDA API calls on `threads` that launched `kernels` (read with correlation=True), joined in numpy."""
+        return join_launches(*self.launch_calls(threads), kernels)
 
     def nvtx_ranges(self, pid: int | None = None) -> NvtxRanges:
         """NVTX push/pop and start/end ranges that ended, text resolved from `text` or `textId`; bad rows left out."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -20,6 +20,7 @@ from nsyskit.analysis import analyzers, nccl
 from nsyskit.analysis.discover import RANK_IN_NAME, REPORT_SUFFIXES, discover, open_export  # noqa: F401
 from nsyskit.analysis.projection import project
 from nsyskit.analysis.reader import ExportReader
+from nsyskit.analysis.records import join_launches
 from nsyskit.analysis.result import Analysis, combine_kernel_summaries, concat, with_rank
 from nsyskit.analysis.table import Table
 from nsyskit.errors import NsyskitError
@@ -70,7 +71,7 @@ class RankTrace:
     @cached_property
     def launches(self):
         """The CUDA API calls that launched this rank's kernels (for the NVTX-to-GPU join)."""
-        return self.reader.launches(self.kernels, self.nvtx.thread, self.pid)
+        return self.reader.launches(self.kernels, self.nvtx.thread)
 
     @cached_property
     def memcpys(self):
@@ -86,6 +87,30 @@ class RankTrace:
     def nvtx_labels(self) -> np.ndarray:
         """The summary label of each NVTX range."""
         return analyzers.nvtx_labels(self.nvtx)
+
+    def prefetch(self) -> None:
+        """Read the big tables at once, each on its own connection: SQLite releases the GIL while it scans."""
+        wants_correlation = self.reader.has_launches() and self.reader.has_nvtx_ranges()
+        side = [ExportReader(self.reader.path) for _ in range(2)]
+
+        def nvtx_and_calls():
+            nvtx = side[0].nvtx_ranges(self.pid)
+            return nvtx, side[0].launch_calls(nvtx.thread) if wants_correlation else None
+
+        try:
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                first = pool.submit(nvtx_and_calls)
+                second = pool.submit(lambda: (side[1].memcpys(self.pid), side[1].memsets(self.pid)))
+                self.__dict__["kernels"] = self.reader.kernels(self.pid, correlation=wants_correlation)
+                self.__dict__["nvtx"], calls = first.result()
+                self.__dict__["memcpys"], self.__dict__["memsets"] = second.result()
+        finally:
+            for reader in side:
+                for warning in reader.warnings:
+                    self.reader.warn(warning)
+                reader.close()
+        if calls is not None:
+            self.__dict__["launches"] = join_launches(*calls, self.kernels)
 
     @property
     def host(self) -> str:
@@ -172,6 +197,7 @@ def analyze_file(rank: int, path: Path) -> list[dict[str, Any]]:
         results = []
         for offset, trace in enumerate(traces):
             trace.rank = rank + offset
+            trace.prefetch()
             results.append(trace.results())
         results[-1]["warnings"] = list(reader.warnings)
         return results
