@@ -15,11 +15,11 @@ from nsyskit.errors import NsyskitError
 class DeployResult:
     """The outcome of rendering (and, unless dry-run, submitting) a job."""
 
-    job_dir: Path  # the rendered files
+    job_dir: Path                      # the rendered files
     files: list[Path] = field(default_factory=list)
     submitted: bool = False
-    job_id: str | None = None  # Slurm job id or MPIJob name
-    exit_code: int | None = None  # set when waited for
+    job_id: str | None = None          # Slurm job id or MPIJob name
+    exit_code: int | None = None       # set when waited for
     lines: list[str] = field(default_factory=list)  # what the task prints
 
 

@@ -63,9 +63,7 @@ def ensure_engine() -> tuple[docker.DockerClient, str]:
     DOCKERD_LOG.parent.mkdir(parents=True, exist_ok=True)
     console.info(f"starting dockerd (log: {DOCKERD_LOG})…")
     with DOCKERD_LOG.open("ab") as log:
-        subprocess.Popen(
-            ["dockerd"], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
-        )
+        subprocess.Popen(["dockerd"], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
         try:
@@ -74,9 +72,7 @@ def ensure_engine() -> tuple[docker.DockerClient, str]:
         except EngineUnavailable:
             if time.monotonic() > deadline:
                 tail = " | ".join(DOCKERD_LOG.read_text(errors="replace").strip().splitlines()[-3:])
-                raise EngineUnavailable(
-                    f"dockerd did not answer within {START_TIMEOUT_S} s; log {DOCKERD_LOG}: {tail}"
-                ) from None
+                raise EngineUnavailable(f"dockerd did not answer within {START_TIMEOUT_S} s; log {DOCKERD_LOG}: {tail}") from None
             time.sleep(1)
     did.append(f"started dockerd (log: {DOCKERD_LOG})")
     return client, "; ".join(did)

@@ -48,7 +48,9 @@ class CommandError(NsyskitError):
     def __init__(self, what: str, cmd: Sequence[str], returncode: int, stderr: str = "") -> None:
         self.what, self.cmd, self.returncode, self.stderr = what, list(cmd), returncode, stderr
         tail = " | ".join(line for line in stderr.strip().splitlines()[-3:] if line.strip())
-        super().__init__(f"{what} failed: '{' '.join(self.cmd)}' exited {returncode}" + (f": {tail}" if tail else ""))
+        super().__init__(
+            f"{what} failed: '{' '.join(self.cmd)}' exited {returncode}" + (f": {tail}" if tail else "")
+        )
 
 
 class AwsError(NsyskitError):
@@ -191,10 +193,5 @@ class RunFailed(NsyskitError):
     """A local run ended non-zero: names the failed rank and host, the exit code, and the run folder with its logs."""
 
     def __init__(self, run_dir: object, exit_code: int, reason: str, log_tail: Sequence[str] = ()) -> None:
-        self.run_dir, self.exit_code_of_run, self.reason, self.log_tail = (
-            str(run_dir),
-            exit_code,
-            reason,
-            list(log_tail),
-        )
+        self.run_dir, self.exit_code_of_run, self.reason, self.log_tail = str(run_dir), exit_code, reason, list(log_tail)
         super().__init__(f"run failed (exit code {exit_code}): {reason}; reports and logs in {self.run_dir}")

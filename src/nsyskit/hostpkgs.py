@@ -76,9 +76,7 @@ def enable_components(*components: str) -> list[str]:
         )
         result = subprocess.run(["apt-get", "update"], capture_output=True, text=True)
         if result.returncode != 0:
-            raise CommandError(
-                f"enabling Debian {' '.join(missing)}", ["apt-get", "update"], result.returncode, result.stderr
-            )
+            raise CommandError(f"enabling Debian {' '.join(missing)}", ["apt-get", "update"], result.returncode, result.stderr)
     return missing
 
 
@@ -124,10 +122,7 @@ def main(argv: list[str]) -> int:
     steps = list(HOST_PACKAGES) if argv in ([], ["all"]) else argv
     unknown = [s for s in steps if s not in HOST_PACKAGES]
     if unknown:
-        print(
-            f"error: unknown step(s) {', '.join(unknown)}; fix: use one of {', '.join(HOST_PACKAGES)} or all",
-            file=sys.stderr,
-        )
+        print(f"error: unknown step(s) {', '.join(unknown)}; fix: use one of {', '.join(HOST_PACKAGES)} or all", file=sys.stderr)
         return 2
     try:
         for step in steps:
@@ -141,3 +136,4 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+

@@ -47,7 +47,7 @@ def make_debian_base(client: docker.DockerClient, ref: str, suite: str, mirror: 
         console.info(f"debootstrap {suite} from {mirror} (about 30 s)…")
         result = subprocess.run(cmd, capture_output=True, text=True)
         if result.returncode != 0:
-            log = rootfs / "debootstrap" / "debootstrap.log"
+            log = (rootfs / "debootstrap" / "debootstrap.log")
             detail = log.read_text(errors="replace") if log.exists() else result.stderr or result.stdout
             raise CommandError(f"making the base image {ref}", cmd, result.returncode, detail)
         # apt caches and lists only bloat the image; builds run apt-get update themselves.
@@ -55,14 +55,8 @@ def make_debian_base(client: docker.DockerClient, ref: str, suite: str, mirror: 
         subprocess.run(["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(tarball), "."], check=True)
         repository, _, tag = ref.rpartition(":") if ":" in ref.rsplit("/", 1)[-1] else (ref, "", "latest")
         client.api.import_image_from_file(
-            str(tarball),
-            repository=repository,
-            tag=tag,
-            changes=[
-                "ENV LANG=C.UTF-8",
-                "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                'CMD ["bash"]',
-            ],
+            str(tarball), repository=repository, tag=tag,
+            changes=["ENV LANG=C.UTF-8", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 'CMD ["bash"]'],
         )
 
 

@@ -14,14 +14,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def setup() -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "NSYSKIT_PROFILE"}
-    return subprocess.run(
-        [sys.executable, "-m", "invoke", "setup", "--profile", "local-cpu"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    return subprocess.run([sys.executable, "-m", "invoke", "setup", "--profile", "local-cpu"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
 
 
 def test_setup_twice_does_nothing_the_second_time_and_says_so():

@@ -68,24 +68,11 @@ def test_missing_profile_names_the_available_ones(project):
         load(project, profile="nope")
 
 
-@pytest.mark.parametrize(
-    "word,expected",
-    [
-        ("true", True),
-        ("TRUE", True),
-        ("Yes", True),
-        ("1", True),
-        ("false", False),
-        ("No", False),
-        ("0", False),
-        ("FaLsE", False),
-    ],
-)
+@pytest.mark.parametrize("word,expected", [("true", True), ("TRUE", True), ("Yes", True), ("1", True),
+                                           ("false", False), ("No", False), ("0", False), ("FaLsE", False)])
 def test_booleans_accept_true_false_1_0_yes_no_in_any_case(project, word, expected):
-    assert (
-        load(project, INSTALL_TESTS="false", INSTALL_EFA="false", OPENMPI_SOURCE="distro", INSTALL_MPI=word).install_mpi
-        is expected
-    )
+    assert load(project, INSTALL_TESTS="false", INSTALL_EFA="false", OPENMPI_SOURCE="distro",
+                INSTALL_MPI=word).install_mpi is expected
 
 
 def test_values_are_typed(project):
@@ -116,28 +103,15 @@ BAD = [
     ({"INSTALL_EFA": "on"}, "INSTALL_EFA", "on", "true or false"),
     ({"ECR_SCAN_ON_PUSH": "2"}, "ECR_SCAN_ON_PUSH", "2", "true or false"),
     ({"EFA_METRICS": ""}, "EFA_METRICS", "", "true or false"),
-    (
-        {"INSTALL_MPI": "false", "OPENMPI_SOURCE": "distro"},
-        "INSTALL_EFA",
-        "true",
-        "set INSTALL_MPI=true, or INSTALL_EFA=false",
-    ),
+    ({"INSTALL_MPI": "false", "OPENMPI_SOURCE": "distro"}, "INSTALL_EFA", "true", "set INSTALL_MPI=true, or INSTALL_EFA=false"),
     ({"INSTALL_EFA": "false"}, "INSTALL_TESTS", "true", "set INSTALL_EFA=true, or INSTALL_TESTS=false"),
     ({"INSTALL_EFA": "false", "INSTALL_TESTS": "false"}, "OPENMPI_SOURCE", "efa", "OPENMPI_SOURCE=distro"),
-    (
-        {"REGISTRY": "https://123456789012.dkr.ecr.us-west-2.amazonaws.com"},
-        "REGISTRY",
-        "https://123456789012.dkr.ecr.us-west-2.amazonaws.com",
-        "no scheme or path",
-    ),
+    ({"REGISTRY": "https://123456789012.dkr.ecr.us-west-2.amazonaws.com"}, "REGISTRY",
+     "https://123456789012.dkr.ecr.us-west-2.amazonaws.com", "no scheme or path"),
     ({"REGISTRY": "registry.example.com/team"}, "REGISTRY", "registry.example.com/team", "no scheme or path"),
     ({"REGISTRY": "bad_host!"}, "REGISTRY", "bad_host!", "host name"),
-    (
-        {"REGISTRY": "123456789012.dkr.ecr.us-east-1.amazonaws.com", "AWS_REGION": "us-west-2"},
-        "AWS_REGION",
-        "us-west-2",
-        "set AWS_REGION=us-east-1",
-    ),
+    ({"REGISTRY": "123456789012.dkr.ecr.us-east-1.amazonaws.com", "AWS_REGION": "us-west-2"}, "AWS_REGION",
+     "us-west-2", "set AWS_REGION=us-east-1"),
     ({"AWS_REGION": "oregon"}, "AWS_REGION", "oregon", "us-west-2"),
     ({"NODES": "0"}, "NODES", "0", "1 or more"),
     ({"NODES": "-2"}, "NODES", "-2", "1 or more"),

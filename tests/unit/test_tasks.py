@@ -78,9 +78,7 @@ def test_a_bad_value_in_a_task_is_one_line_without_traceback():
     result = invoke("setup", NODES="zero")
     assert result.returncode != 0
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert lines == [
-        "error: NODES='zero' (from environment): is not a positive integer; fix: use a whole number of 1 or more, e.g. 2"
-    ]
+    assert lines == ["error: NODES='zero' (from environment): is not a positive integer; fix: use a whole number of 1 or more, e.g. 2"]
 
 
 def test_unreachable_engine_is_one_line_naming_it_and_the_fix():

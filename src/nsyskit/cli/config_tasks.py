@@ -44,15 +44,11 @@ def show_config(c, check=False, profile=None, json_=False):
     if check:
         console.done(f"configuration is valid ({len(settings())} settings, profile: {profile or 'none'})")
         return
-    rows = {
-        key_of(f): (_shown(getattr(cfg, f.name)), cfg.sources[key_of(f)], f.metadata["section"]) for f in settings()
-    }
+    rows = {key_of(f): (_shown(getattr(cfg, f.name)), cfg.sources[key_of(f)], f.metadata["section"]) for f in settings()}
     if json_:
         console.out.print_json(json.dumps({k: {"value": v, "source": s} for k, (v, s, _) in rows.items()}))
         return
-    table = Table(
-        title="nsyskit configuration  (defaults < .env < profile < environment < flags)", title_justify="left"
-    )
+    table = Table(title="nsyskit configuration  (defaults < .env < profile < environment < flags)", title_justify="left")
     for column in ("setting", "value", "from"):
         table.add_column(column)
     for section in SECTIONS:
@@ -62,9 +58,7 @@ def show_config(c, check=False, profile=None, json_=False):
                 style = "dim" if source == "default" else ""
                 table.add_row(key, value, source, style=style)
     console.out.print(table)
-    console.out.print(
-        f"image: {cfg.image_ref}   world size: {cfg.world_size}   profiles: {', '.join(available_profiles(root))}"
-    )
+    console.out.print(f"image: {cfg.image_ref}   world size: {cfg.world_size}   profiles: {', '.join(available_profiles(root))}")
 
 
 @task(help={"profile": PROFILE_HELP})

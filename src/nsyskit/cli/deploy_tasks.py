@@ -8,23 +8,12 @@ from nsyskit.deploy import target
 from nsyskit.errors import NsyskitError
 from nsyskit.local import dev as local_dev
 
-TARGET_HELP = {
-    "k8s": "Kubernetes: a Kubeflow MPIJob.",
-    "slurm": "Slurm: an sbatch job (Pyxis or host mode).",
-    "profile": PROFILE_HELP,
-}
+TARGET_HELP = {"k8s": "Kubernetes: a Kubeflow MPIJob.", "slurm": "Slurm: an sbatch job (Pyxis or host mode).", "profile": PROFILE_HELP}
 JOB_HELP = "Job to act on (Slurm job id or MPIJob name); default: the last one deployed from this project."
 
 
-@task(
-    help={
-        **TARGET_HELP,
-        "dry_run": "Render and validate only; print where the files are.",
-        "wait": "Wait for the job to end and exit with its exit code.",
-        "nodes": "Override NODES.",
-        "procs_per_node": "Override PROCS_PER_NODE.",
-    }
-)
+@task(help={**TARGET_HELP, "dry_run": "Render and validate only; print where the files are.", "wait": "Wait for the job to end and exit with its exit code.",
+            "nodes": "Override NODES.", "procs_per_node": "Override PROCS_PER_NODE."})
 def deploy(c, k8s=False, slurm=False, dry_run=False, wait=False, profile=None, nodes=None, procs_per_node=None):
     """Render the job into jobs/<id>/ and submit it (kubectl apply / sbatch); --dry-run stops after rendering."""
     cfg = load(c, profile, nodes=nodes, procs_per_node=procs_per_node)

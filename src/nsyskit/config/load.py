@@ -130,39 +130,22 @@ def _cross_checks(v: dict[str, Any], sources: dict[str, str]) -> list[ConfigErro
     if v["install_efa"] and not v["install_mpi"]:
         err("INSTALL_EFA", "EFA needs MPI but INSTALL_MPI=false", "set INSTALL_MPI=true, or INSTALL_EFA=false")
     if v["install_tests"] and not v["install_efa"]:
-        err(
-            "INSTALL_TESTS",
-            "the NCCL tests need EFA but INSTALL_EFA=false",
-            "set INSTALL_EFA=true, or INSTALL_TESTS=false",
-        )
+        err("INSTALL_TESTS", "the NCCL tests need EFA but INSTALL_EFA=false", "set INSTALL_EFA=true, or INSTALL_TESTS=false")
     if v["openmpi_source"] == "efa" and v["install_mpi"] and not v["install_efa"]:
-        err(
-            "OPENMPI_SOURCE",
-            "OpenMPI from the EFA installer needs INSTALL_EFA=true",
-            "set OPENMPI_SOURCE=distro or release, or INSTALL_EFA=true",
-        )
+        err("OPENMPI_SOURCE", "OpenMPI from the EFA installer needs INSTALL_EFA=true", "set OPENMPI_SOURCE=distro or release, or INSTALL_EFA=true")
 
     ecr = p.ECR_HOST.fullmatch(v["registry"])
     if ecr and ecr["region"] != v["aws_region"]:
-        err(
-            "AWS_REGION",
-            f"conflicts with the region {ecr['region']} of REGISTRY {v['registry']}",
-            f"set AWS_REGION={ecr['region']}, or use a registry in {v['aws_region']}",
-        )
+        err("AWS_REGION", f"conflicts with the region {ecr['region']} of REGISTRY {v['registry']}",
+            f"set AWS_REGION={ecr['region']}, or use a registry in {v['aws_region']}")
 
     steps = v["profile_steps"]
     if steps and steps[1] > v["steps"]:
-        err(
-            "PROFILE_STEPS",
-            f"ends after the last training step (STEPS={v['steps']})",
-            f"use a range within 1-{v['steps']}, or raise STEPS",
-        )
+        err("PROFILE_STEPS", f"ends after the last training step (STEPS={v['steps']})",
+            f"use a range within 1-{v['steps']}, or raise STEPS")
     ranks = v["profile_ranks"]
     world = v["nodes"] * v["procs_per_node"]
     if ranks not in ("all", "local0") and max(int(r) for r in ranks.split(",")) >= world:
-        err(
-            "PROFILE_RANKS",
-            f"names a rank outside the world of {world} ranks (NODES x PROCS_PER_NODE)",
-            f"use ranks 0-{world - 1}, all or local0",
-        )
+        err("PROFILE_RANKS", f"names a rank outside the world of {world} ranks (NODES x PROCS_PER_NODE)",
+            f"use ranks 0-{world - 1}, all or local0")
     return errors

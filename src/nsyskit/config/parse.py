@@ -106,9 +106,7 @@ def image_name(raw: str) -> str:
     """A repository name as Docker accepts it (lower case, slashes allowed)."""
     value = raw.strip()
     if not re.fullmatch(r"[a-z0-9]+([._-]+[a-z0-9]+)*(/[a-z0-9]+([._-]+[a-z0-9]+)*)*", value):
-        raise Problem(
-            "is not a valid image name", "use lower-case letters, digits, '.', '_', '-' and '/', e.g. nsyskit"
-        )
+        raise Problem("is not a valid image name", "use lower-case letters, digits, '.', '_', '-' and '/', e.g. nsyskit")
     return value
 
 
@@ -123,9 +121,7 @@ def image_tag(raw: str) -> str:
 def image_reference(raw: str) -> str:
     """A full image reference [registry/]name[:tag|@digest]."""
     value = raw.strip()
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._:/\[\]-]*(@sha256:[0-9a-f]{64})?", value) or value.endswith(
-        (":", "/")
-    ):
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._:/\[\]-]*(@sha256:[0-9a-f]{64})?", value) or value.endswith((":", "/")):
         raise Problem("is not an image reference", "use [registry/]name[:tag], e.g. nvcr.io/nvidia/pytorch:25.01-py3")
     return value
 
@@ -157,9 +153,7 @@ def trace_set(raw: str) -> str:
     unknown = [item for item in items if item not in NSYS_TRACE_APIS]
     if not items or unknown:
         bad = ", ".join(unknown) or "(empty)"
-        raise Problem(
-            f"has unknown trace API(s) {bad}", "use a comma-separated list of nsys trace APIs such as cuda,nvtx,osrt"
-        )
+        raise Problem(f"has unknown trace API(s) {bad}", "use a comma-separated list of nsys trace APIs such as cuda,nvtx,osrt")
     return ",".join(items)
 
 

@@ -13,9 +13,7 @@ from nsyskit.config import slurm_parse as sp
 
 def setting(default: str, parser, section: str, help: str) -> Any:
     """A config field whose .env key is the upper-cased attribute name; `default` is raw .env text."""
-    return field(
-        default=parser(default), metadata={"raw_default": default, "parse": parser, "section": section, "help": help}
-    )
+    return field(default=parser(default), metadata={"raw_default": default, "parse": parser, "section": section, "help": help})
 
 
 @dataclass(frozen=True)
@@ -23,306 +21,95 @@ class Config:
     """The resolved configuration (defaults < .env < profile < environment < task flags)."""
 
     # --- image: what is built and where it goes ---
-    registry: str = setting(
-        "",
-        p.registry_host,
-        "image",
-        "Registry host the image is pushed to; an ECR host (ACCOUNT.dkr.ecr.REGION.amazonaws.com) also gives account and region. Empty: local image only.",
-    )
-    registry_endpoint: str = setting(
-        "",
-        p.registry_host,
-        "image",
-        "Host[:port] Docker really pushes to and pulls from for REGISTRY, when it differs (ECR dual-stack ACCOUNT.dkr-ecr.REGION.on.aws, a proxy, a local test registry); ECR calls still use REGISTRY. Empty: REGISTRY.",
-    )
-    aws_region: str = setting(
-        "us-west-2", p.aws_region, "image", "AWS region of the ECR registry and of the AWS API calls."
-    )
+    registry: str = setting("", p.registry_host, "image", "Registry host the image is pushed to; an ECR host (ACCOUNT.dkr.ecr.REGION.amazonaws.com) also gives account and region. Empty: local image only.")
+    registry_endpoint: str = setting("", p.registry_host, "image", "Host[:port] Docker really pushes to and pulls from for REGISTRY, when it differs (ECR dual-stack ACCOUNT.dkr-ecr.REGION.on.aws, a proxy, a local test registry); ECR calls still use REGISTRY. Empty: REGISTRY.")
+    aws_region: str = setting("us-west-2", p.aws_region, "image", "AWS region of the ECR registry and of the AWS API calls.")
     image: str = setting("nsyskit", p.image_name, "image", "Image repository name.")
     tag: str = setting("latest", p.image_tag, "image", "Image tag; the build also adds a content tag.")
-    base_image: str = setting(
-        "nvcr.io/nvidia/pytorch:25.01-py3",
-        p.image_reference,
-        "image",
-        "Base image: an NGC PyTorch image for GPUs, or the locally made Debian image of the local-cpu profile.",
-    )
-    base_image_source: str = setting(
-        "pull",
-        p.choice("pull", "debootstrap"),
-        "image",
-        "How BASE_IMAGE is obtained: pull (from its registry) or debootstrap (made locally by 'invoke setup').",
-    )
+    base_image: str = setting("nvcr.io/nvidia/pytorch:25.01-py3", p.image_reference, "image", "Base image: an NGC PyTorch image for GPUs, or the locally made Debian image of the local-cpu profile.")
+    base_image_source: str = setting("pull", p.choice("pull", "debootstrap"), "image", "How BASE_IMAGE is obtained: pull (from its registry) or debootstrap (made locally by 'invoke setup').")
     debian_suite: str = setting("bookworm", p.text, "image", "Debian suite for BASE_IMAGE_SOURCE=debootstrap.")
-    debian_mirror: str = setting(
-        "http://deb.debian.org/debian",
-        p.text,
-        "image",
-        "Debian mirror for debootstrap and for apt inside Debian-based builds (point it at a local mirror when air-gapped).",
-    )
-    ecr_scan_on_push: bool = setting(
-        "true", p.boolean, "image", "Create the ECR repository with image scanning on push."
-    )
+    debian_mirror: str = setting("http://deb.debian.org/debian", p.text, "image", "Debian mirror for debootstrap and for apt inside Debian-based builds (point it at a local mirror when air-gapped).")
+    ecr_scan_on_push: bool = setting("true", p.boolean, "image", "Create the ECR repository with image scanning on push.")
     ecr_tag_immutability: bool = setting("false", p.boolean, "image", "Create the ECR repository with immutable tags.")
 
     # --- build: which components go in ---
     install_mpi: bool = setting("true", p.boolean, "build", "Install OpenMPI and sshd for multi-node launch.")
-    install_efa: bool = setting(
-        "true", p.boolean, "build", "Install the AWS EFA stack and aws-ofi-nccl (needs INSTALL_MPI=true)."
-    )
+    install_efa: bool = setting("true", p.boolean, "build", "Install the AWS EFA stack and aws-ofi-nccl (needs INSTALL_MPI=true).")
     install_tests: bool = setting("true", p.boolean, "build", "Build the NCCL tests (needs INSTALL_EFA=true).")
-    extra_ca_bundle: str = setting(
-        "",
-        p.text,
-        "build",
-        "PEM file of extra CA certificates trusted during the build only (TLS-intercepting proxies); never left in the image.",
-    )
+    extra_ca_bundle: str = setting("", p.text, "build", "PEM file of extra CA certificates trusted during the build only (TLS-intercepting proxies); never left in the image.")
 
     # --- components: pinned versions and sources ---
-    nsys_source: str = setting(
-        "nvidia",
-        p.choice("nvidia", "nvidia-apt", "debian", "base"),
-        "components",
-        "Where the nsys CLI comes from: nvidia (NVIDIA's CLI .deb), nvidia-apt (NVIDIA's apt repository), debian (non-free, 2022.4), base (already in BASE_IMAGE).",
-    )
-    nsys_version: str = setting(
-        "2025.2.1",
-        p.version,
-        "components",
-        "Nsight Systems version (>= 2024.4 for EFA metrics); NSYS_SOURCE=nvidia has a pinned URL and sha256 for 2025.2.1, other versions need NSYS_URL.",
-    )
-    nsys_url: str = setting(
-        "", p.text, "components", "Override the nsys package URL or local path (air-gapped mirrors)."
-    )
+    nsys_source: str = setting("nvidia", p.choice("nvidia", "nvidia-apt", "debian", "base"), "components", "Where the nsys CLI comes from: nvidia (NVIDIA's CLI .deb), nvidia-apt (NVIDIA's apt repository), debian (non-free, 2022.4), base (already in BASE_IMAGE).")
+    nsys_version: str = setting("2025.2.1", p.version, "components", "Nsight Systems version (>= 2024.4 for EFA metrics); NSYS_SOURCE=nvidia has a pinned URL and sha256 for 2025.2.1, other versions need NSYS_URL.")
+    nsys_url: str = setting("", p.text, "components", "Override the nsys package URL or local path (air-gapped mirrors).")
     nsys_sha256: str = setting("", p.sha256, "components", "sha256 of NSYS_URL; empty uses the pinned checksum.")
-    openmpi_source: str = setting(
-        "efa",
-        p.choice("release", "efa", "distro"),
-        "components",
-        "Where OpenMPI comes from: release (pinned tarball built from source), efa (bundled by the EFA installer), distro (OS package).",
-    )
+    openmpi_source: str = setting("efa", p.choice("release", "efa", "distro"), "components", "Where OpenMPI comes from: release (pinned tarball built from source), efa (bundled by the EFA installer), distro (OS package).")
     openmpi_version: str = setting("4.1.7", p.version, "components", "OpenMPI release for OPENMPI_SOURCE=release.")
     openmpi_url: str = setting("", p.text, "components", "Override the OpenMPI tarball URL or local path.")
     openmpi_sha256: str = setting("", p.sha256, "components", "sha256 of OPENMPI_URL; empty uses the pinned checksum.")
     efa_installer_version: str = setting("1.38.0", p.version, "components", "AWS EFA installer version.")
     efa_installer_url: str = setting("", p.text, "components", "Override the EFA installer tarball URL or local path.")
-    efa_installer_sha256: str = setting(
-        "", p.sha256, "components", "sha256 of EFA_INSTALLER_URL; empty uses the pinned checksum."
-    )
-    nccl_version: str = setting(
-        "2.23.4-1", p.version, "components", "NCCL version expected in the image (the NGC base image ships it)."
-    )
+    efa_installer_sha256: str = setting("", p.sha256, "components", "sha256 of EFA_INSTALLER_URL; empty uses the pinned checksum.")
+    nccl_version: str = setting("2.23.4-1", p.version, "components", "NCCL version expected in the image (the NGC base image ships it).")
     nccl_tests_version: str = setting("v2.13.11", p.version, "components", "nccl-tests release tag.")
     nccl_tests_url: str = setting("", p.text, "components", "Override the nccl-tests source tarball URL or local path.")
-    nccl_tests_sha256: str = setting(
-        "", p.sha256, "components", "sha256 of NCCL_TESTS_URL; empty uses the pinned checksum."
-    )
-    nccl_tests_gencode: str = setting(
-        "-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90",
-        p.text,
-        "components",
-        "nvcc -gencode flags for nccl-tests (A100: sm_80, H100/H200: sm_90).",
-    )
-    pip_wheelhouse: str = setting(
-        "",
-        p.text,
-        "components",
-        "Local folder of wheels for the example's Python packages (offline builds; served to the build over HTTP, never copied into a layer), or a URL of a wheel listing; empty: PyPI.",
-    )
-    torch_version: str = setting(
-        "2.13.0",
-        p.version,
-        "components",
-        "PyTorch version installed when BASE_IMAGE has no torch (NGC images keep theirs); found in PIP_WHEELHOUSE first.",
-    )
+    nccl_tests_sha256: str = setting("", p.sha256, "components", "sha256 of NCCL_TESTS_URL; empty uses the pinned checksum.")
+    nccl_tests_gencode: str = setting("-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90", p.text, "components", "nvcc -gencode flags for nccl-tests (A100: sm_80, H100/H200: sm_90).")
+    pip_wheelhouse: str = setting("", p.text, "components", "Local folder of wheels for the example's Python packages (offline builds; served to the build over HTTP, never copied into a layer), or a URL of a wheel listing; empty: PyPI.")
+    torch_version: str = setting("2.13.0", p.version, "components", "PyTorch version installed when BASE_IMAGE has no torch (NGC images keep theirs); found in PIP_WHEELHOUSE first.")
 
     # --- run: the distributed training job ---
-    nodes: int = setting(
-        "2", p.positive_int, "run", "Number of nodes (containers locally, workers on Kubernetes, Slurm nodes)."
-    )
+    nodes: int = setting("2", p.positive_int, "run", "Number of nodes (containers locally, workers on Kubernetes, Slurm nodes).")
     procs_per_node: int = setting("8", p.positive_int, "run", "Processes (ranks) per node.")
     gpus_per_node: int = setting("8", p.non_negative_int, "run", "GPUs per node (0: CPU with gloo).")
-    efa_per_node: int = setting(
-        "32", p.non_negative_int, "run", "EFA devices per node (p5.48xlarge: 32, p4d.24xlarge: 4; 0: no EFA)."
-    )
-    instance_type: str = setting(
-        "p5.48xlarge", p.text, "run", "EC2 instance type (Kubernetes node selector; empty: none)."
-    )
-    model_size: str = setting(
-        "gpt2",
-        p.choice("tiny", "gpt2", "gpt2-medium"),
-        "run",
-        "Model of the example: tiny (CPU), gpt2 (~124M), gpt2-medium (~350M); random weights.",
-    )
+    efa_per_node: int = setting("32", p.non_negative_int, "run", "EFA devices per node (p5.48xlarge: 32, p4d.24xlarge: 4; 0: no EFA).")
+    instance_type: str = setting("p5.48xlarge", p.text, "run", "EC2 instance type (Kubernetes node selector; empty: none).")
+    model_size: str = setting("gpt2", p.choice("tiny", "gpt2", "gpt2-medium"), "run", "Model of the example: tiny (CPU), gpt2 (~124M), gpt2-medium (~350M); random weights.")
     batch_size: int = setting("8", p.positive_int, "run", "Micro-batch size per rank.")
     seq_len: int = setting("1024", p.positive_int, "run", "Sequence length of the synthetic token batches.")
     steps: int = setting("50", p.positive_int, "run", "Training steps.")
 
     # --- profile: what nsys records ---
     nsys_trace: str = setting("cuda,nvtx,osrt", p.trace_set, "profile", "nsys --trace APIs.")
-    nsys_sample: str = setting(
-        "none",
-        p.choice("none", "process-tree", "system-wide"),
-        "profile",
-        "CPU sampling (anything but none needs extra container capabilities).",
-    )
-    nsys_delay: int = setting(
-        "0", p.non_negative_int, "profile", "Seconds to wait before collecting (0: off; ignored with PROFILE_STEPS)."
-    )
+    nsys_sample: str = setting("none", p.choice("none", "process-tree", "system-wide"), "profile", "CPU sampling (anything but none needs extra container capabilities).")
+    nsys_delay: int = setting("0", p.non_negative_int, "profile", "Seconds to wait before collecting (0: off; ignored with PROFILE_STEPS).")
     nsys_duration: int = setting("0", p.non_negative_int, "profile", "Seconds to collect (0: until the end).")
-    profile_steps: tuple[int, int] | None = setting(
-        "10-15",
-        p.step_range,
-        "profile",
-        "Training steps to record, FIRST-LAST (GPU: cudaProfilerApi capture range; CPU: marked by an NVTX range). Empty: whole run.",
-    )
-    profile_ranks: str = setting(
-        "all",
-        p.rank_selection,
-        "profile",
-        "Ranks to profile: all, local0 (local rank 0 of each node) or a list like 0,3; the others run unprofiled.",
-    )
-    efa_metrics: bool = setting(
-        "true", p.boolean, "profile", "Record EFA NIC metrics (--enable efa_metrics) on local rank 0 of each node."
-    )
+    profile_steps: tuple[int, int] | None = setting("10-15", p.step_range, "profile", "Training steps to record, FIRST-LAST (GPU: cudaProfilerApi capture range; CPU: marked by an NVTX range). Empty: whole run.")
+    profile_ranks: str = setting("all", p.rank_selection, "profile", "Ranks to profile: all, local0 (local rank 0 of each node) or a list like 0,3; the others run unprofiled.")
+    efa_metrics: bool = setting("true", p.boolean, "profile", "Record EFA NIC metrics (--enable efa_metrics) on local rank 0 of each node.")
     nsys_extra_args: str = setting("", p.text, "profile", "Extra arguments appended to 'nsys profile'.")
-    nccl_debug: str = setting(
-        "INFO",
-        p.choice("", "warn", "info", "trace", "version"),
-        "profile",
-        "NCCL_DEBUG level on GPU runs (empty: unset).",
-    )
-    nccl_debug_subsys: str = setting(
-        "INIT,COLL,NET,TUNING",
-        p.text,
-        "profile",
-        "NCCL_DEBUG_SUBSYS on GPU runs; COLL is what 'invoke nccl-log' reads.",
-    )
-    report_dir: str = setting(
-        "reports", p.text, "profile", "Folder for run folders reports/<run-id>/ (relative to the project root)."
-    )
+    nccl_debug: str = setting("INFO", p.choice("", "warn", "info", "trace", "version"), "profile", "NCCL_DEBUG level on GPU runs (empty: unset).")
+    nccl_debug_subsys: str = setting("INIT,COLL,NET,TUNING", p.text, "profile", "NCCL_DEBUG_SUBSYS on GPU runs; COLL is what 'invoke nccl-log' reads.")
+    report_dir: str = setting("reports", p.text, "profile", "Folder for run folders reports/<run-id>/ (relative to the project root).")
 
     # --- k8s: the Kubeflow MPIJob of 'invoke deploy --k8s' ---
     k8s_namespace: str = setting("default", kp.dns_label, "k8s", "Namespace of the MPIJob.")
-    k8s_report_volume: str = setting(
-        "hostpath",
-        p.choice("hostpath", "pvc"),
-        "k8s",
-        "Where the workers write reports: hostpath (K8S_REPORT_HOST_PATH/<job> on each node; 'invoke collect --k8s' copies them out of the worker pods) or pvc (subfolder <job> of the claim K8S_REPORT_PVC).",
-    )
-    k8s_report_host_path: str = setting(
-        "/var/lib/nsyskit/reports", kp.absolute_path, "k8s", "Folder on each node for K8S_REPORT_VOLUME=hostpath."
-    )
-    k8s_report_pvc: str = setting(
-        "",
-        kp.optional_dns_label,
-        "k8s",
-        "PersistentVolumeClaim (ReadWriteMany, e.g. FSx for Lustre) for K8S_REPORT_VOLUME=pvc.",
-    )
-    k8s_memory: str = setting(
-        "256Gi", kp.memory_quantity, "k8s", "Memory request and limit of each worker, /dev/shm included; empty: none."
-    )
-    k8s_shm_size: str = setting(
-        "64Gi",
-        kp.memory_quantity,
-        "k8s",
-        "Size of /dev/shm (a memory emptyDir) in each worker; it counts against K8S_MEMORY.",
-    )
-    k8s_hugepages: str = setting(
-        "5120Mi",
-        kp.hugepages_quantity,
-        "k8s",
-        "hugepages-2Mi request and limit of each worker (EFA registers memory in them); 0: none. Needs K8S_MEMORY.",
-    )
-    k8s_clean_pod_policy: str = setting(
-        "none",
-        p.choice("none", "running", "all"),
-        "k8s",
-        "runPolicy.cleanPodPolicy: none keeps the worker pods after the launcher ends so 'invoke collect --k8s' can copy hostpath reports ('invoke undeploy --k8s' frees them); running or all delete them.",
-    )
-    k8s_backoff_limit: int = setting(
-        "0",
-        p.non_negative_int,
-        "k8s",
-        "runPolicy.backoffLimit: how often a failed launcher is retried before the job fails.",
-    )
-    k8s_ttl_seconds_after_finished: int | None = setting(
-        "3600",
-        kp.optional_non_negative_int,
-        "k8s",
-        "runPolicy.ttlSecondsAfterFinished: seconds after the job ends before it and its pods are deleted; empty: kept until 'invoke undeploy --k8s'.",
-    )
-    k8s_profiler: str = setting(
-        "wrapper",
-        p.choice("wrapper", "devtools-sidecar-injector", "nsight-operator"),
-        "k8s",
-        "Who starts nsys in the pods: wrapper (nsyskit's rank-aware wrapper) or NVIDIA's injector installed in the cluster (devtools-sidecar-injector, nsight-operator): then the pods get its label, ranks run unwrapped and its helm values are rendered too.",
-    )
-    k8s_injector_image: str = setting(
-        "",
-        p.text,
-        "k8s",
-        "Nsight Systems binaries image the devtools-sidecar-injector copies into pods (devtoolBinariesImage.image); empty: the chart's default.",
-    )
-    k8s_mpi_operator_manifest: str = setting(
-        "",
-        p.text,
-        "k8s",
-        "Manifest 'invoke k8s-setup' applies when the MPIJob CRD is missing: URL or file; empty: the pinned kubeflow/mpi-operator v0.8.2 release.",
-    )
+    k8s_report_volume: str = setting("hostpath", p.choice("hostpath", "pvc"), "k8s", "Where the workers write reports: hostpath (K8S_REPORT_HOST_PATH/<job> on each node; 'invoke collect --k8s' copies them out of the worker pods) or pvc (subfolder <job> of the claim K8S_REPORT_PVC).")
+    k8s_report_host_path: str = setting("/var/lib/nsyskit/reports", kp.absolute_path, "k8s", "Folder on each node for K8S_REPORT_VOLUME=hostpath.")
+    k8s_report_pvc: str = setting("", kp.optional_dns_label, "k8s", "PersistentVolumeClaim (ReadWriteMany, e.g. FSx for Lustre) for K8S_REPORT_VOLUME=pvc.")
+    k8s_memory: str = setting("256Gi", kp.memory_quantity, "k8s", "Memory request and limit of each worker, /dev/shm included; empty: none.")
+    k8s_shm_size: str = setting("64Gi", kp.memory_quantity, "k8s", "Size of /dev/shm (a memory emptyDir) in each worker; it counts against K8S_MEMORY.")
+    k8s_hugepages: str = setting("5120Mi", kp.hugepages_quantity, "k8s", "hugepages-2Mi request and limit of each worker (EFA registers memory in them); 0: none. Needs K8S_MEMORY.")
+    k8s_clean_pod_policy: str = setting("none", p.choice("none", "running", "all"), "k8s", "runPolicy.cleanPodPolicy: none keeps the worker pods after the launcher ends so 'invoke collect --k8s' can copy hostpath reports ('invoke undeploy --k8s' frees them); running or all delete them.")
+    k8s_backoff_limit: int = setting("0", p.non_negative_int, "k8s", "runPolicy.backoffLimit: how often a failed launcher is retried before the job fails.")
+    k8s_ttl_seconds_after_finished: int | None = setting("3600", kp.optional_non_negative_int, "k8s", "runPolicy.ttlSecondsAfterFinished: seconds after the job ends before it and its pods are deleted; empty: kept until 'invoke undeploy --k8s'.")
+    k8s_profiler: str = setting("wrapper", p.choice("wrapper", "devtools-sidecar-injector", "nsight-operator"), "k8s", "Who starts nsys in the pods: wrapper (nsyskit's rank-aware wrapper) or NVIDIA's injector installed in the cluster (devtools-sidecar-injector, nsight-operator): then the pods get its label, ranks run unwrapped and its helm values are rendered too.")
+    k8s_injector_image: str = setting("", p.text, "k8s", "Nsight Systems binaries image the devtools-sidecar-injector copies into pods (devtoolBinariesImage.image); empty: the chart's default.")
+    k8s_mpi_operator_manifest: str = setting("", p.text, "k8s", "Manifest 'invoke k8s-setup' applies when the MPIJob CRD is missing: URL or file; empty: the pinned kubeflow/mpi-operator v0.8.2 release.")
 
     # --- slurm: 'invoke deploy --slurm' (sbatch; Pyxis/enroot containers or the nodes' own nsys and python) ---
-    slurm_mode: str = setting(
-        "pyxis",
-        p.choice("pyxis", "host"),
-        "slurm",
-        "pyxis: each task runs in the image through Pyxis/enroot; host: no container, nsys, python and the kit's wrapper and example are on the nodes.",
-    )
-    slurm_partition: str = setting(
-        "", sp.slurm_name, "slurm", "sbatch --partition (empty: the cluster's default partition)."
-    )
+    slurm_mode: str = setting("pyxis", p.choice("pyxis", "host"), "slurm", "pyxis: each task runs in the image through Pyxis/enroot; host: no container, nsys, python and the kit's wrapper and example are on the nodes.")
+    slurm_partition: str = setting("", sp.slurm_name, "slurm", "sbatch --partition (empty: the cluster's default partition).")
     slurm_account: str = setting("", sp.slurm_name, "slurm", "sbatch --account (empty: your default account).")
-    slurm_time_limit: str = setting(
-        "01:00:00",
-        sp.slurm_time,
-        "slurm",
-        "sbatch --time: minutes, HH:MM:SS or D-HH:MM:SS (empty: the partition's default).",
-    )
-    slurm_exclusive: bool = setting(
-        "true", p.boolean, "slurm", "sbatch --exclusive: whole nodes, so no other job disturbs the profile."
-    )
-    slurm_mpi: str = setting(
-        "pmix", sp.slurm_name, "slurm", "srun --mpi plugin (pmix, pmi2, none; empty: the cluster's default)."
-    )
-    slurm_shared_dir: str = setting(
-        "/fsx",
-        sp.node_folder,
-        "slurm",
-        "Shared file system at the same path on every node (FSx for Lustre on ParallelCluster); Pyxis mounts it at the same path. Keep the project on it: the job folder jobs/<id>/ must be visible from the nodes at the same path.",
-    )
-    slurm_container_image: str = setting(
-        "registry",
-        sp.container_image,
-        "slurm",
-        "What Pyxis runs: registry (the pushed REGISTRY/IMAGE:TAG, given as REGISTRY#IMAGE:TAG), sqsh (the file SLURM_SQSH made by 'invoke enroot-import'), an absolute .sqsh path, or an enroot URI [USER@][REGISTRY#]IMAGE[:TAG].",
-    )
-    slurm_sqsh: str = setting(
-        "",
-        sp.sqsh_path,
-        "slurm",
-        "Squashfs image 'invoke enroot-import' writes and SLURM_CONTAINER_IMAGE=sqsh runs (empty: SLURM_SHARED_DIR/enroot/IMAGE+TAG.sqsh).",
-    )
-    slurm_container_mounts: str = setting(
-        "",
-        sp.container_mounts,
-        "slurm",
-        "Extra Pyxis --container-mounts SRC:DST[:FLAGS],... (the job's report folder and SLURM_SHARED_DIR are always mounted).",
-    )
-    slurm_submit_prefix: str = setting(
-        "",
-        sp.command_prefix,
-        "slurm",
-        "Command prefix for sbatch, squeue, sacct, scontrol and scancel, e.g. 'ssh login-node' when the kit runs off the cluster (empty: run them here).",
-    )
+    slurm_time_limit: str = setting("01:00:00", sp.slurm_time, "slurm", "sbatch --time: minutes, HH:MM:SS or D-HH:MM:SS (empty: the partition's default).")
+    slurm_exclusive: bool = setting("true", p.boolean, "slurm", "sbatch --exclusive: whole nodes, so no other job disturbs the profile.")
+    slurm_mpi: str = setting("pmix", sp.slurm_name, "slurm", "srun --mpi plugin (pmix, pmi2, none; empty: the cluster's default).")
+    slurm_shared_dir: str = setting("/fsx", sp.node_folder, "slurm", "Shared file system at the same path on every node (FSx for Lustre on ParallelCluster); Pyxis mounts it at the same path. Keep the project on it: the job folder jobs/<id>/ must be visible from the nodes at the same path.")
+    slurm_container_image: str = setting("registry", sp.container_image, "slurm", "What Pyxis runs: registry (the pushed REGISTRY/IMAGE:TAG, given as REGISTRY#IMAGE:TAG), sqsh (the file SLURM_SQSH made by 'invoke enroot-import'), an absolute .sqsh path, or an enroot URI [USER@][REGISTRY#]IMAGE[:TAG].")
+    slurm_sqsh: str = setting("", sp.sqsh_path, "slurm", "Squashfs image 'invoke enroot-import' writes and SLURM_CONTAINER_IMAGE=sqsh runs (empty: SLURM_SHARED_DIR/enroot/IMAGE+TAG.sqsh).")
+    slurm_container_mounts: str = setting("", sp.container_mounts, "slurm", "Extra Pyxis --container-mounts SRC:DST[:FLAGS],... (the job's report folder and SLURM_SHARED_DIR are always mounted).")
+    slurm_submit_prefix: str = setting("", sp.command_prefix, "slurm", "Command prefix for sbatch, squeue, sacct, scontrol and scancel, e.g. 'ssh login-node' when the kit runs off the cluster (empty: run them here).")
 
     # Not settings: where each value came from, and warnings met while loading.
     sources: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
