@@ -5,10 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from nsyskit.analysis.diff import compare
-from nsyskit.analysis.discover import discover
-from nsyskit.analysis.result import Analysis
 from nsyskit.analysis.table import Table
-from nsyskit.analysis.trace import analyze_run
+from nsyskit.analysis.trace import Analysis, analyze_run, discover
 
 
 def report_folder(paths: list[str | Path]) -> Path:
