@@ -116,7 +116,7 @@ def analyze(
 
 def _print_json(data: object) -> None:
     """JSON on stdout with the plain encoder (rich's highlighter takes seconds and GBs on large analyses)."""
-    json.dump(data, sys.stdout, indent=1, allow_nan=False, default=str)
+    json.dump(data, sys.stdout, indent=1, default=str)
     sys.stdout.write("\n")
     sys.stdout.flush()
 
