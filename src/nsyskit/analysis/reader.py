@@ -10,11 +10,9 @@ schemas 2.9 … 3.25) and is handled here, and only here:
   left out with a warning, never a wrong number;
 - several processes (ranks) in one file: every read can be scoped to one process (`pid`, a globalPid).
 
-Large tables are read columnar: one table scan returns each needed integer column as one `group_concat` string
-that numpy parses. That avoids building millions of Python tuples and is several times faster than fetchall()
-on the 2M-row tables of real GPU runs. A kernel's duration and name id travel as ONE integer (duration * 2^b + name,
-b the bit length of the largest StringId): the text conversion of each value, more than the scan, is what a
-group_concat read spends its time on, so fewer and shorter numbers read faster.
+Large tables are read columnar (sqlitefile.packed_scan: one scan, a `group_concat` per column, parsed by numpy).
+A kernel's duration and name id travel as ONE integer (duration * 2^b + name, b the bit length of the largest
+StringId): the text conversion of each value is what such a read spends its time on.
 """
 
 from __future__ import annotations
@@ -55,6 +53,7 @@ NSYS_MARKER_TABLES = ("StringIds", *META_TABLES, "TARGET_INFO_SESSION_START_TIME
 # A kernel's name StringId and its duration travel packed as duration * 2^b + name, b the bit length of the largest
 # StringId, up to MAX_NAME_BITS (durations up to +-2^40 ns then still fit an int64; longer ones fall back).
 MAX_NAME_BITS = 23
+MAX_CASE_THREADS = 32  # NVTX threads up to which the runtime read sends thread indices instead of globalTids
 PID_SHIFT = 24  # globalTid / globalPid: the process id sits above the low 24 bits (the thread id)
 
 
@@ -75,11 +74,8 @@ class ExportReader:
         except sqlite3.DatabaseError as exc:
             raise ReportFileError(self.path, f"corrupt SQLite file ({exc})", REEXPORT) from None
         if not any(t in self.tables for t in NSYS_MARKER_TABLES):
-            raise ReportFileError(
-                self.path,
-                "not an Nsight Systems export (no StringIds/EXPORT_META_DATA tables)",
-                "pass a .nsys-rep or the .sqlite 'nsys export' writes",
-            )
+            problem, fix = "not an Nsight Systems export (no StringIds/EXPORT_META_DATA tables)", "pass a .nsys-rep"
+            raise ReportFileError(self.path, problem, fix + " or the .sqlite 'nsys export' writes")
 
     def close(self) -> None:
         """Close the database connection."""
@@ -326,6 +322,11 @@ class ExportReader:
         runtime, threads = self.table(RUNTIME_TABLES), np.unique(threads)
         if not runtime or not len(threads):
             return (np.empty(0, dtype=np.int64),) * 3
+        if len(threads) > MAX_CASE_THREADS:  # a long CASE per row would cost more than the digits it saves
+            where = "correlationId IS NOT NULL AND globalTid IS NOT NULL"
+            exprs = {"thread": "globalTid", "start": "start", "corr": "correlationId"}
+            cols = self._read_ints(runtime, exprs, ("globalTid", "start", "correlationId"), where)
+            return cols["thread"], cols["start"], cols["corr"]
         cases = " ".join(f"WHEN {int(t)} THEN {i}" for i, t in enumerate(threads))
         listed = ", ".join(str(int(t)) for t in threads)
         where = f"correlationId IS NOT NULL AND globalTid IN ({listed})"

@@ -178,3 +178,23 @@ def test_a_bad_file_among_ranks_analyzed_in_processes_is_one_line(tmp_path):
         analyze_run([tmp_path], workers=2)
     assert caught.value.one_line().startswith(f"{tmp_path / 'c_rank_2.sqlite'}: truncated")
     assert sorted(analyze_run([tmp_path / "a_rank_0.sqlite", good], workers=2).sources) == [0, 1]
+
+
+@pytest.mark.parametrize("case_threads", [32, 0])
+def test_launches_on_many_threads_project_alike(tmp_path, monkeypatch, case_threads):
+    # Ranges and launches on 40 threads: the runtime read sends thread indices (CASE) or raw globalTids beyond a cap.
+    monkeypatch.setattr("nsyskit.analysis.reader.MAX_CASE_THREADS", case_threads)
+    kernels, launches, ranges = [], [], []
+    for t in range(40):
+        tid = gtid(7, 100 + t)
+        ranges.append(Range(t * 1000, t * 1000 + 900, f"work{t % 3}", thread=tid))
+        launches.append(Launch(t * 1000 + 10, t * 1000 + 20, t + 1, thread=tid))
+        launches.append(Launch(t * 1000 + 950, t * 1000 + 960, 100 + t, thread=tid))  # after its range: not in it
+        kernels.append(Kernel(t * 1000 + 50, t * 1000 + 150 + t, "k", correlation=t + 1))
+        kernels.append(Kernel(t * 1000 + 970, t * 1000 + 980, "late", correlation=100 + t))
+    analysis = analyze_run(
+        [write_export(tmp_path / "r.sqlite", Export(kernels=kernels, launches=launches, ranges=ranges))]
+    )
+    got = {r["name"]: (r["kernels"], r["kernel_sum_ns"]) for r in analysis.nvtx_gpu.rows()}
+    want = {f"work{w}": (len(ts), sum(100 + t for t in ts)) for w in range(3) for ts in [range(w, 40, 3)]}
+    assert got == want
