@@ -119,7 +119,7 @@ def test_analyze_real_cpu_reports(cpu_run):
     assert sizes == {("AllReduce", "1MB-16MB"): 12}  # payloads 1..4 MiB, 4 per rank
     html = (cpu_run / "report.html").read_text()
     assert html.count("data:image/png;base64,") == 2  # CPU only: step times + NCCL histograms
-    assert "<tr class='straggler'><td>2</td>" in html
+    assert '<tr class="straggler"><td>2</td>' in html
     assert (cpu_run / "step_times.png").read_bytes().startswith(b"\x89PNG")
 
     second = subprocess.run(

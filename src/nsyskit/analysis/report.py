@@ -1,4 +1,4 @@
-"""Render an Analysis: findings first on the terminal, a self-contained report.html (Jinja2), the PNGs beside it.
+"""Render an Analysis as a self-contained report.html (Jinja2, findings first), the PNGs beside it and analysis.json.
 
 Other features add sections to report.html through `register_section`: a callable (analysis, run_folder) ->
 Section | None, called when the report is written (the NCCL log section is one, composed below).
@@ -14,18 +14,15 @@ from pathlib import Path
 
 import numpy as np
 from jinja2 import Environment, PackageLoader, select_autoescape
-from rich.console import Console
-from rich.table import Table as RichTable
 
 from nsyskit.analysis import plots, units
 from nsyskit.analysis.metrics import METRICS
 from nsyskit.analysis.outputs import TIMELINE_NAME
+from nsyskit.analysis.result import Analysis
 from nsyskit.analysis.summary import Summary, document, summarize
 from nsyskit.analysis.table import Table
-from nsyskit.analysis.trace import Analysis
+from nsyskit.analysis.terminal import TEXT_COLUMNS, fmt, header
 
-TEXT_COLUMNS = ("name", "kind", "op", "bucket", "host", "metric")
-SIZE_COLUMNS = ("bytes", "avg_bytes", "size_bytes")
 HTML_ROWS = 40  # rows of a table in report.html; the rest is in analysis.json
 
 
@@ -51,101 +48,12 @@ def register_section(provider: SectionProvider) -> SectionProvider:
 # ---- cells ------------------------------------------------------------------------------------------------
 
 
-def fmt(value, name: str) -> str:
-    """A table cell: durations and sizes in the unit that fits, percentages with one decimal, counts grouped."""
-    if value is None or (isinstance(value, float) and np.isnan(value)):
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else ""
-    if name.endswith("_ns"):
-        return units.duration(value)
-    if name in SIZE_COLUMNS:
-        return units.size(value)
-    if name.endswith("_pct"):
-        return f"{value:.1f}"
-    if isinstance(value, float):
-        return f"{value:,.2f}"
-    if isinstance(value, int):
-        return f"{value:,}"
-    return str(value)
-
-
-def header(name: str) -> str:
-    """A column title: 'total_ns' -> 'total', 'busy_pct' -> 'busy %'."""
-    return name.removesuffix("_ns").replace("_pct", " %").replace("_gbps", " GB/s").replace("_", " ")
-
-
-def metric_value(name: str, value: float) -> str:
-    """A run metric in its unit (durations for *time*, percentages otherwise)."""
-    if value is None or (isinstance(value, float) and np.isnan(value)):
-        return "-"
-    return units.duration(value) if "time" in name else units.percent(value)
-
-
-# ---- terminal ---------------------------------------------------------------------------------------------
-
-
-def rich_table(title: str, table: Table, columns: list[str] | None = None, limit: int | None = None) -> RichTable:
-    """A rich table of some columns of a Table (durations and sizes in units that fit)."""
-    columns = [c for c in (columns or table.names) if c in table]
-    out = RichTable(title=title, title_justify="left")
-    for name in columns:
-        out.add_column(header(name), justify="left" if name in TEXT_COLUMNS else "right", overflow="fold")
-    for i, row in enumerate(table.rows()):
-        if limit is not None and i >= limit:
-            break
-        out.add_row(*(fmt(row[c], c) for c in columns), style="bold red" if row.get("straggler") else "")
-    return out
-
-
-def print_findings(summary: Summary, console: Console) -> None:
-    """The findings (or that none fired) and the window's metrics, first thing on the terminal."""
-    console.print(
-        f"[bold]Findings[/bold] ({summary.header.run_id}, {summary.header.layout}, window: {summary.view.window_source})"
-    )
-    for finding in summary.findings:
-        color = "yellow" if finding.severity == "warning" else "cyan"
-        console.print(f"  [{color}]{finding.severity}[/{color}] {finding.title}  [dim]({finding.rule})[/dim]")
-    if not summary.findings:
-        console.print("  [green]no rule fired[/green]")
-    shown = [f"{name} {metric_value(name, v)}" for name, v in summary.metrics.items() if not np.isnan(v)]
-    console.print("  [dim]" + ", ".join(shown) + "[/dim]")
-
-
 BREAKDOWN_COLUMNS = [
     "rank", "device", "window_ns", "busy_pct", "compute_pct", "comm_pct", "memory_pct", "idle_pct",
     "compute_comm_overlap_pct", "exposed_comm_pct",
 ]  # fmt: skip
 NVTX_COLUMNS = ["rank", "name", "instances", "total_ns", "avg_ns", "median_ns", "min_ns", "max_ns"]
 KERNEL_COLUMNS = ["name", "time_pct", "total_ns", "instances", "avg_ns", "min_ns", "max_ns", "ranks"]
-
-
-def print_analysis(analysis: Analysis, console: Console, top: int = 15, summary: Summary | None = None) -> None:
-    """The analysis as terminal tables, findings first."""
-    if summary is not None:
-        print_findings(summary, console)
-    if analysis.has_gpu:
-        console.print(rich_table(f"Top kernels, all ranks (top {top})", analysis.top_kernels, KERNEL_COLUMNS, top))
-        first = min(analysis.kernel_summaries)
-        console.print(
-            rich_table(f"Kernel summary, rank {first} (as nsys stats)", analysis.kernel_summaries[first], limit=top)
-        )
-        console.print(
-            rich_table(
-                "GPU time breakdown per rank/GPU (% of the GPU window)", analysis.breakdown, BREAKDOWN_COLUMNS, top
-            )
-        )
-        if analysis.memcpy is not None and len(analysis.memcpy):
-            console.print(rich_table("Memcpy by kind", analysis.memcpy))
-    else:
-        console.print(
-            "no GPU activity in these reports (CPU-only capture): kernel, breakdown and memcpy tables are empty"
-        )
-    if analysis.nvtx is not None and len(analysis.nvtx):
-        console.print(rich_table(f"NVTX ranges (top {top})", analysis.nvtx.sorted_by("total_ns"), NVTX_COLUMNS, top))
-    if analysis.nccl_sizes is not None and len(analysis.nccl_sizes):
-        console.print(rich_table("NCCL operations by message size", analysis.nccl_sizes))
-    console.print(rich_table("Ranks (stragglers in red)", analysis.ranks, limit=max(top, 16)))
 
 
 # ---- report.html ------------------------------------------------------------------------------------------
@@ -257,7 +165,7 @@ def render_html(
         for f in summary.findings
     ]
     metrics = [
-        {"name": METRICS[name][0], "value": metric_value(name, value)}
+        {"name": METRICS[name][0], "value": units.metric(name, value)}
         for name, value in summary.metrics.items()
         if not np.isnan(value)
     ]

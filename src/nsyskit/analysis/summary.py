@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from nsyskit.analysis import findings as rules
+from nsyskit.analysis import units
 from nsyskit.analysis.metrics import RunView, run_metrics, view_of
 from nsyskit.analysis.runinfo import RunHeader, run_header
 
@@ -43,3 +44,16 @@ def document(analysis, summary: Summary) -> dict[str, Any]:
         "metrics": {name: _number(value) for name, value in summary.metrics.items()},
         **analysis.to_json(),
     }
+
+
+def print_findings(summary: Summary, console) -> None:
+    """The findings (or that none fired) and the window's metrics: the first thing on the terminal."""
+    header = summary.header
+    console.print(f"[bold]Findings[/bold] ({header.run_id}, {header.layout}, window: {summary.view.window_source})")
+    for finding in summary.findings:
+        color = "yellow" if finding.severity == "warning" else "cyan"
+        console.print(f"  [{color}]{finding.severity}[/{color}] {finding.title}  [dim]({finding.rule})[/dim]")
+    if not summary.findings:
+        console.print("  [green]no rule fired[/green]")
+    shown = [f"{name} {units.metric(name, v)}" for name, v in summary.metrics.items() if not math.isnan(v)]
+    console.print("  [dim]" + ", ".join(shown) + "[/dim]")

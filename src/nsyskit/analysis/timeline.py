@@ -217,21 +217,45 @@ def write_trace(timelines: Iterator[RankTimeline], target: Path) -> list[str]:
     return notes
 
 
-def read_rank(rank: int, path: Path, budget: int) -> RankTimeline:
-    """One rank's report as a RankTimeline (its export read once, raw columns dropped after)."""
-    from nsyskit.analysis.trace import open_export  # the facade's opener: exports .nsys-rep/.qdstrm as needed
+def read_rank(rank: int, path: Path, budget: int, pid: int | None = None) -> RankTimeline:
+    """One rank's events (one process of the report, or the whole file) as a RankTimeline."""
+    from nsyskit.analysis.discover import open_export  # the facade's opener: exports .nsys-rep/.qdstrm as needed
 
     reader = open_export(path)
     try:
-        kernels = reader.kernels()
+        kernels = reader.kernels(pid, stream=True)
         names = reader.strings(kernels.extra["name"]) if len(kernels) else {}
-        nvtx = reader.nvtx_ranges()
-        slices = rank_slices(kernels, names, reader.memcpys(), reader.memsets(), reader.memcpy_kind_names(), nvtx)
+        nvtx = reader.nvtx_ranges(pid)
+        kinds = reader.memcpy_kind_names()
+        slices = rank_slices(kernels, names, reader.memcpys(pid), reader.memsets(pid), kinds, nvtx)
         host = reader.system_env.get("Hostname", "")
     finally:
         reader.close()
     label = f"rank {rank}" + (f" ({host})" if host else "")
     return rank_timeline(rank, label, slices, budget, profile_window(nvtx))
+
+
+def rank_sources(paths: list[str | Path]) -> list[tuple[int, Path, int | None]]:
+    """(rank, report, process) per rank, numbered as the analysis numbers them (trace.analyze_run).
+
+    A report holding several processes with GPU activity is one rank per process; then every rank of the run
+    is renumbered 0..N-1 in file order.
+    """
+    from nsyskit.analysis.discover import discover, open_export
+
+    per_file = []
+    for rank, path in discover(paths):
+        reader = open_export(path)
+        try:
+            pids = reader.processes()
+        finally:
+            reader.close()
+        per_file.append(
+            [(rank + i, path, pid) for i, pid in enumerate(pids)] if len(pids) > 1 else [(rank, path, None)]
+        )
+    if all(len(entries) == 1 for entries in per_file):
+        return [entries[0] for entries in per_file]
+    return [(new, path, pid) for new, (_, path, pid) in enumerate(e for entries in per_file for e in entries)]
 
 
 def write_timeline(
@@ -241,15 +265,13 @@ def write_timeline(
 
     `progress(done, total)` is called after each rank when given.
     """
-    from nsyskit.analysis.trace import discover
-
-    found = discover(paths)
-    budget = max(1, max_events // max(len(found), 1))
+    ranks = rank_sources(paths)
+    budget = max(1, max_events // max(len(ranks), 1))
 
     def timelines() -> Iterator[RankTimeline]:
-        for done, (rank, path) in enumerate(found, start=1):
-            yield read_rank(rank, path, budget)
+        for done, (rank, path, pid) in enumerate(ranks, start=1):
+            yield read_rank(rank, path, budget, pid)
             if progress:
-                progress(done, len(found))
+                progress(done, len(ranks))
 
     return write_trace(timelines(), target)

@@ -42,3 +42,8 @@ def duration_axis(largest_ns) -> tuple[float, str]:
     if _missing(largest_ns):
         return 1e6, "ms"
     return next(((s, u) for s, u in DURATION_UNITS if abs(float(largest_ns)) >= s), DURATION_UNITS[-1])
+
+
+def metric(name: str, value) -> str:
+    """A run metric in its unit: a duration for *time* metrics, a percentage otherwise."""
+    return duration(value) if "time" in name else percent(value)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import math
+import sys
 from pathlib import Path
 
 from nsyskit import console
 from nsyskit.cli import task
-from nsyskit.errors import AnalysisError, RegressionFound
+from nsyskit.errors import AnalysisError, ConfigError, RegressionFound
 
 
 def _paths(path: str) -> list[str]:
@@ -21,10 +23,39 @@ def _paths(path: str) -> list[str]:
     return parts
 
 
+def _number(flag: str, value: object, default: float | None, integer: bool = False, low: float = 0.0) -> float | None:
+    """A flag's value as a finite number >= low (an int when `integer`), or ConfigError naming the flag and value."""
+    if value is None:
+        return default
+    kind = "a whole number" if integer else "a number"
+    try:
+        number = int(str(value)) if integer else float(str(value))
+    except ValueError:
+        number = None
+    if number is None or not math.isfinite(number) or number < low:
+        raise ConfigError(flag, value, f"must be {kind} >= {low:g}", f"e.g. {flag} {int(low) + 5 if integer else 5}")
+    return number
+
+
+def _check_output(output: str | None) -> Path | None:
+    """The --output folder; an error when it names a file (checked before the analysis runs)."""
+    if not output:
+        return None
+    folder = Path(output)
+    for part in (folder, *folder.parents):
+        if part.exists():
+            if not part.is_dir():
+                raise ConfigError(
+                    "--output", output, f"{part} is a file, not a folder", "pass a folder for report.html"
+                )
+            break
+    return folder
+
+
 @task(
     positional=["path"],
     help={
-        "path": "Run folder (reports/<run-id>) or report files (.nsys-rep, .sqlite, .qdstrm), comma-separated.",
+        "path": "Run folder (reports/<run-id>) or report files (.nsys-rep, .qdrep, .sqlite, .qdstrm), comma-separated.",
         "json": "Print the whole analysis (findings first) as JSON on stdout instead of tables (report.html is still written).",
         "html": "Write report.html, the PNG plots and analysis.json into the run folder (default: yes; --no-html skips).",
         "output": "Folder for report.html and the PNGs (default: the run folder, or the folder of the first report).",
@@ -34,26 +65,28 @@ def _paths(path: str) -> list[str]:
         "fail_on": "With --diff: per-metric thresholds, e.g. step_time=5,exposed_comm=10; exit 3 past one.",
         "fail_on_regression": "With --diff: same as --fail-on step_time=PCT.",
         "straggler_pct": "Flag ranks whose mean step time lies more than this percent from the median (default 5).",
-        "top": "Rows shown in the kernel and NVTX tables (default 15).",
+        "top": "Rows shown in each terminal table (default 15).",
     },
 )
 def analyze(
     c, path=None, json_=False, html=True, output=None, timeline=False, timeline_max_events=None, diff=None,
-    fail_on=None, fail_on_regression=None, straggler_pct=None, top=15,
+    fail_on=None, fail_on_regression=None, straggler_pct=None, top=None,
 ):  # fmt: skip
     """Findings first, then kernel summary, GPU breakdown and overlap, NCCL sizes, stragglers; report.html, timeline."""
-    from nsyskit.analysis import produce, run_diff
-    from nsyskit.analysis.diff import diff_table
-    from nsyskit.analysis.report import print_analysis
-    from nsyskit.analysis.summary import document
+    from nsyskit.analysis import outputs
+    from nsyskit.analysis.diff import diff_table, run_diff
+    from nsyskit.analysis.summary import document, print_findings
+    from nsyskit.analysis.terminal import print_analysis
     from nsyskit.analysis.timeline import DEFAULT_MAX_EVENTS
 
+    rows = int(_number("--top", top, 15, integer=True, low=1))
+    straggler = _number("--straggler-pct", straggler_pct, 5.0)
+    threshold = _number("--fail-on-regression", fail_on_regression, None)
+    max_events = int(_number("--timeline-max-events", timeline_max_events, DEFAULT_MAX_EVENTS, integer=True, low=1))
     if diff:
-        result = run_diff(
-            _paths(diff), _paths(path), fail_on, float(fail_on_regression) if fail_on_regression else None
-        )
+        result = run_diff(_paths(diff), _paths(path), fail_on, threshold)
         if json_:
-            console.out.print_json(json.dumps(result.to_json()))
+            _print_json(result.to_json())
         else:
             console.out.print(diff_table(result))
         if result.regressions:
@@ -61,19 +94,20 @@ def analyze(
                 f"regression past the threshold: {', '.join(result.regressions)} (A={diff}, B={path})"
             )
         return
-    if fail_on_regression is not None or fail_on is not None:
+    if threshold is not None or fail_on is not None:
         raise AnalysisError(
             path, "--fail-on needs a baseline", "use 'invoke analyze --diff BASELINE RUN --fail-on step_time=5'"
         )
-    result = produce(
-        _paths(path), Path(output) if output else None, html=html,
-        straggler_pct=float(straggler_pct) if straggler_pct is not None else 5.0, timeline=timeline,
-        max_events=int(timeline_max_events) if timeline_max_events else DEFAULT_MAX_EVENTS, progress=_progress("timeline"),
-    )  # fmt: skip
+    paths = _paths(path)
+    result = outputs.analyze(paths, _check_output(output), straggler)
     if json_:
-        console.out.print_json(json.dumps(document(result.analysis, result.summary)))
+        _print_json(document(result.analysis, result.summary))
     else:
-        print_analysis(result.analysis, console.out, top=int(top), summary=result.summary)
+        print_findings(result.summary, console.out)
+        print_analysis(result.analysis, console.out, top=rows)
+    for warning in result.analysis.warnings:
+        console.warn(warning)
+    outputs.write(result, html, timeline, max_events, _progress("timeline"))
     for note in result.timeline_notes:
         console.warn(note)
     if result.timeline:
@@ -83,13 +117,20 @@ def analyze(
 
 
 def _progress(what: str):
-    """A progress callback printing '<what>: rank i/N' about ten times over the ranks."""
+    """A progress callback printing '<what>: i/N ranks' about ten times over the ranks."""
 
     def report(done: int, total: int) -> None:
         if done == total or done % max(1, total // 10) == 0:
             console.info(f"{what}: {done}/{total} ranks")
 
     return report
+
+
+def _print_json(data: object) -> None:
+    """JSON on stdout with the plain encoder (rich's highlighter takes seconds and GBs on large analyses)."""
+    json.dump(data, sys.stdout, indent=1, default=str)
+    sys.stdout.write("\n")
+    sys.stdout.flush()
 
 
 @task(positional=["report"], help={"report": "A .nsys-rep (or a folder of them) to run nsys recipes on."})

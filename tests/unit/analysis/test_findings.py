@@ -187,6 +187,26 @@ def test_pageable_memcpy_when_the_export_says_so():
     assert findings.pageable_memcpy(view(steps, memcpy=Table(base))) is None  # an export without the memory kinds
 
 
+def test_pageable_memcpy_read_from_the_export(tmp_path):
+    # Real exports (aiprofiler, pipit, dlprof) copy HtoD from pageable memory: srcKind 0, as ENUM_CUDA_MEM_KIND says.
+    from nsys_fixtures import Export, Kernel, Memop, write_export
+
+    from nsyskit.analysis.summary import summarize
+    from nsyskit.analysis.trace import analyze_run
+
+    def run(src_kind: int) -> list[str]:
+        memops = [Memop(i * 100, i * 100 + 50, 1 << 20, kind=1, src_kind=src_kind, dst_kind=2) for i in range(3)]
+        path = write_export(
+            tmp_path / f"r{src_kind}_rank_0.sqlite", Export(kernels=[Kernel(0, 400, "k")], memops=memops)
+        )
+        analysis = analyze_run([path])
+        assert analysis.memcpy["pageable_count"].tolist() == [3 if src_kind == 0 else 0]
+        return [f.title for f in summarize(analysis, tmp_path).findings if f.rule == "pageable_memcpy"]
+
+    assert run(0) == ["3 pageable host/device memcpy (150 ns of HtoD/DtoH copy time)"]
+    assert run(1) == []  # pinned host memory
+
+
 def test_step_variance():
     jumpy = steps_table({0: [500 * MS, 10 * MS, 20 * MS, 10 * MS, 22 * MS]})
     steady = steps_table({0: [500 * MS, 10 * MS, 10.2 * MS, 9.9 * MS, 10 * MS]})  # the warm-up step does not count

@@ -12,8 +12,8 @@ import pytest
 from nsys_fixtures import Export, Kernel, Memop, Range, write_export
 from rich.console import Console
 
-from nsyskit.analysis import plots, report, run_analysis
-from nsyskit.analysis.summary import summarize
+from nsyskit.analysis import plots, report, run_analysis, terminal
+from nsyskit.analysis.summary import print_findings, summarize
 from nsyskit.analysis.table import Table
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "nccl"
@@ -89,7 +89,8 @@ def test_findings_come_first_in_html_json_and_terminal(tmp_path):
     straggler = next(f for f in data["findings"] if f["rule"] == "straggler")
     assert straggler["value"] > straggler["threshold"] == 5.0
     console = Console(record=True, width=200)
-    report.print_analysis(analysis, console, summary=summarize(analysis, run))
+    print_findings(summarize(analysis, run), console)
+    terminal.print_analysis(analysis, console)
     text = console.export_text()
     assert text.index("Findings") < text.index("rank 2 is a straggler") < text.index("Top kernels")
 
@@ -114,8 +115,8 @@ def test_units_adapt_to_the_value(tmp_path):
     html = run_analysis([run])[1].read_text()
     assert "0.000" not in html
     assert ">6.00 us<" in html  # the GEMM's total: 4 kernels of 1.5 us
-    assert report.fmt(2_500_000_000, "total_ns") == "2.50 s" and report.fmt(812, "avg_ns") == "812 ns"
-    assert report.fmt(3 << 20, "bytes") == "3.00 MB"
+    assert terminal.fmt(2_500_000_000, "total_ns") == "2.50 s" and terminal.fmt(812, "avg_ns") == "812 ns"
+    assert terminal.fmt(3 << 20, "bytes") == "3.00 MB"
 
 
 @pytest.mark.parametrize("ranks", [2, 16, 17, 1024])
@@ -146,7 +147,7 @@ def test_per_rank_charts_keep_their_size_from_2_to_1024_ranks(ranks):
 def test_terminal_tables(tmp_path):
     analysis, _ = run_analysis([make_run(tmp_path / "run")], write=False)
     console = Console(record=True, width=200)
-    report.print_analysis(analysis, console)
+    terminal.print_analysis(analysis, console)
     text = console.export_text()
     for title in (
         "Top kernels",
