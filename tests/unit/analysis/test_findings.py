@@ -203,7 +203,7 @@ def test_pageable_memcpy_read_from_the_export(tmp_path):
         assert analysis.memcpy["pageable_count"].tolist() == [3 if src_kind == 0 else 0]
         return [f.title for f in summarize(analysis, tmp_path).findings if f.rule == "pageable_memcpy"]
 
-    assert run(0) == ["3 pageable host/device memcpy (150 ns of HtoD/DtoH copy time)"]
+    assert run(0) == ["3 pageable host/device memcpy (HtoD/DtoH copies take 150 ns in all)"]
     assert run(1) == []  # pinned host memory
 
 
