@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -195,3 +196,14 @@ def test_diff_gate_and_recipes_message(nsys_cli, tmp_path):
 def test_reader_on_real_export_tables(cpu_run):
     reader = open_export(discover([cpu_run])[0][1])
     assert reader.nsys_version and reader.kernels().start.size == 0 and reader.gpus() == {}
+
+
+def test_big_report_export_says_what_runs_and_how_long(cpu_run, tmp_path, monkeypatch, capsys):
+    report = next(cpu_run.glob("*.nsys-rep"), None) or nsys.import_qdstrm(next(cpu_run.glob("*.qdstrm")))
+    copy = tmp_path / report.name
+    copy.write_bytes(report.read_bytes())
+    monkeypatch.setattr(nsys, "BIG_REPORT_BYTES", 1)  # every report counts as big here
+    assert nsys.export_sqlite(copy).exists()
+    err = capsys.readouterr().err
+    assert f"exporting {copy.name} (0.0 GB) to SQLite with nsys export" in err
+    assert re.search(rf"exported {re.escape(copy.name)} in \d+ s", err)

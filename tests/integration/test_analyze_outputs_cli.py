@@ -59,3 +59,12 @@ def test_diff_gate_on_analysis_json_with_step_summary(tmp_path):
     bad = invoke("analyze", "--diff", str(fast), str(slow), "--fail-on", "steps=10")
     assert bad.returncode == 1 and bad.stderr.startswith("error: --fail-on steps=10: unknown metric 'steps'")
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_progress_over_many_reports(tmp_path):
+    run = make_run(tmp_path / "run", ranks=8)
+    result = invoke("analyze", str(run), "--timeline", "--no-html")
+    assert result.returncode == 0, result.stderr
+    assert "analyze: 8/8 reports" in result.stderr and "timeline: 8/8 reports" in result.stderr
+    few = invoke("analyze", str(make_run(tmp_path / "few", ranks=2)), "--no-html")
+    assert few.returncode == 0 and "analyze: 2/2" not in few.stderr  # a few reports are quick: no progress lines

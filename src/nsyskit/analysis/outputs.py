@@ -35,10 +35,13 @@ def report_folder(paths: list[str | Path]) -> Path:
     return first if first.is_dir() else first.parent
 
 
-def analyze(paths: list[str | Path], output: Path | None = None, straggler_pct: float = 5.0) -> Outputs:
+def analyze(
+    paths: list[str | Path], output: Path | None = None, straggler_pct: float = 5.0,
+    progress: Callable[[int, int], None] | None = None,
+) -> Outputs:  # fmt: skip
     """Analyze the run and summarize it (findings, window metrics, header) for the folder its files go to."""
     folder = Path(output) if output else report_folder(paths)
-    analysis = analyze_run(paths, straggler_pct=straggler_pct)
+    analysis = analyze_run(paths, straggler_pct=straggler_pct, progress=progress)
     return Outputs(list(paths), folder, analysis, summarize(analysis, folder))
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
@@ -205,20 +206,23 @@ def analyze_file(rank: int, path: Path) -> list[dict[str, Any]]:
         reader.close()
 
 
-def analyze_run(paths: list[str | Path], straggler_pct: float = 5.0, workers: int | None = None) -> Analysis:
+def analyze_run(
+    paths: list[str | Path], straggler_pct: float = 5.0, workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Analysis:  # fmt: skip
     """Read every rank's export under `paths` and run every analyzer; several files at once in worker processes.
 
     Processes, not threads: the Python parts of an analysis (NVTX text, tables) hold the GIL. A file holding
-    several ranks gives them consecutive rank numbers from the file's own.
+    several ranks gives them consecutive rank numbers from the file's own. `progress(done, total)` follows the files.
     """
     found = discover(paths)
     workers = workers or max(1, min(len(found), os.cpu_count() or 1, MAX_WORKERS))
     if workers == 1:
-        per_file = [analyze_file(rank, path) for rank, path in found]
+        per_file = list(_counted((analyze_file(rank, path) for rank, path in found), len(found), progress))
     else:
         context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            per_file = list(pool.map(_analyze_in_worker, *zip(*found, strict=True)))
+            per_file = list(_counted(pool.map(_analyze_in_worker, *zip(*found, strict=True)), len(found), progress))
         for outcome in per_file:
             if isinstance(outcome, str):  # the first file that failed, as its one-line message
                 raise NsyskitError(outcome)
@@ -243,6 +247,14 @@ def _analyze_in_worker(rank: int, path: Path) -> list[dict[str, Any]] | str:
         return analyze_file(rank, path)
     except NsyskitError as exc:
         return exc.one_line()
+
+
+def _counted(items: Iterable[Any], total: int, progress: Callable[[int, int], None] | None) -> Iterator[Any]:
+    """The items, calling progress(done, total) after each (as results arrive, in order)."""
+    for done, item in enumerate(items, start=1):
+        yield item
+        if progress:
+            progress(done, total)
 
 
 def _renumber(per_file: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:

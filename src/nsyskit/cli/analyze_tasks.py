@@ -11,6 +11,8 @@ from nsyskit import console
 from nsyskit.cli import task
 from nsyskit.errors import AnalysisError, ConfigError, RegressionFound
 
+PROGRESS_FROM = 8  # reports in a run from which analyze and --timeline print their progress
+
 
 def _paths(path: str) -> list[str]:
     parts = [p.strip() for p in (path or "").split(",") if p.strip()]
@@ -99,7 +101,7 @@ def analyze(
             path, "--fail-on needs a baseline", "use 'invoke analyze --diff BASELINE RUN --fail-on step_time=5'"
         )
     paths = _paths(path)
-    result = outputs.analyze(paths, _check_output(output), straggler)
+    result = outputs.analyze(paths, _check_output(output), straggler, _progress("analyze"))
     if json_:
         _print_json(document(result.analysis, result.summary))
     else:
@@ -117,11 +119,11 @@ def analyze(
 
 
 def _progress(what: str):
-    """A progress callback printing '<what>: i/N ranks' about ten times over the ranks."""
+    """A progress callback printing '<what>: i/N reports' about ten times, from 8 reports on (few are quick)."""
 
     def report(done: int, total: int) -> None:
-        if done == total or done % max(1, total // 10) == 0:
-            console.info(f"{what}: {done}/{total} ranks")
+        if total >= PROGRESS_FROM and (done == total or done % max(1, total // 10) == 0):
+            console.info(f"{what}: {done}/{total} reports")
 
     return report
 
