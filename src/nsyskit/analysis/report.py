@@ -147,10 +147,10 @@ def window_description(view) -> str:
     if not len(steps):
         return "no 'step N' NVTX ranges: the whole capture"
     ranks = len(np.unique(steps["rank"]))
-    return (
-        f"steps {steps['step'].min()}-{steps['step'].max()} of {every['step'].min()}-{every['step'].max()} "
-        f"on {ranks} rank(s) ({view.window_source})"
-    )
+    shown = f"steps {steps['step'].min()}-{steps['step'].max()}"
+    if len(every) != len(steps):
+        shown += f" of {every['step'].min()}-{every['step'].max()}"
+    return f"{shown} on {ranks} rank(s) ({view.window_source})"
 
 
 def render_html(
