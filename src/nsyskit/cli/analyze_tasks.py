@@ -24,7 +24,7 @@ def _paths(path: str) -> list[str]:
 @task(
     positional=["path"],
     help={
-        "path": "Run folder (reports/<run-id>) or report files (.nsys-rep, .sqlite, .qdstrm), comma-separated.",
+        "path": "Run folder (reports/<run-id>) or report files (.nsys-rep, .sqlite, .qdstrm; .ncu-rep; .pt.trace.json.gz), comma-separated.",
         "json": "Print the whole analysis as JSON on stdout instead of tables (report.html is still written).",
         "html": "Write report.html, the PNG plots and analysis.json into the run folder (default: yes; --no-html skips).",
         "output": "Folder for report.html and the PNGs (default: the run folder, or the folder of the first report).",
@@ -39,6 +39,7 @@ def analyze(
 ):
     """Kernel summary, GPU compute/communication/memory breakdown and overlap, NCCL sizes, stragglers; report.html."""
     from nsyskit.analysis import diff_runs, run_analysis
+    from nsyskit.analysis.profilers import print_profiler_analysis, profiler_of, run_profiler_analysis
     from nsyskit.analysis.report import print_analysis, rich_table
 
     if diff:
@@ -58,6 +59,17 @@ def analyze(
             "--fail-on-regression needs a baseline",
             "use 'invoke analyze --diff BASELINE RUN --fail-on-regression PCT'",
         )
+    profiler = profiler_of(_paths(path))
+    if profiler != "nsys":  # PROFILER=ncu or torch runs: their own tables, shown the same way
+        other, report = run_profiler_analysis(profiler, _paths(path), Path(output) if output else None, html,
+                                              float(straggler_pct) if straggler_pct is not None else 5.0)  # fmt: skip
+        if json_:
+            console.out.print_json(json.dumps(other.to_json()))
+        else:
+            print_profiler_analysis(other, console.out, top=int(top))
+        if report:
+            console.done(f"report: {report}")
+        return
     analysis, report = run_analysis(
         _paths(path),
         Path(output) if output else None,
