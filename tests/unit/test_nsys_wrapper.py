@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from nsyskit import hostpkgs
+
 WRAPPER_PATH = Path(__file__).resolve().parents[2] / "Container-Root/usr/local/bin/nsys-profile"
 
 
@@ -222,9 +224,10 @@ def test_torch_rank_end_to_end_runs_the_command_itself_and_records_its_trace(tmp
     assert silent.returncode == 3 and "no torch trace at" in silent.stderr
 
 
-@pytest.mark.skipif(shutil.which("ncu") is None, reason="needs Debian's nsight-compute (python -m nsyskit.hostpkgs ncu)")
 def test_ncu_rank_end_to_end_without_a_gpu_says_so_in_one_line_and_succeeds(tmp_path):
     """The real ncu on a command without CUDA kernels: no report, a note, exit code 0."""
+    if shutil.which("ncu") is None:
+        hostpkgs.install("ncu")  # as on a fresh machine: Debian's nsight-compute
     done = run_wrapper(tmp_path, {"NSYSKIT_PROFILER": "ncu"}, sys.executable, "-c", "print('trained')")
     assert done.returncode == 0, done.stderr
     assert "trained" in done.stdout and done.stderr.count("ncu recorded no kernel") == 1

@@ -11,16 +11,22 @@ from pathlib import Path
 
 import pytest
 
+from nsyskit import hostpkgs
 from nsyskit.analysis import ncu
 from nsyskit.errors import AnalysisError
 
 # Reports NVIDIA ships with Debian's nsight-compute (an RTX A2000 profiled with the detailed set): the only
 # .ncu-rep files a machine without a GPU has. addConstDouble adds a constant to each double: 1 FLOP per 16 bytes.
 EXAMPLES = Path("/usr/share/doc/nsight-compute/examples/uncoalescedGlobalAccesses")
-needs_ncu = pytest.mark.skipif(
-    shutil.which("ncu") is None or not EXAMPLES.is_dir(),
-    reason="needs Debian's nsight-compute (python -m nsyskit.hostpkgs ncu)",
-)
+
+
+@pytest.fixture(scope="module")
+def installed_ncu() -> str:
+    """Debian's ncu on this machine (installed through the kit's host step when missing, as on a fresh machine)."""
+    if shutil.which("ncu") is None:
+        hostpkgs.install("ncu")
+    assert EXAMPLES.is_dir(), f"nsight-compute installed without its examples in {EXAMPLES}"
+    return shutil.which("ncu")
 
 
 def raw_csv(launches: list[dict[str, str]], units: dict[str, str]) -> str:
@@ -106,8 +112,7 @@ def test_an_import_without_launches_gives_no_rows():
     assert ncu.parse_raw_csv("==PROF== Disconnected from process 42\n") == ({}, [])
 
 
-@needs_ncu
-def test_real_reports_through_the_real_ncu(tmp_path):
+def test_real_reports_through_the_real_ncu(tmp_path, installed_ncu):
     for rank, name in enumerate(("addConstDouble", "addConstDouble3")):
         shutil.copy(EXAMPLES / f"{name}.ncu-rep", tmp_path / f"run1_node0_rank{rank}_gpu-host.ncu-rep")
     launches, kernels, sources, notes = ncu.analyze_reports([tmp_path])
@@ -128,8 +133,7 @@ def test_real_reports_through_the_real_ncu(tmp_path):
     assert len(kernels) == 2 and set(kernels["launches"]) == {1}
 
 
-@needs_ncu
-def test_a_corrupt_report_is_a_one_line_error(tmp_path):
+def test_a_corrupt_report_is_a_one_line_error(tmp_path, installed_ncu):
     bad = tmp_path / "job_node0_rank0_h.ncu-rep"
     bad.write_bytes(b"not a report")
     with pytest.raises(AnalysisError, match="ncu --import failed") as error:
