@@ -48,6 +48,14 @@ def test_bad_values_name_the_key_the_value_and_the_choices(key, value, fix):
     assert key in message and value in message and fix in message
 
 
+def test_ncu_and_torch_need_the_wrapper_not_an_nsys_injector():
+    with pytest.raises(ConfigErrors) as caught:
+        config(PROFILER="torch", K8S_PROFILER="nsight-operator")
+    message = caught.value.one_line()
+    assert "PROFILER='torch'" in message and "K8S_PROFILER=wrapper" in message
+    assert config(PROFILER="torch").k8s_profiler == "wrapper"
+
+
 def test_nsys_runs_render_exactly_as_before():
     env = launch.wrapper_env(config())
     assert not any(key.startswith(("NSYSKIT_PROFILER", "NSYSKIT_NCU")) for key in env)

@@ -148,4 +148,7 @@ def _cross_checks(v: dict[str, Any], sources: dict[str, str]) -> list[ConfigErro
     if ranks not in ("all", "local0") and max(int(r) for r in ranks.split(",")) >= world:
         err("PROFILE_RANKS", f"names a rank outside the world of {world} ranks (NODES x PROCS_PER_NODE)",
             f"use ranks 0-{world - 1}, all or local0")
+    if v["profiler"] != "nsys" and v["k8s_profiler"] != "wrapper":  # NVIDIA's injectors start nsys, not ncu/torch
+        err("PROFILER", f"needs the kit's wrapper but K8S_PROFILER={v['k8s_profiler']} starts nsys itself",
+            "set K8S_PROFILER=wrapper, or PROFILER=nsys")
     return errors
