@@ -109,3 +109,9 @@ def test_the_profiler_flag_overrides_the_setting(tmp_path):
         assert "NSYSKIT_PROFILER=torch" in text and "--torch-profile" in text
     finally:
         shutil.rmtree(script.parent)
+
+
+def test_ncu_on_gpus_gets_the_gpu_counter_capability_and_nothing_else_changes():
+    assert k8s_render.capabilities(config(PROFILER="ncu", EFA_PER_NODE="0")) == ["SYS_ADMIN"]
+    assert k8s_render.capabilities(config(PROFILER="ncu", EFA_PER_NODE="0", GPUS_PER_NODE="0")) == []
+    assert k8s_render.capabilities(config(PROFILER="torch", EFA_PER_NODE="0")) == []

@@ -149,6 +149,11 @@ class Config:
         """True when the run uses GPUs (NCCL), False on CPU (gloo)."""
         return self.gpus_per_node > 0
 
+    @property
+    def needs_gpu_counters(self) -> bool:
+        """True when ncu profiles GPU kernels: its performance counters are admin-only with the driver's default."""
+        return self.profiler == "ncu" and self.uses_gpu
+
     def replace(self, **changes: Any) -> Config:
         """A copy with some attributes changed (no re-validation: use load_config for user input)."""
         return dataclasses.replace(self, **changes)
