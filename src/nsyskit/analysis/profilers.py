@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import html
 import json
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,9 +79,7 @@ def ncu_analysis(paths: list[str | Path]) -> ProfilerAnalysis:
 
 def torch_analysis(paths: list[str | Path], straggler_pct: float = 5.0) -> ProfilerAnalysis:
     """HTA's tables of a run's torch profiler traces."""
-    with warnings.catch_warnings():  # HTA's pandas deprecations and empty-GPU divisions are not the user's concern
-        warnings.simplefilter("ignore")
-        result = torchprof.analyze_traces(paths, straggler_pct)
+    result = torchprof.analyze_traces(paths, straggler_pct)
     titles = {
         "temporal_breakdown": "Temporal breakdown per rank (HTA: % of the GPU kernels' span)",
         "comm_comp_overlap": "Communication overlapped by computation per rank (HTA)",

@@ -12,6 +12,7 @@ import gzip
 import json
 import logging
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -195,9 +196,11 @@ def _gpu_part(analysis: TorchAnalysis, hta) -> None:
 def analyze_traces(paths: list[str | Path], straggler_pct: float = 5.0) -> TorchAnalysis:
     """Find the run's torch traces and compute every table with HTA (the GPU ones only where kernels exist)."""
     traces = find_traces(paths)
-    hta = load_hta(traces)
-    analysis = TorchAnalysis(sources={rank: str(path) for rank, path in traces.items()})
-    _gpu_part(analysis, hta)
+    with warnings.catch_warnings():  # HTA's pandas deprecations and empty-GPU divisions are not the user's concern
+        warnings.simplefilter("ignore")
+        hta = load_hta(traces)
+        analysis = TorchAnalysis(sources={rank: str(path) for rank, path in traces.items()})
+        _gpu_part(analysis, hta)
     names = hta.t.symbol_table.get_sym_table()
     per_rank, summaries = [], []
     for rank in traces:
