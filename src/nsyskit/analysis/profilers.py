@@ -6,6 +6,7 @@ the three profilers' results read the same way; nsys runs keep their own path (a
 
 from __future__ import annotations
 
+import base64
 import html
 import json
 from dataclasses import dataclass, field
@@ -56,6 +57,7 @@ class ProfilerAnalysis:
     tables: dict[str, tuple[str, Table | None, list[str] | None]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
+    figures: list[tuple[str, str, Table | None]] = field(default_factory=list)  # (png name, title, table plotted)
 
     def to_json(self) -> dict[str, Any]:
         """The analysis as plain JSON data: the tables by name, as the nsys analysis writes them."""
@@ -74,7 +76,7 @@ def ncu_analysis(paths: list[str | Path]) -> ProfilerAnalysis:
     return ProfilerAnalysis("ncu", sources, {
         "kernels": ("Kernels (Nsight Compute, mean per launch, all ranks)", kernels, shown),
         "launches": ("Profiled launches per rank", launches, None),
-    }, notes)  # fmt: skip
+    }, notes, figures=[("top_kernels.png", "Top kernels (profiled launches)", kernels)])  # fmt: skip
 
 
 def torch_analysis(paths: list[str | Path], straggler_pct: float = 5.0) -> ProfilerAnalysis:
@@ -89,7 +91,8 @@ def torch_analysis(paths: list[str | Path], straggler_pct: float = 5.0) -> Profi
         "ranks": "Ranks (stragglers in red)",
     }
     tables = {name: (title, getattr(result, name), None) for name, title in titles.items()}
-    return ProfilerAnalysis("torch", result.sources, tables, result.notes, result.to_json())
+    figures = [("step_times.png", "Step time per rank", result.steps), ("top_kernels.png", "Top kernels", result.top_kernels)]
+    return ProfilerAnalysis("torch", result.sources, tables, result.notes, result.to_json(), figures)
 
 
 def print_profiler_analysis(analysis: ProfilerAnalysis, console: Console, top: int = 15) -> None:
@@ -102,13 +105,22 @@ def print_profiler_analysis(analysis: ProfilerAnalysis, console: Console, top: i
 
 
 def write_profiler_report(analysis: ProfilerAnalysis, folder: Path, top: int = 20) -> Path:
-    """Write report.html and analysis.json into `folder`; returns report.html's path."""
+    """Write report.html (self-contained), the PNGs and analysis.json into `folder`; returns report.html's path."""
+    from nsyskit.analysis import plots  # matplotlib only when a report is written
+
+    render = {"step_times.png": plots.step_times_per_rank, "top_kernels.png": plots.top_kernels}
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "analysis.json").write_text(json.dumps(analysis.to_json(), indent=1))
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>nsyskit analysis ({analysis.profiler})</title>"
              f"<style>{STYLE}</style></head><body><h1>nsyskit analysis ({html.escape(analysis.profiler)})</h1>"]  # fmt: skip
     parts.append("<ul>" + "".join(f"<li>rank {r}: {html.escape(s)}</li>" for r, s in analysis.sources.items()) + "</ul>")
     parts += [f"<p class='empty'>{html.escape(note)}</p>" for note in analysis.notes]
+    for filename, title, table in analysis.figures:
+        png = render[filename](table)
+        if png:
+            (folder / filename).write_bytes(png)
+            parts.append(f"<h2>{html.escape(title)}</h2><img alt='{html.escape(title)}' "
+                         f"src='data:image/png;base64,{base64.b64encode(png).decode()}'>")  # fmt: skip
     for title, table, columns in analysis.tables.values():
         parts.append(f"<h2>{html.escape(title)}</h2>" + html_table(table, columns, top))
     target = folder / "report.html"

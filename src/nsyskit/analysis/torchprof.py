@@ -25,6 +25,7 @@ from nsyskit.errors import AnalysisError
 
 TRACE_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json")
 RANK_IN_NAME = re.compile(r"_rank(\d+)_")  # the wrapper's JOB_nodeN_rankR_HOST naming
+HOST_IN_NAME = re.compile(r"_rank\d+_(.+?)\.pt\.trace\.json")
 STEP_NAME = re.compile(r"ProfilerStep#(\d+)$")
 US = 1000  # ns per HTA microsecond
 NO_GPU = "no GPU kernels in the torch traces (CPU run): temporal breakdown, overlap, idle time and kernel tables are empty"
@@ -208,8 +209,9 @@ def analyze_traces(paths: list[str | Path], straggler_pct: float = 5.0) -> Torch
         per_rank.append(steps)
         durations = steps["duration_ns"]
         busy = analysis.temporal_breakdown.take(analysis.temporal_breakdown["rank"] == rank) if analysis.has_gpu else None
+        host = HOST_IN_NAME.search(traces[rank].name)
         summaries.append({
-            "rank": rank, "host": "", "steps": len(durations),
+            "rank": rank, "host": host.group(1) if host else "", "steps": len(durations),
             "step_mean_ns": float(durations.mean()) if len(durations) else np.nan,
             "step_median_ns": float(np.median(durations)) if len(durations) else np.nan,
             "gpu_busy_pct": float(100 - busy["idle_pct"][0]) if busy is not None and len(busy) else np.nan,

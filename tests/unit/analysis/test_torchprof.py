@@ -51,6 +51,7 @@ def test_steps_and_the_slow_rank(gpu_run):
     assert list(steps["step"][steps["rank"] == 0]) == [1, 2, 3]
     ranks = {row["rank"]: row for row in gpu_run.ranks.rows()}
     assert ranks[1]["step_mean_ns"] > ranks[0]["step_mean_ns"] and ranks[1]["straggler"]
+    assert ranks[0]["host"] == "host"  # from the wrapper's report name
     assert ranks[0]["gpu_busy_pct"] == pytest.approx(1950 * 100 / 2750)  # busy 3 x 650 us of the 2750 us span
 
 
