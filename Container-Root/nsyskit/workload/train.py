@@ -4,9 +4,10 @@
 Runs under torchrun, mpirun or srun (see rankinfo.py); NCCL on GPUs, gloo on CPU, bf16 autocast where the
 GPU supports it. Marks every step ("step N") and phase (data/forward/backward/optimizer) with NVTX, and
 the profiling window (--profile-steps A-B) with an NVTX "profile_window" range plus, on GPU,
-cudaProfilerStart/Stop for nsys --capture-range=cudaProfilerApi. With --torch-profile, torch.profiler records
-the same window into one Kineto (Chrome) trace per rank at $NSYSKIT_TORCH_TRACE (set by the wrapper). Prints per-step time and tokens/s and, at
-the end, a checksum of the parameters on every rank (equal checksums: the ranks stayed in sync).
+cudaProfilerStart/Stop for nsys --capture-range=cudaProfilerApi. With --torch-profile, torch.profiler
+records the same window into one Kineto (Chrome) trace per rank at $NSYSKIT_TORCH_TRACE (set by the wrapper).
+Prints per-step time and tokens/s and, at the end, a checksum of the parameters on every rank (equal
+checksums: the ranks stayed in sync).
 """
 
 from __future__ import annotations
