@@ -88,6 +88,7 @@ def torch_analysis(paths: list[str | Path], straggler_pct: float = 5.0) -> Profi
         "idle_time": "GPU idle time per rank and stream, by cause (HTA)",
         "kernel_types": "Kernel time by type, all ranks (HTA)",
         "top_kernels": "Top kernels, all ranks (HTA)",
+        "rank_kernels": "Kernels per rank (HTA)",
         "ranks": "Ranks (stragglers in red)",
     }
     tables = {name: (title, getattr(result, name), None) for name, title in titles.items()}

@@ -29,7 +29,8 @@ HOST_IN_NAME = re.compile(r"_rank\d+_(.+?)\.pt\.trace\.json")
 STEP_NAME = re.compile(r"ProfilerStep#(\d+)$")
 US = 1000  # ns per HTA microsecond
 NO_GPU = "no GPU kernels in the torch traces (CPU run): temporal breakdown, overlap, idle time and kernel tables are empty"
-TABLES = ("temporal_breakdown", "comm_comp_overlap", "idle_time", "kernel_types", "top_kernels", "steps", "ranks")
+TABLES = ("temporal_breakdown", "comm_comp_overlap", "idle_time", "kernel_types", "top_kernels", "rank_kernels", "steps",
+          "ranks")  # fmt: skip
 
 
 @dataclass
@@ -42,6 +43,7 @@ class TorchAnalysis:
     idle_time: Table | None = None
     kernel_types: Table | None = None
     top_kernels: Table | None = None
+    rank_kernels: Table | None = None
     steps: Table | None = None
     ranks: Table | None = None
     notes: list[str] = field(default_factory=list)
@@ -169,6 +171,17 @@ def top_kernels(frame) -> Table:
     })  # fmt: skip
 
 
+def rank_kernels(frame) -> Table:
+    """HTA's kernel statistics per rank: rank, name, type, total, mean, min, max and standard deviation."""
+    frame = frame.sort_values(["rank", "sum (us)"], ascending=[True, False])
+    return Table({
+        "rank": _column(frame, "rank", dtype=np.int64), "name": frame["name"].astype(str).to_numpy(dtype=object),
+        "kind": frame["kernel_type"].astype(str).to_numpy(dtype=object), "total_ns": _column(frame, "sum (us)", US),
+        "avg_ns": _column(frame, "mean (us)", US), "min_ns": _column(frame, "min (us)", US),
+        "max_ns": _column(frame, "max (us)", US), "stddev_ns": _column(frame, "stddev", US),
+    })  # fmt: skip
+
+
 def step_times(rank: int, frame, names: list[str]) -> Table:
     """One rank's ProfilerStep#N annotations: step, start and duration in ns."""
     ids = {i: int(m.group(1)) for i, n in enumerate(names) if (m := STEP_NAME.match(str(n)))}
@@ -187,6 +200,7 @@ def _gpu_part(analysis: TorchAnalysis, hta) -> None:
         analysis.notes.append(NO_GPU)
         return
     analysis.kernel_types, analysis.top_kernels = kernel_types(kernel_frames[0]), top_kernels(kernel_frames[1])
+    analysis.rank_kernels = rank_kernels(kernel_frames[1])
     analysis.temporal_breakdown = temporal_breakdown(hta.get_temporal_breakdown(visualize=False))
     analysis.comm_comp_overlap = comm_comp_overlap(hta.get_comm_comp_overlap(visualize=False))
     ranks = sorted(analysis.sources)

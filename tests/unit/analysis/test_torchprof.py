@@ -44,6 +44,8 @@ def test_overlap_idle_and_kernel_breakdown(gpu_run):
     assert top[GEMM]["kind"] == "COMPUTATION" and top[ALLREDUCE]["kind"] == "COMMUNICATION"
     assert (top[GEMM]["instances"], top[GEMM]["ranks"], top[GEMM]["avg_ns"]) == (6, 2, 400 * US)
     assert set(gpu_run.idle_time["rank"]) == {0, 1} and "host_wait" in set(gpu_run.idle_time["kind"])
+    per_rank = [row for row in gpu_run.rank_kernels.rows() if row["rank"] == 1 and row["name"] == GEMM]
+    assert [(r["kind"], r["total_ns"], r["avg_ns"]) for r in per_rank] == [("COMPUTATION", 3 * 400 * US, 400 * US)]
 
 
 def test_steps_and_the_slow_rank(gpu_run):
