@@ -123,24 +123,24 @@ def metric(launch: dict[str, str], units: dict[str, str], name: str) -> float:
 
 
 def roofline(launch: dict[str, str], units: dict[str, str]) -> dict[str, float | str]:
-    """The launch's roofline position for its dominant precision: achieved and peak FLOP/s, intensity (FLOP/byte)."""
-    best = {"precision": "", "achieved_flops": math.nan, "peak_flops": math.nan}
+    """The launch's roofline position for its dominant precision: achieved and peak GFLOP/s, FLOP per DRAM byte."""
+    best = {"precision": "", "flops": math.nan, "peak": math.nan}
     for precision, (add, mul, fma) in PRECISIONS.items():
         per_cycle = [metric(launch, units, INST_RATE.format(op=op)) for op in (add, mul, fma)]
         achieved = (per_cycle[0] + per_cycle[1] + 2 * per_cycle[2]) * metric(launch, units, SMSP_CLOCK)
         peak = 2 * metric(launch, units, PEAK_FMA.format(op=fma)) * metric(launch, units, SM_CLOCK)
-        if not math.isnan(achieved) and (math.isnan(best["achieved_flops"]) or achieved > best["achieved_flops"]):
-            best = {"precision": precision, "achieved_flops": achieved, "peak_flops": peak}
-    dram = metric(launch, units, DRAM_RATE)
-    achieved = best["achieved_flops"]
-    return {**best, "dram_bytes_per_s": dram,
+        if not math.isnan(achieved) and (math.isnan(best["flops"]) or achieved > best["flops"]):
+            best = {"precision": precision, "flops": achieved, "peak": peak}
+    dram, achieved, peak = metric(launch, units, DRAM_RATE), best["flops"], best["peak"]
+    return {"precision": best["precision"], "achieved_gflops": achieved / 1e9, "peak_gflops": peak / 1e9,
+            "of_peak_flops_pct": achieved * 100 / peak if peak else math.nan,
             "intensity_flop_per_byte": achieved / dram if dram and not math.isnan(achieved) else math.nan,
-            "of_peak_flops_pct": achieved * 100 / best["peak_flops"] if best["peak_flops"] else math.nan}  # fmt: skip
+            "dram_gbps": dram / 1e9}  # fmt: skip
 
 
 LAUNCH_COLUMNS = (
     "rank", "id", "name", "duration_ns", "sm_throughput_pct", "memory_throughput_pct", "achieved_occupancy_pct",
-    "precision", "achieved_flops", "peak_flops", "of_peak_flops_pct", "intensity_flop_per_byte", "dram_bytes_per_s",
+    "precision", "achieved_gflops", "peak_gflops", "of_peak_flops_pct", "intensity_flop_per_byte", "dram_gbps",
 )  # fmt: skip
 
 

@@ -72,7 +72,7 @@ def ncu_analysis(paths: list[str | Path]) -> ProfilerAnalysis:
     """Per kernel and per launch Nsight Compute tables of a run's .ncu-rep reports."""
     launches, kernels, sources, notes = ncu.analyze_reports(paths)
     shown = ["name", "launches", "duration_ns", "sm_throughput_pct", "memory_throughput_pct",
-             "achieved_occupancy_pct", "achieved_flops", "peak_flops", "of_peak_flops_pct", "intensity_flop_per_byte"]  # fmt: skip
+             "achieved_occupancy_pct", "achieved_gflops", "peak_gflops", "of_peak_flops_pct", "intensity_flop_per_byte"]  # fmt: skip
     return ProfilerAnalysis("ncu", sources, {
         "kernels": ("Kernels (Nsight Compute, mean per launch, all ranks)", kernels, shown),
         "launches": ("Profiled launches per rank", launches, None),

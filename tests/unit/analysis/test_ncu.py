@@ -71,9 +71,9 @@ def test_a_launch_in_scaled_units_gives_speed_of_light_occupancy_and_roofline():
     assert row["duration_ns"] == pytest.approx(1_250_500)  # '1,250.50' usecond
     assert (row["sm_throughput_pct"], row["memory_throughput_pct"], row["achieved_occupancy_pct"]) == (81.5, 40.25, 48.0)
     assert row["precision"] == "fp32"
-    assert row["achieved_flops"] == pytest.approx((10 + 0 + 2 * 20) * 1.5e9)  # fadd + fmul + 2 x ffma per cycle
-    assert row["peak_flops"] == pytest.approx(2 * 4096 * 1.5e9)
-    assert row["dram_bytes_per_s"] == pytest.approx(1.5e12)
+    assert row["achieved_gflops"] == pytest.approx((10 + 0 + 2 * 20) * 1.5)  # fadd + fmul + 2 x ffma per cycle x GHz
+    assert row["peak_gflops"] == pytest.approx(2 * 4096 * 1.5)
+    assert row["dram_gbps"] == pytest.approx(1500)
     assert row["intensity_flop_per_byte"] == pytest.approx(75e9 / 1.5e12)
     assert row["of_peak_flops_pct"] == pytest.approx(75e9 * 100 / 12.288e12)
 
@@ -86,7 +86,7 @@ def test_sections_not_collected_stay_empty_and_fp64_wins_when_it_dominates():
     units = {k: v for k, v in AUTO_UNITS.items() if k != ncu.ACHIEVED_OCCUPANCY}
     (row,) = ncu.launch_table(0, *ncu.parse_raw_csv(raw_csv([launch], units))).rows()
     assert row["achieved_occupancy_pct"] is None  # NaN: shown as "-" and null in JSON
-    assert row["precision"] == "fp64" and row["peak_flops"] == pytest.approx(2 * 2048 * 1.5e9)
+    assert row["precision"] == "fp64" and row["peak_gflops"] == pytest.approx(2 * 2048 * 1.5)
 
 
 def test_launches_of_one_kernel_are_summarized_per_name():
