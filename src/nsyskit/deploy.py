@@ -39,5 +39,6 @@ TARGETS = {"k8s": "nsyskit.k8s", "slurm": "nsyskit.slurm"}
 def target(k8s: bool, slurm: bool) -> Target:
     """The module of the chosen target; exactly one of k8s/slurm must be set."""
     if k8s == slurm:
-        raise NsyskitError("choose one target: --k8s or --slurm")
+        given = "both --k8s and --slurm" if k8s else "neither --k8s nor --slurm"
+        raise NsyskitError(f"{given} given; fix: choose one target: --k8s or --slurm")
     return importlib.import_module(TARGETS["k8s" if k8s else "slurm"])  # type: ignore[return-value]

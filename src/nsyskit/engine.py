@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 
 import docker
-from docker.errors import DockerException
+from docker.errors import DockerException, ImageNotFound
 
 from nsyskit import console, hostpkgs
-from nsyskit.errors import EngineUnavailable
+from nsyskit.errors import EngineUnavailable, ImageNotBuilt
 
 DOCKERD_LOG = Path("/var/log/nsyskit/dockerd.log")
 START_TIMEOUT_S = 90
@@ -21,13 +21,45 @@ START_TIMEOUT_S = 90
 def connect() -> docker.DockerClient:
     """A client for the engine the environment points at (DOCKER_HOST or the default socket), or EngineUnavailable."""
     try:
-        client = docker.from_env(timeout=600)
+        client = docker.from_env(timeout=600)  # asks the engine its API version: may fail like ping()
         client.ping()
         return client
-    except DockerException as exc:
+    except ValueError as exc:  # docker-py's word for a malformed address
         raise EngineUnavailable(
-            f"no Docker engine reachable ({_where()}): {_short(exc)}; run 'invoke setup' to install/start one"
-        ) from exc
+            f"DOCKER_HOST={_where()!r} is not a Docker engine address ({_short(exc)}); "
+            "fix: use unix:///PATH/docker.sock or tcp://HOST:PORT, or unset DOCKER_HOST"
+        ) from None
+    except DockerException as exc:
+        where = f"DOCKER_HOST={_where()}" if os.environ.get("DOCKER_HOST") else _where()
+        raise EngineUnavailable(f"no Docker engine reachable at {where}: {_short(exc)}; fix: {_engine_fix(exc)}") from exc
+
+
+def require_image(client: docker.DockerClient, ref: str) -> None:
+    """Raise ImageNotBuilt, saying how to get it, unless image REF is in the engine."""
+    try:
+        client.images.get(ref)
+    except ImageNotFound:
+        raise ImageNotBuilt(
+            f"image {ref} is not in the local engine; fix: run 'invoke build' (or 'invoke pull') first", [ref]
+        ) from None
+
+
+def _can_start_one() -> bool:
+    """Whether 'invoke setup' can install and start an engine here (as root on Debian/Ubuntu)."""
+    return os.geteuid() == 0 and hostpkgs.is_debian_like()
+
+
+def _engine_fix(exc: Exception) -> str:
+    """What to do when the engine does not answer, given who we are and where DOCKER_HOST points."""
+    if "ermission denied" in str(exc):
+        return "add this user to the docker group (then log in again), or run as root"
+    if os.environ.get("DOCKER_HOST"):
+        return "start the engine DOCKER_HOST names" + (
+            ", or unset DOCKER_HOST and run 'invoke setup' to start a local one" if _can_start_one() else ""
+        )
+    if _can_start_one():
+        return "run 'invoke setup' to install and start one"
+    return "install Docker Engine (https://docs.docker.com/engine/install/) and start it, or set DOCKER_HOST"
 
 
 def _where() -> str:
@@ -44,17 +76,10 @@ def ensure_engine() -> tuple[docker.DockerClient, str]:
     try:
         return connect(), ""
     except EngineUnavailable as exc:
-        if os.environ.get("DOCKER_HOST"):
-            # The user pointed us at a specific engine: starting a local one would hide that.
-            raise EngineUnavailable(
-                f"no Docker engine reachable at DOCKER_HOST={os.environ['DOCKER_HOST']}: start that engine, "
-                "or unset DOCKER_HOST to let 'invoke setup' start a local one"
-            ) from exc
-    if os.geteuid() != 0 or not hostpkgs.is_debian_like():
-        raise EngineUnavailable(
-            "no Docker engine is running and nsyskit can only install one on Debian/Ubuntu as root: "
-            "install Docker Engine (https://docs.docker.com/engine/install/) and start it, or set DOCKER_HOST"
-        )
+        # DOCKER_HOST names a specific engine: starting a local one would hide that (connect() says the fix).
+        # Not root or not Debian/Ubuntu: nothing can be started here (connect() says what to install or change).
+        if os.environ.get("DOCKER_HOST") or not _can_start_one() or "ermission denied" in str(exc):
+            raise
     did = []
     if not shutil.which("dockerd"):
         console.info("installing docker.io (apt-get)…")
@@ -72,7 +97,9 @@ def ensure_engine() -> tuple[docker.DockerClient, str]:
         except EngineUnavailable:
             if time.monotonic() > deadline:
                 tail = " | ".join(DOCKERD_LOG.read_text(errors="replace").strip().splitlines()[-3:])
-                raise EngineUnavailable(f"dockerd did not answer within {START_TIMEOUT_S} s; log {DOCKERD_LOG}: {tail}") from None
+                raise EngineUnavailable(
+                    f"dockerd did not answer within {START_TIMEOUT_S} s; log {DOCKERD_LOG}: {tail}; fix: see that log"
+                ) from None
             time.sleep(1)
     did.append(f"started dockerd (log: {DOCKERD_LOG})")
     return client, "; ".join(did)

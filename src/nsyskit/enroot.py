@@ -95,9 +95,23 @@ def ecr_credentials(cfg: Config) -> tuple[str, str, str]:
 def write_credentials(cfg: Config, environ: Mapping[str, str] | None = None) -> Path:
     """Put the ECR line into enroot's credentials file (mode 0600), keeping every other line; return the file."""
     host, login, password = ecr_credentials(cfg)
-    path = credentials_file(environ)
-    old = path.read_text() if path.is_file() else ""
-    write_private(path, merge_entry(old, host, netrc_entry(host, login, password)))
+    return store_entry(credentials_file(environ), host, netrc_entry(host, login, password))
+
+
+def store_entry(path: Path, host: str, entry: str) -> Path:
+    """Put ENTRY for HOST into the netrc file PATH (0600, other lines kept); a file we cannot use is a ConfigError."""
+    fix = "point ENROOT_CONFIG_PATH at a folder you can write (default: ~/.config/enroot)"
+    try:
+        old = path.read_text() if path.is_file() else ""
+        if path.exists() and not path.is_file():
+            raise IsADirectoryError(21, "is a folder, not a file")
+        write_private(path, merge_entry(old, host, entry))
+    except UnicodeDecodeError:
+        raise ConfigError("ENROOT_CONFIG_PATH", str(path.parent), f"{path} is not UTF-8 text (not a netrc file)",
+                          f"repair or remove {path}", "environment") from None  # fmt: skip
+    except OSError as exc:
+        raise ConfigError("ENROOT_CONFIG_PATH", str(path.parent), f"{path} cannot be written ({exc.strerror})", fix,
+                          "environment") from None  # fmt: skip
     return path
 
 
@@ -125,7 +139,7 @@ def import_image(cfg: Config, force: bool = False) -> tuple[Path, bool]:
     target = Path(sqsh_path(cfg))
     if not shutil.which("enroot"):
         raise EnrootMissing(
-            "enroot is not installed here: run 'invoke enroot-import' on a cluster node that has it "
+            "enroot is not installed here; fix: run 'invoke enroot-import' on a cluster node that has it "
             "(e.g. srun -N1 .venv/bin/invoke enroot-import), or install enroot (github.com/NVIDIA/enroot)"
         )
     if target.exists():

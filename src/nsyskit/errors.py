@@ -25,10 +25,18 @@ class ConfigError(NsyskitError):
         super().__init__(f"{key}={value!r}{where}: {problem}; fix: {fix}")
 
 
+class ConfigFileError(NsyskitError):
+    """A settings file (.env, a profile) cannot be used: names the file (and line), what is wrong and the fix."""
+
+    def __init__(self, path: object, problem: str, fix: str) -> None:
+        self.path, self.problem, self.fix = str(path), problem, fix
+        super().__init__(f"{self.path}: {problem}; fix: {fix}")
+
+
 class ConfigErrors(NsyskitError):
     """Several configuration problems found at once; str() lists one per line."""
 
-    def __init__(self, errors: Sequence[ConfigError]) -> None:
+    def __init__(self, errors: Sequence[NsyskitError]) -> None:
         self.errors = list(errors)
         super().__init__("\n".join(str(e) for e in self.errors))
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,27 +21,53 @@ def jobs_root(root: Path) -> Path:
     return Path(root).resolve() / JOBS
 
 
-def new_job_dir(root: Path, target: str) -> Path:
-    """A fresh, empty folder jobs/<target>-<UTC time>[-n]/ and the 'last job' pointer of `target` set to it."""
+def _make_job_dir(root: Path, target: str) -> Path:
+    """A fresh, empty folder jobs/<target>-<UTC time>[-n]/ holding only its job.json."""
     base = jobs_root(root)
-    base.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    for n in range(1000):
-        folder = base / (f"{target}-{stamp}" + (f"-{n}" if n else ""))
-        try:
-            folder.mkdir()
-        except FileExistsError:
-            continue
-        write_record(folder, target=target, job_dir=folder.name)
-        (base / f"last-{target}").write_text(folder.name + "\n")
-        return folder
+    if base.exists() and not base.is_dir():
+        raise NsyskitError(f"{base} is a file, but job folders go there; fix: move that file away")
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        for n in range(1000):
+            folder = base / (f"{target}-{stamp}" + (f"-{n}" if n else ""))
+            try:
+                folder.mkdir()
+            except FileExistsError:
+                continue
+            write_record(folder, target=target, job_dir=folder.name)
+            return folder
+    except OSError as exc:
+        raise NsyskitError(
+            f"cannot create a job folder under {base} ({exc.strerror}); fix: make {base} a writable folder"
+        ) from None
     raise NsyskitError(f"could not make a fresh job folder under {base}; fix: remove old job folders")
+
+
+@contextmanager
+def fresh_job_dir(root: Path, target: str) -> Iterator[Path]:
+    """A new job folder to render into: removed again if the block fails; once it succeeds, the last job of TARGET."""
+    folder = _make_job_dir(root, target)
+    try:
+        yield folder
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)  # a failed render leaves nothing behind
+        raise
+    (folder.parent / f"last-{target}").write_text(folder.name + "\n")
 
 
 def read_record(job_dir: Path) -> dict[str, Any]:
     """The job.json record of a job folder ({} when there is none)."""
     path = Path(job_dir) / RECORD
-    return json.loads(path.read_text()) if path.is_file() else {}
+    if not path.is_file():
+        return {}
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise NsyskitError(f"{path} cannot be read as a job record ({exc}); fix: repair or remove that job folder") from None
+    if not isinstance(record, dict):
+        raise NsyskitError(f"{path} is not a job record (a JSON object); fix: repair or remove that job folder")
+    return record
 
 
 def write_record(folder: Path, /, **fields: Any) -> dict[str, Any]:
@@ -58,10 +87,18 @@ def find_job_dir(root: Path, target: str, job: str | None = None) -> Path:
             raise NsyskitError(
                 f"no {target} job deployed from {root} yet; fix: run 'invoke deploy --{target}' or pass --job"
             )
-        folder = base / pointer.read_text().strip()
+        try:
+            name = pointer.read_text().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise NsyskitError(f"{pointer} cannot be read ({exc}); fix: remove it and pass --job") from None
+        if not name or "/" in name or name in (".", ".."):
+            raise NsyskitError(f"{pointer} holds {name!r}, not a job folder name; fix: remove it and pass --job")
+        folder = base / name
         if not folder.is_dir():
             raise NsyskitError(f"the last {target} job folder {folder} is gone; fix: pass --job")
         return folder
+    if job in (".", "..") or "/" in job or "\0" in job:
+        raise NsyskitError(f"--job {job!r} is not a job name; fix: give a job folder name from 'ls {base}' or a job id")
     if (base / job).is_dir():
         return base / job
     matches = [d for d in sorted(base.glob(f"{target}-*")) if str(read_record(d).get("job_id")) == str(job)]

@@ -218,7 +218,7 @@ def test_missing_aws_credentials_say_how_to_provide_them(ecr_registry, scratch_i
 
 def test_image_not_built_yet(ecr_registry):
     line = error_line(invoke("push", env={**ecr_registry.env, "IMAGE": "nsyskit-regtest-never-built"}))
-    assert "nsyskit-regtest-never-built:latest is not in the local Docker engine: build it first" in line
+    assert "nsyskit-regtest-never-built:latest is not in the local Docker engine; fix: build it first" in line
 
 
 def test_access_denied_names_the_missing_iam_action(tmp_path, ecr_registry, scratch_image):

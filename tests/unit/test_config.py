@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from nsyskit.config import Config, key_of, load_config, settings
+from nsyskit.config.parse import host_problem, image_reference_problem
+from nsyskit.config.rules import NSYS_PINNED
 from nsyskit.errors import ConfigErrors
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -224,3 +226,41 @@ def test_local_cpu_profile_is_cpu_only_without_efa():
 def test_variables_slurm_sets_inside_an_allocation_get_no_warning(project):
     cfg = load(project, SLURM_JOB_PARTITION="gpu", SLURM_JOB_ACCOUNT="ml", SLURM_TIMELIMIT="60", SLURM_PROCID="0")
     assert cfg.warnings == ()
+
+
+def test_nsys_pinned_versions_match_the_install_script():
+    script = (Path(__file__).resolve().parents[2] / "Container-Root/nsyskit/install/nsys.sh").read_text()
+    body = script.split("pinned_deb() {", 1)[1].split("esac", 1)[0]
+    assert tuple(re.findall(r"^\s+([0-9][0-9.]*)\)", body, re.M)) == NSYS_PINNED
+
+
+def test_a_byte_order_mark_and_crlf_lines_are_read_as_plain_settings(tmp_path):
+    (tmp_path / ".env").write_bytes(b"\xef\xbb\xbfSTEPS=70\r\nNODES=3\r\n")
+    cfg = load_config(tmp_path, environ={})
+    assert (cfg.steps, cfg.nodes) == (70, 3) and not cfg.warnings
+
+
+GOOD_REFERENCES = ["ubuntu", "nvcr.io/nvidia/pytorch:25.01-py3", "localhost:5000/team/app:v1", "[::1]:5000/x:latest",
+                   "nsyskit-base:bookworm", "a/b__c/d-e.f", "Registry.Example.com/x", "x@sha256:" + "a" * 64]  # fmt: skip
+BAD_REFERENCES = ["https://nvcr.io/x", "nvcr.io//x", "nvcr.io/X/y", "x:", "x:bad tag", "/x", "x/", "a" * 256,
+                  "x@sha256:abc", "999.0.0.1:5000/x", "localhost:0/x", "-x"]  # fmt: skip
+
+
+@pytest.mark.parametrize("reference", GOOD_REFERENCES)
+def test_image_references_docker_accepts_are_accepted(reference):
+    assert image_reference_problem(reference) is None
+
+
+@pytest.mark.parametrize("reference", BAD_REFERENCES)
+def test_image_references_docker_refuses_are_refused(reference):
+    assert image_reference_problem(reference)
+
+
+@pytest.mark.parametrize(
+    ("host", "ok"),
+    [("localhost", True), ("127.0.0.1:5000", True), ("[::1]:443", True), ("reg-1.example.com:65535", True),
+     ("localhost:65536", False), ("localhost:0", False), ("[::1::2]", False), ("256.1.1.1", False),
+     ("localhost:５０００", False), ("-bad.example.com", False)],
+)  # fmt: skip
+def test_registry_hosts_are_checked_for_port_range_and_ip_addresses(host, ok):
+    assert (host_problem(host) is None) == ok

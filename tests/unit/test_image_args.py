@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -152,3 +153,13 @@ def test_plan_tags_image_ref_and_content_tag_and_prints_every_arg():
 def test_registry_goes_into_the_main_tag():
     plan = plan_build(config("local-cpu", registry="127.0.0.1:5000", tag="v1"), ROOT, environ={})
     assert plan.tags[0] == "127.0.0.1:5000/nsyskit:v1" and plan.tags[1].startswith("127.0.0.1:5000/nsyskit:content-")
+
+
+def test_dry_run_command_is_safe_to_paste_whatever_the_values_hold():
+    tricky = "-DNAME=\"it's here\" -DY='$HOME; `id`'"  # a valid word list full of shell syntax
+    plan = plan_build(config("local-cpu", nccl_tests_gencode=tricky, nsys_extra_args="--a 'b c'"), ROOT, environ={})
+    words = shlex.split(plan.docker_command().replace(" \\\n", " "))
+    args = dict(words[i + 1].split("=", 1) for i, word in enumerate(words) if word == "--build-arg")
+    assert args == {**plan.build_args, **plan.proxy_args}
+    assert args["NCCL_TESTS_GENCODE"] == tricky
+    assert words[-1] == "." and words[-3:-1] == ["-t", plan.tags[1]]

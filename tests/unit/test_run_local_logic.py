@@ -134,3 +134,14 @@ def test_rank_info_under_mpirun_slurm_and_torchrun(rankinfo, tmp_path):
     info = rankinfo.detect(torchrun)
     assert (info.launcher, info.master_addr, info.master_port, info.node) == ("torchrun", "n0", "1234", 0)
     assert rankinfo.detect({}).world_size == 1
+
+
+def test_rank_statuses_skip_files_that_are_not_a_wrapper_status(tmp_path):
+    logs = tmp_path / runfolder.LOGS
+    logs.mkdir()
+    (logs / "a.status.json").write_text('{"rank": 1, "exit_code": 0}')
+    (logs / "b.status.json").write_text('{"rank": 0, "exit')  # half-written
+    (logs / "c.status.json").write_text("[1, 2]")
+    (logs / "d.status.json").write_text('{"host": "x"}')
+    (logs / "e.status.json").write_bytes(b"\xff")
+    assert [s.rank for s in runfolder.rank_statuses(tmp_path)] == [1]

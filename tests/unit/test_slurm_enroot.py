@@ -117,3 +117,20 @@ def test_import_without_enroot_says_where_to_run_it():
     cfg = load_config(ROOT, overrides={"REGISTRY": "123456789012.dkr.ecr.us-west-2.amazonaws.com"}, environ={})
     with pytest.raises(EnrootMissing, match="enroot is not installed here"):
         enroot.import_image(cfg)
+
+
+@pytest.mark.parametrize(
+    ("make", "words"),
+    [
+        (lambda d: (d / "enroot").write_text("x"), "cannot be written"),  # ENROOT_CONFIG_PATH is a file
+        (lambda d: (d / "enroot" / ".credentials").mkdir(parents=True), "cannot be written"),
+        (lambda d: ((d / "enroot").mkdir(), (d / "enroot" / ".credentials").write_bytes(b"\xff\xfe")), "not UTF-8"),
+    ],
+    ids=["config-path-is-a-file", "credentials-is-a-folder", "credentials-not-text"],
+)
+def test_an_unusable_credentials_file_is_one_config_error(tmp_path, make, words):
+    make(tmp_path)
+    path = enroot.credentials_file({"ENROOT_CONFIG_PATH": str(tmp_path / "enroot")})
+    with pytest.raises(ConfigError) as error:
+        enroot.store_entry(path, "h", "machine h login AWS password p")
+    assert error.value.key == "ENROOT_CONFIG_PATH" and words in str(error.value) and "fix:" in str(error.value)

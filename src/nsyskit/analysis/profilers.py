@@ -16,10 +16,11 @@ from typing import Any
 from rich.console import Console
 
 from nsyskit.analysis import ncu, torchprof
-from nsyskit.analysis.report import STYLE, html_table, rich_table
+from nsyskit.analysis.report import STYLE, html_table
 from nsyskit.analysis.table import Table
+from nsyskit.analysis.terminal import rich_table
 
-NSYS_SUFFIXES = (".nsys-rep", ".sqlite", ".qdstrm")
+NSYS_SUFFIXES = (".nsys-rep", ".qdrep", ".sqlite", ".qdstrm")
 
 
 def recorded_profiler(folder: Path) -> str | None:

@@ -9,6 +9,7 @@ from nsyskit.cli import PROFILE_HELP, load, project_root, task
 from nsyskit.errors import NsyskitError
 from nsyskit.local import dev as local_dev
 from nsyskit.local import run_local
+from nsyskit.local.runfolder import check_run_id
 
 RUN_HELP = {
     "local": "Run in local Docker containers (clusters: 'invoke deploy --k8s/--slurm').",
@@ -61,6 +62,11 @@ def exec_(c, command=None):
 def stop(c, run_id=None, all=False):
     """Stop and remove the long-running container (or a run's containers with --run-id, or all with --all)."""
     if run_id and all:
-        raise NsyskitError("--run-id and --all exclude each other")
+        raise NsyskitError("--run-id and --all exclude each other; fix: give one of them")
+    if run_id:
+        try:
+            check_run_id(run_id)
+        except ValueError as exc:
+            raise NsyskitError(str(exc)) from None
     removed = local_dev.stop(run_id, everything=all)
     console.out.print(f"removed {', '.join(removed)}" if removed else "nothing to remove")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 from nsyskit import console, enroot
 from nsyskit.cli import PROFILE_HELP, load, task
 
@@ -19,7 +21,7 @@ def enroot_import(c, profile=None, force=False, dry_run=False):
     """Import the pushed image into the .sqsh file Pyxis runs with SLURM_CONTAINER_IMAGE=sqsh (needs enroot here)."""
     cfg = load(c, profile)
     if dry_run:
-        console.out.print(" ".join(enroot.import_command(cfg)))
+        console.out.print(shlex.join(enroot.import_command(cfg)))
         return
     path, imported = enroot.import_image(cfg, force=force)
     console.out.print(f"image imported: {path}" if imported else f"{path} exists; kept it (--force re-imports)")

@@ -5,14 +5,14 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-from nsyskit.config.parse import Problem
+from nsyskit.config.parse import INT32_MAX, Problem, whole_number
 
 # Kubernetes resource quantity suffixes and their factors (binary and decimal).
 _SUFFIXES = {
     "": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
     "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
 }  # fmt: skip
-_QUANTITY = re.compile(r"(?P<sign>[+-]?)(?P<number>\d+(\.\d*)?|\.\d+)(?P<suffix>[KMGTPE]i|[kMGTPE])?")
+_QUANTITY = re.compile(r"(?P<sign>[+-]?)(?P<number>[0-9]+(\.[0-9]*)?|\.[0-9]+)(?P<suffix>[KMGTPE]i|[kMGTPE])?")
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
@@ -73,10 +73,8 @@ def absolute_path(raw: str) -> str:
 
 
 def optional_non_negative_int(raw: str) -> int | None:
-    """Empty (unset: None) or a whole number >= 0."""
+    """Empty (unset: None) or a whole number from 0 to 2147483647."""
     text = raw.strip()
     if not text:
         return None
-    if not re.fullmatch(r"\+?\d+", text):
-        raise Problem("is not a whole number", "use a whole number of 0 or more, or leave it empty (unset)")
-    return int(text)
+    return whole_number(text, 0, f"use a whole number of 0 or more (at most {INT32_MAX}), or leave it empty (unset)")

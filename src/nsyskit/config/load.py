@@ -4,24 +4,32 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dotenv import dotenv_values
-
 from nsyskit.config import parse as p
+from nsyskit.config.envfile import read_env_file
+from nsyskit.config.rules import cross_checks
 from nsyskit.config.schema import Config, key_of, settings
-from nsyskit.errors import ConfigError, ConfigErrors
+from nsyskit.errors import ConfigError, ConfigErrors, NsyskitError
 
 PROFILE_ENV = "NSYSKIT_PROFILE"
+_PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
-def profile_path(root: Path, profile: str) -> Path:
-    """profiles/<name>.env under the project root (a path to a file is taken as is)."""
+def profile_path(root: Path, profile: str, source: str = "flag") -> Path:
+    """profiles/<name>.env under the project root (a path to an existing .env file is taken as is)."""
     candidate = Path(profile)
-    if candidate.suffix == ".env" and candidate.exists():
+    if candidate.suffix == ".env" and "/" in profile and candidate.is_file():
         return candidate
+    if not _PROFILE_NAME.fullmatch(profile) or profile.endswith(".env"):
+        names = ", ".join(available_profiles(root)) or "none"
+        raise ConfigError(
+            PROFILE_ENV, profile, "is not a profile name (letters, digits, '.', '_', '-'; at most 100) "
+            "nor the path of an existing .env file", f"use one of: {names}", source,
+        )  # fmt: skip
     return root / "profiles" / f"{profile}.env"
 
 
@@ -30,17 +38,17 @@ def available_profiles(root: Path) -> list[str]:
     return sorted(path.stem for path in (root / "profiles").glob("*.env"))
 
 
-def _read_env_file(path: Path, label: str, known: set[str], warnings: list[str]) -> dict[str, str]:
-    """Key/value pairs of one .env file; unknown keys are dropped with a (did-you-mean) warning."""
-    values: dict[str, str] = {}
-    for key, value in dotenv_values(path, interpolate=False).items():
+def _known_only(values: dict[str, str], label: str, known: set[str], warnings: list[str]) -> dict[str, str]:
+    """The settings of one file; unknown keys are dropped with a (did-you-mean) warning."""
+    kept = {}
+    for key, value in values.items():
         if key in known:
-            values[key] = "" if value is None else value
+            kept[key] = value
             continue
         guess = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.75)
         hint = f": did you mean {guess[0]}?" if guess else " (not a nsyskit setting; ignored)"
         warnings.append(f"unknown key {key} in {label}{hint}")
-    return values
+    return kept
 
 
 def _environment_warnings(environ: Mapping[str, str], known: set[str]) -> list[str]:
@@ -57,6 +65,38 @@ def _environment_warnings(environ: Mapping[str, str], known: set[str]) -> list[s
     return warnings
 
 
+def _label(path: Path, root: Path) -> str:
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
+def _file_layers(root: Path, profile: str | None, source: str, known: set[str], warnings: list[str],
+                 errors: list[NsyskitError]) -> list[tuple[str, dict[str, str]]]:  # fmt: skip
+    """The .env and profile layers; a file that cannot be used adds its error and contributes nothing."""
+    layers = []
+    env_file = root / ".env"
+    paths = [(env_file, ".env")] if env_file.exists() or env_file.is_symlink() else []
+    if profile:
+        try:
+            path = profile_path(root, profile, source)
+        except ConfigError as exc:
+            errors.append(exc)
+            path = None
+        if path is not None and not path.exists():
+            names = ", ".join(available_profiles(root)) or "none"
+            errors.append(ConfigError(PROFILE_ENV, profile, f"no profile file {path}", f"use one of: {names}", source))
+        elif path is not None:
+            paths.append((path, _label(path, root)))
+    for path, label in paths:
+        try:
+            values, bad_lines = read_env_file(path, label)
+        except NsyskitError as exc:
+            errors.append(exc)
+            continue
+        errors += bad_lines  # the good lines still count, so every other problem is found too
+        layers.append((label, _known_only(values, label, known, warnings)))
+    return layers
+
+
 def load_config(
     root: Path | str,
     profile: str | None = None,
@@ -69,21 +109,10 @@ def load_config(
     fields = settings()
     known = {key_of(f) for f in fields}
     warnings: list[str] = []
-    layers: list[tuple[str, dict[str, str]]] = []
-
-    env_file = root / ".env"
-    if env_file.is_file():
-        layers.append((".env", _read_env_file(env_file, ".env", known, warnings)))
-
+    errors: list[NsyskitError] = []
+    source = "flag" if profile else "environment"
     profile = profile or environ.get(PROFILE_ENV) or None
-    if profile:
-        path = profile_path(root, profile)
-        if not path.is_file():
-            names = ", ".join(available_profiles(root)) or "none"
-            raise ConfigErrors([ConfigError(PROFILE_ENV, profile, f"no profile file {path}", f"use one of: {names}")])
-        label = str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
-        layers.append((label, _read_env_file(path, label, known, warnings)))
-
+    layers = _file_layers(root, profile, source, known, warnings, errors)
     layers.append(("environment", {k: v for k, v in environ.items() if k in known}))
     warnings += _environment_warnings(environ, known)
 
@@ -98,7 +127,6 @@ def load_config(
 
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
-    errors: list[ConfigError] = []
     for f in fields:
         key = key_of(f)
         raw, source = f.metadata["raw_default"], "default"
@@ -107,48 +135,12 @@ def load_config(
                 raw, source = layer[key], label
         sources[key] = source
         try:
-            values[f.name] = f.metadata["parse"](raw)
+            values[f.name] = f.metadata["parse"](p.plain_text(raw))
         except p.Problem as problem:
             errors.append(ConfigError(key, raw, problem.problem, problem.fix, source))
 
-    if not errors:
-        errors += _cross_checks(values, sources)
+    # Rules tying settings together run even when some value is bad: each skips when one of its inputs is.
+    errors += cross_checks(values, sources, root)
     if errors:
         raise ConfigErrors(errors)
     return Config(**values, sources=sources, warnings=tuple(warnings))
-
-
-def _cross_checks(v: dict[str, Any], sources: dict[str, str]) -> list[ConfigError]:
-    """Rules that tie several settings together; every broken rule is reported."""
-    errors = []
-
-    def err(key: str, problem: str, fix: str) -> None:
-        value = v[key.lower()]
-        shown = ("true" if value else "false") if isinstance(value, bool) else value
-        errors.append(ConfigError(key, shown, problem, fix, sources[key]))
-
-    if v["install_efa"] and not v["install_mpi"]:
-        err("INSTALL_EFA", "EFA needs MPI but INSTALL_MPI=false", "set INSTALL_MPI=true, or INSTALL_EFA=false")
-    if v["install_tests"] and not v["install_efa"]:
-        err("INSTALL_TESTS", "the NCCL tests need EFA but INSTALL_EFA=false", "set INSTALL_EFA=true, or INSTALL_TESTS=false")
-    if v["openmpi_source"] == "efa" and v["install_mpi"] and not v["install_efa"]:
-        err("OPENMPI_SOURCE", "OpenMPI from the EFA installer needs INSTALL_EFA=true", "set OPENMPI_SOURCE=distro or release, or INSTALL_EFA=true")
-
-    ecr = p.ECR_HOST.fullmatch(v["registry"])
-    if ecr and ecr["region"] != v["aws_region"]:
-        err("AWS_REGION", f"conflicts with the region {ecr['region']} of REGISTRY {v['registry']}",
-            f"set AWS_REGION={ecr['region']}, or use a registry in {v['aws_region']}")
-
-    steps = v["profile_steps"]
-    if steps and steps[1] > v["steps"]:
-        err("PROFILE_STEPS", f"ends after the last training step (STEPS={v['steps']})",
-            f"use a range within 1-{v['steps']}, or raise STEPS")
-    ranks = v["profile_ranks"]
-    world = v["nodes"] * v["procs_per_node"]
-    if ranks not in ("all", "local0") and max(int(r) for r in ranks.split(",")) >= world:
-        err("PROFILE_RANKS", f"names a rank outside the world of {world} ranks (NODES x PROCS_PER_NODE)",
-            f"use ranks 0-{world - 1}, all or local0")
-    if v["profiler"] != "nsys" and v["k8s_profiler"] != "wrapper":  # NVIDIA's injectors start nsys, not ncu/torch
-        err("PROFILER", f"needs the kit's wrapper but K8S_PROFILER={v['k8s_profiler']} starts nsys itself",
-            "set K8S_PROFILER=wrapper, or PROFILER=nsys")
-    return errors

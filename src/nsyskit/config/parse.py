@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import re
+import shlex
+import unicodedata
+from ipaddress import IPv4Address, IPv6Address
+from urllib.parse import urlsplit
 
 # Each parser raises Problem(problem, fix); the loader adds key, value and source.
 
@@ -29,20 +33,85 @@ def boolean(raw: str) -> bool:
     raise Problem("is not a boolean", "use true or false (also accepted: 1/0, yes/no)")
 
 
-def positive_int(raw: str) -> int:
-    """A whole number >= 1."""
+INT32_MAX = 2**31 - 1  # Kubernetes (replicas, slotsPerWorker, backoffLimit...) and Slurm counts are 32-bit
+_WHOLE = re.compile(r"\+?[0-9]+")  # ASCII digits only: Python's \d also matches other scripts' digits
+
+
+def whole_number(raw: str, least: int, fix: str) -> int:
+    """A whole number in ASCII digits from LEAST to INT32_MAX; else Problem(..., FIX)."""
     text = raw.strip()
-    if not re.fullmatch(r"\+?\d+", text) or int(text) < 1:
-        raise Problem("is not a positive integer", "use a whole number of 1 or more, e.g. 2")
-    return int(text)
+    if not _WHOLE.fullmatch(text):
+        raise Problem("is not a positive integer" if least == 1 else "is not a whole number", fix)
+    number = int(text)
+    if number < least:
+        raise Problem("is not a positive integer" if least == 1 else f"is less than {least}", fix)
+    if number > INT32_MAX:
+        raise Problem(f"is more than {INT32_MAX} (the 32-bit limit of Kubernetes and Slurm counts)", fix)
+    return number
+
+
+def positive_int(raw: str) -> int:
+    """A whole number from 1 to 2147483647."""
+    return whole_number(raw, 1, f"use a whole number of 1 or more (at most {INT32_MAX}), e.g. 2")
 
 
 def non_negative_int(raw: str) -> int:
-    """A whole number >= 0 (0 usually means 'off')."""
-    text = raw.strip()
-    if not re.fullmatch(r"\+?\d+", text):
-        raise Problem("is not a whole number", "use a whole number of 0 or more (0 turns it off)")
-    return int(text)
+    """A whole number from 0 to 2147483647 (0 usually means 'off')."""
+    return whole_number(raw, 0, f"use a whole number of 0 or more (at most {INT32_MAX}; 0 turns it off)")
+
+
+def plain_text(raw: str) -> str:
+    """RAW unchanged when it is printable UTF-8 text (every value may land in YAML, a script or a build arg)."""
+    if any("\udc80" <= ch <= "\udcff" for ch in raw):
+        raise Problem("is not UTF-8 text", "use UTF-8 text (the environment or file holds bytes of another encoding)")
+    bad = sorted({ch for ch in raw if unicodedata.category(ch) == "Cc"})
+    if bad:
+        shown = " ".join(repr(ch) for ch in bad)
+        raise Problem(f"contains control character(s) {shown}", "remove the control characters (newlines, tabs, escapes)")
+    return raw
+
+
+def word_list(raw: str) -> str:
+    """Arguments as a shell would split them (quotes balanced), surrounding blanks removed."""
+    value = raw.strip()
+    try:
+        shlex.split(value)
+    except ValueError as exc:
+        raise Problem(f"does not split into words ({exc})", "balance the quotes, e.g. --flag 'a b'") from None
+    return value
+
+
+def debian_suite(raw: str) -> str:
+    """A Debian suite or code name such as bookworm, trixie or stable."""
+    value = raw.strip()
+    if not re.fullmatch(r"[a-z][a-z0-9.-]{0,39}", value):
+        raise Problem("is not a Debian suite name", "use a suite or code name such as bookworm, trixie or stable")
+    return value
+
+
+def url(raw: str) -> str:
+    """An http(s) or file URL such as http://deb.debian.org/debian."""
+    value = raw.strip()
+    parts = urlsplit(value) if " " not in value else None
+    if not parts or parts.scheme not in ("http", "https", "file") or not (parts.netloc or parts.scheme == "file"):
+        raise Problem("is not an http(s) or file URL", "use a URL such as http://deb.debian.org/debian")
+    return value
+
+
+def label_value(raw: str) -> str:
+    """Empty or a Kubernetes label value such as p5.48xlarge (at most 63 letters, digits, '-', '_', '.')."""
+    value = raw.strip()
+    if value and not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?", value):
+        raise Problem("is not a Kubernetes label value", "use e.g. p5.48xlarge (letters, digits, '-', '_', '.'), or leave it empty")
+    return value
+
+
+def nccl_subsystems(raw: str) -> str:
+    """Empty or NCCL_DEBUG_SUBSYS: comma-separated subsystem names, each optionally prefixed by ^ (exclude)."""
+    value = raw.strip().replace(" ", "")
+    if value and not re.fullmatch(r"\^?[A-Za-z0-9_]+(,\^?[A-Za-z0-9_]+)*", value):
+        raise Problem("is not a list of NCCL subsystems", "use names separated by commas, e.g. INIT,COLL,NET (^NAME excludes)")
+    return value
 
 
 def text(raw: str) -> str:
@@ -50,7 +119,7 @@ def text(raw: str) -> str:
     return raw.strip()
 
 
-_VERSION = re.compile(r"v?\d+(\.\d+){1,3}([-+._][0-9A-Za-z]+)*")
+_VERSION = re.compile(r"v?[0-9]+(\.[0-9]+){1,3}([-+._][0-9A-Za-z]+)*")
 
 
 def version(raw: str) -> str:
@@ -73,25 +142,41 @@ def sha256(raw: str) -> str:
 
 
 _HOST_LABEL = r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)"
-_REGISTRY = re.compile(rf"(localhost|{_HOST_LABEL}(\.{_HOST_LABEL})*|\[[0-9a-fA-F:]+\])(:\d{{1,5}})?")
+_REGISTRY = re.compile(rf"(?P<host>localhost|{_HOST_LABEL}(\.{_HOST_LABEL})*|\[(?P<ipv6>[0-9a-fA-F:.]+)\])(:(?P<port>[0-9]{{1,5}}))?")
 ECR_HOST = re.compile(
-    r"(?P<account>\d{12})\.dkr\.ecr(-fips)?\.(?P<region>[a-z]{2}(-gov)?-[a-z]+-\d)\.amazonaws\.com(\.cn)?"
+    r"(?P<account>[0-9]{12})\.dkr\.ecr(-fips)?\.(?P<region>[a-z]{2}(-gov)?-[a-z]+-[0-9])\.amazonaws\.com(\.cn)?"
 )
+_REGISTRY_FIX = ("use a host name or IP address with an optional port 1-65535 and no scheme or path, "
+                 "e.g. 123456789012.dkr.ecr.us-west-2.amazonaws.com or 127.0.0.1:5000")  # fmt: skip
+
+
+def host_problem(value: str) -> str | None:
+    """What is wrong with a host[:port] (a name, IPv4 or [IPv6] address, port 1-65535), or None."""
+    match = _REGISTRY.fullmatch(value)
+    if not match:
+        return "is not a registry host"
+    if match["port"] and not 1 <= int(match["port"]) <= 65535:
+        return f"has the port {match['port']}, outside 1-65535"
+    try:
+        if match["ipv6"] is not None:
+            IPv6Address(match["ipv6"])
+        elif re.fullmatch(r"[0-9.]+", match["host"]):
+            IPv4Address(match["host"])
+    except ValueError:
+        return f"has the invalid IP address {match['host']}"
+    return None
 
 
 def registry_host(raw: str) -> str:
     """Empty (local images only) or a registry host[:port], with no scheme and no path."""
     value = raw.strip()
-    if value and not _REGISTRY.fullmatch(value):
-        raise Problem(
-            "is not a registry host",
-            "use a host name with an optional port and no scheme or path, "
-            "e.g. 123456789012.dkr.ecr.us-west-2.amazonaws.com or 127.0.0.1:5000",
-        )
+    problem = host_problem(value) if value else None
+    if problem:
+        raise Problem(problem, _REGISTRY_FIX)
     return value
 
 
-_AWS_REGION = re.compile(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d")
+_AWS_REGION = re.compile(r"[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-[0-9]")
 
 
 def aws_region(raw: str) -> str:
@@ -118,12 +203,51 @@ def image_tag(raw: str) -> str:
     return value
 
 
+IMAGE_NAME_MAX = 255  # Docker's limit on the length of a repository name, registry included
+_COMPONENT = r"[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*"
+_TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+
+
+def image_reference_problem(value: str) -> str | None:
+    """Why Docker would refuse the reference [registry/]name[:tag][@sha256:digest], or None."""
+    if "://" in value:
+        return "has a scheme (://); image references have none"
+    name, _, digest = value.partition("@")
+    if digest and not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+        return f"has the malformed digest {digest}"
+    last = name.rsplit("/", 1)[-1]
+    if ":" in last:
+        name, tag = name.rsplit(":", 1)
+        if not _TAG.fullmatch(tag):
+            return f"has the invalid tag {tag!r}"
+    if not name or "//" in name or name.startswith("/") or name.endswith("/"):
+        return "has an empty path component (// or a leading or trailing /)"
+    parts = name.split("/")
+    if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
+        if host_problem(parts[0]):
+            return f"has the invalid registry {parts[0]}"
+        parts = parts[1:]
+    for part in parts:
+        if not re.fullmatch(_COMPONENT, part):
+            lower = "; repository paths must be lower case" if part.lower() != part else ""
+            return f"has the invalid path component {part!r}{lower}"
+    if len(name) > IMAGE_NAME_MAX:
+        return f"has a name {len(name)} characters long; Docker allows {IMAGE_NAME_MAX}"
+    return None
+
+
 def image_reference(raw: str) -> str:
-    """A full image reference [registry/]name[:tag|@digest]."""
+    """A full image reference [registry/]name[:tag|@digest] as Docker accepts it."""
     value = raw.strip()
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._:/\[\]-]*(@sha256:[0-9a-f]{64})?", value) or value.endswith((":", "/")):
-        raise Problem("is not an image reference", "use [registry/]name[:tag], e.g. nvcr.io/nvidia/pytorch:25.01-py3")
+    problem = image_reference_problem(value) if value else "is empty"
+    if problem:
+        raise Problem(problem, "use [registry/]name[:tag] in lower case, e.g. nvcr.io/nvidia/pytorch:25.01-py3")
     return value
+
+
+def optional_image_reference(raw: str) -> str:
+    """Empty or an image reference (see image_reference)."""
+    return image_reference(raw) if raw.strip() else ""
 
 
 def choice(*allowed: str):
@@ -162,7 +286,7 @@ def step_range(raw: str) -> tuple[int, int] | None:
     value = raw.strip()
     if not value:
         return None
-    match = re.fullmatch(r"(\d+)\s*-\s*(\d+)", value)
+    match = re.fullmatch(r"([0-9]+)\s*-\s*([0-9]+)", value)
     if not match or not 1 <= int(match[1]) <= int(match[2]):
         raise Problem("is not a step range", "use FIRST-LAST with 1 <= FIRST <= LAST, e.g. 10-15, or leave it empty")
     return int(match[1]), int(match[2])
@@ -173,6 +297,6 @@ def rank_selection(raw: str) -> str:
     value = raw.strip().lower().replace(" ", "")
     if value in ("all", "local0"):
         return value
-    if re.fullmatch(r"\d+(,\d+)*", value):
+    if re.fullmatch(r"[0-9]+(,[0-9]+)*", value):
         return ",".join(str(n) for n in sorted({int(n) for n in value.split(",")}))
     raise Problem("is not a rank selection", "use all, local0 (local rank 0 of each node) or a list of ranks like 0,3")

@@ -28,8 +28,8 @@ class Config:
     tag: str = setting("latest", p.image_tag, "image", "Image tag; the build also adds a content tag.")
     base_image: str = setting("nvcr.io/nvidia/pytorch:25.01-py3", p.image_reference, "image", "Base image: an NGC PyTorch image for GPUs, or the locally made Debian image of the local-cpu profile.")
     base_image_source: str = setting("pull", p.choice("pull", "debootstrap"), "image", "How BASE_IMAGE is obtained: pull (from its registry) or debootstrap (made locally by 'invoke setup').")
-    debian_suite: str = setting("bookworm", p.text, "image", "Debian suite for BASE_IMAGE_SOURCE=debootstrap.")
-    debian_mirror: str = setting("http://deb.debian.org/debian", p.text, "image", "Debian mirror for debootstrap and for apt inside Debian-based builds (point it at a local mirror when air-gapped).")
+    debian_suite: str = setting("bookworm", p.debian_suite, "image", "Debian suite for BASE_IMAGE_SOURCE=debootstrap.")
+    debian_mirror: str = setting("http://deb.debian.org/debian", p.url, "image", "Debian mirror for debootstrap and for apt inside Debian-based builds (point it at a local mirror when air-gapped).")
     ecr_scan_on_push: bool = setting("true", p.boolean, "image", "Create the ECR repository with image scanning on push.")
     ecr_tag_immutability: bool = setting("false", p.boolean, "image", "Create the ECR repository with immutable tags.")
 
@@ -60,7 +60,7 @@ class Config:
     nccl_tests_version: str = setting("v2.13.11", p.version, "components", "nccl-tests release tag.")
     nccl_tests_url: str = setting("", p.text, "components", "Override the nccl-tests source tarball URL or local path.")
     nccl_tests_sha256: str = setting("", p.sha256, "components", "sha256 of NCCL_TESTS_URL; empty uses the pinned checksum.")
-    nccl_tests_gencode: str = setting("-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90", p.text, "components", "nvcc -gencode flags for nccl-tests (A100: sm_80, H100/H200: sm_90).")
+    nccl_tests_gencode: str = setting("-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90", p.word_list, "components", "nvcc -gencode flags for nccl-tests (A100: sm_80, H100/H200: sm_90).")
     pip_wheelhouse: str = setting("", p.text, "components", "Local folder of wheels for the example's Python packages (offline builds; served to the build over HTTP, never copied into a layer), or a URL of a wheel listing; empty: PyPI.")
     torch_version: str = setting("2.13.0", p.version, "components", "PyTorch version installed when BASE_IMAGE has no torch (NGC images keep theirs); found in PIP_WHEELHOUSE first.")
 
@@ -69,7 +69,7 @@ class Config:
     procs_per_node: int = setting("8", p.positive_int, "run", "Processes (ranks) per node.")
     gpus_per_node: int = setting("8", p.non_negative_int, "run", "GPUs per node (0: CPU with gloo).")
     efa_per_node: int = setting("32", p.non_negative_int, "run", "EFA devices per node (p5.48xlarge: 32, p4d.24xlarge: 4; 0: no EFA).")
-    instance_type: str = setting("p5.48xlarge", p.text, "run", "EC2 instance type (Kubernetes node selector; empty: none).")
+    instance_type: str = setting("p5.48xlarge", p.label_value, "run", "EC2 instance type (Kubernetes node selector; empty: none).")
     model_size: str = setting("gpt2", p.choice("tiny", "gpt2", "gpt2-medium"), "run", "Model of the example: tiny (CPU), gpt2 (~124M), gpt2-medium (~350M); random weights.")
     batch_size: int = setting("8", p.positive_int, "run", "Micro-batch size per rank.")
     seq_len: int = setting("1024", p.positive_int, "run", "Sequence length of the synthetic token batches.")
@@ -84,14 +84,14 @@ class Config:
     profile_steps: tuple[int, int] | None = setting("10-15", p.step_range, "profile", "Training steps to record, FIRST-LAST (GPU: cudaProfilerApi capture range; CPU: marked by an NVTX range). Empty: whole run.")
     profile_ranks: str = setting("all", p.rank_selection, "profile", "Ranks to profile: all, local0 (local rank 0 of each node) or a list like 0,3; the others run unprofiled.")
     efa_metrics: bool = setting("true", p.boolean, "profile", "Record EFA NIC metrics (--enable efa_metrics) on local rank 0 of each node.")
-    nsys_extra_args: str = setting("", p.text, "profile", "Extra arguments appended to 'nsys profile'.")
+    nsys_extra_args: str = setting("", p.word_list, "profile", "Extra arguments appended to 'nsys profile'.")
     ncu_kernel: str = setting("", p.text, "profile", "ncu -k: kernels to profile by name, 'regex:EXPR' for a regular expression; empty: every kernel.")
     ncu_set: str = setting("roofline", p.choice("roofline", "detailed", "full"), "profile", "ncu --set: roofline (Speed of Light + roofline charts), detailed (adds occupancy, memory and compute workload), full (every section).")
     ncu_launch_skip: int = setting("0", p.non_negative_int, "profile", "ncu --launch-skip: matching kernel launches to skip before profiling.")
     ncu_launch_count: int = setting("20", p.non_negative_int, "profile", "ncu --launch-count: matching kernel launches to profile per rank (0: no limit; each is replayed several times).")
     ncu_replay_mode: str = setting("kernel", p.choice("kernel", "application", "range"), "profile", "ncu --replay-mode: kernel (replay each kernel launch), application (rerun the whole rank once per pass; needs a deterministic run), range (replay ranges of launches).")
     nccl_debug: str = setting("INFO", p.choice("", "warn", "info", "trace", "version"), "profile", "NCCL_DEBUG level on GPU runs (empty: unset).")
-    nccl_debug_subsys: str = setting("INIT,COLL,NET,TUNING", p.text, "profile", "NCCL_DEBUG_SUBSYS on GPU runs; COLL is what 'invoke nccl-log' reads.")
+    nccl_debug_subsys: str = setting("INIT,COLL,NET,TUNING", p.nccl_subsystems, "profile", "NCCL_DEBUG_SUBSYS on GPU runs; COLL is what 'invoke nccl-log' reads.")
     report_dir: str = setting("reports", p.text, "profile", "Folder for run folders reports/<run-id>/ (relative to the project root).")
 
     # --- k8s: the Kubeflow MPIJob of 'invoke deploy --k8s' ---
@@ -106,7 +106,7 @@ class Config:
     k8s_backoff_limit: int = setting("0", p.non_negative_int, "k8s", "runPolicy.backoffLimit: how often a failed launcher is retried before the job fails.")
     k8s_ttl_seconds_after_finished: int | None = setting("3600", kp.optional_non_negative_int, "k8s", "runPolicy.ttlSecondsAfterFinished: seconds after the job ends before it and its pods are deleted; empty: kept until 'invoke undeploy --k8s'.")
     k8s_profiler: str = setting("wrapper", p.choice("wrapper", "devtools-sidecar-injector", "nsight-operator"), "k8s", "Who starts nsys in the pods: wrapper (nsyskit's rank-aware wrapper) or NVIDIA's injector installed in the cluster (devtools-sidecar-injector, nsight-operator): then the pods get its label, ranks run unwrapped and its helm values are rendered too.")
-    k8s_injector_image: str = setting("", p.text, "k8s", "Nsight Systems binaries image the devtools-sidecar-injector copies into pods (devtoolBinariesImage.image); empty: the chart's default.")
+    k8s_injector_image: str = setting("", p.optional_image_reference, "k8s", "Nsight Systems binaries image the devtools-sidecar-injector copies into pods (devtoolBinariesImage.image); empty: the chart's default.")
     k8s_mpi_operator_manifest: str = setting("", p.text, "k8s", "Manifest 'invoke k8s-setup' applies when the MPIJob CRD is missing: URL or file; empty: the pinned kubeflow/mpi-operator v0.8.2 release.")
 
     # --- slurm: 'invoke deploy --slurm' (sbatch; Pyxis/enroot containers or the nodes' own nsys and python) ---

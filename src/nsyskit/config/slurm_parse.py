@@ -8,7 +8,7 @@ import shlex
 from nsyskit.config.parse import Problem
 
 # Slurm's --time forms: MIN, MIN:SEC, H:MIN:SEC, D-H, D-H:MIN, D-H:MIN:SEC (sbatch(1)).
-_TIME = re.compile(r"\d+(:\d{1,2}){0,2}|\d+-\d+(:\d{1,2}){0,2}")
+_TIME = re.compile(r"[0-9]+(:[0-9]{1,2}){0,2}|[0-9]+-[0-9]+(:[0-9]{1,2}){0,2}")
 _WORD = re.compile(r"[A-Za-z0-9_.-]+")
 _MOUNT = re.compile(r"/[^,:\s]*:/[^,:\s]*(:[a-z+]+)?")
 
@@ -38,9 +38,10 @@ def container_mounts(raw: str) -> str:
     items = [item.strip() for item in raw.split(",") if item.strip()]
     bad = [item for item in items if not _MOUNT.fullmatch(item)]
     if bad:
+        comma = " (a comma separates mounts, so no path can contain one)" if any(":" not in b for b in bad) else ""
         raise Problem(
-            f"has malformed mount(s) {', '.join(bad)}",
-            "use SRC:DST[:FLAGS] with absolute paths, comma-separated, e.g. /fsx:/fsx,/data:/data:ro",
+            f"has malformed mount(s) {', '.join(bad)}{comma}",
+            "use SRC:DST[:FLAGS] with absolute paths without commas, separated by commas, e.g. /fsx:/fsx,/data:/data:ro",
         )
     return ",".join(items)
 
@@ -48,7 +49,9 @@ def container_mounts(raw: str) -> str:
 def node_folder(raw: str) -> str:
     """An absolute folder on every node, such as /fsx (no spaces, commas or colons: Pyxis mount syntax)."""
     value = raw.strip().rstrip("/")
-    if not value.startswith("/") or re.search(r"[\s,:]", value):
+    if "," in value:
+        raise Problem("contains a comma, which separates Pyxis mounts", "use a folder path without commas, e.g. /fsx")
+    if not value.startswith("/") or re.search(r"[\s:]", value):
         raise Problem("is not an absolute folder", "use an absolute path without spaces, commas or colons, e.g. /fsx")
     return value
 

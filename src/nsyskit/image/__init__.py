@@ -4,6 +4,7 @@ build args (args.py), the host files served to the build (assets.py) and the Doc
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -48,8 +49,9 @@ class BuildPlan:
     def docker_command(self) -> str:
         """The equivalent docker CLI command (proxy values redacted), for --dry-run and bug reports."""
         shown = {**self.build_args, **build_args_mod.redact(self.proxy_args)}
-        parts = ["docker build"] + [f"--build-arg {k}={_quote(v)}" for k, v in shown.items()]
-        parts += [f"-t {t}" for t in self.tags] + ["."]
+        # shlex.quote: the printed command is safe to paste, whatever quotes or blanks a value holds.
+        parts = ["docker build"] + [f"--build-arg {k}={shlex.quote(v)}" for k, v in shown.items()]
+        parts += [f"-t {shlex.quote(t)}" for t in self.tags] + ["."]
         return " \\\n  ".join(parts)
 
 
@@ -71,10 +73,6 @@ class BuildResult:
     def fully_cached(self) -> bool:
         """True when no step ran (every step after FROM came from the layer cache)."""
         return self.steps > 0 and not self.rebuilt
-
-
-def _quote(value: str) -> str:
-    return value if value and all(ch.isalnum() or ch in "-_.:/=,+@" for ch in value) else f"'{value}'"
 
 
 def content_tag(digest: str) -> str:

@@ -23,9 +23,9 @@ from urllib.parse import quote, unquote, urlparse
 from nsyskit.config import Config
 from nsyskit.errors import BuildError, ConfigError
 
-ASSETS_PORT = int(os.environ.get("NSYSKIT_ASSETS_PORT", "7489"))
+PORT_ENV, DEFAULT_PORT = "NSYSKIT_ASSETS_PORT", 7489
 DEFAULT_GATEWAY = "172.17.0.1"
-LOCK_FILE = Path(os.environ.get("NSYSKIT_BUILD_LOCK", "/tmp/nsyskit-build.lock"))
+LOCK_ENV, DEFAULT_LOCK = "NSYSKIT_BUILD_LOCK", "/tmp/nsyskit-build.lock"
 # Settings whose value may name a host file instead of a URL: URL key -> the sha256 key that verifies it.
 SOURCE_KEYS = {"NSYS_URL": "NSYS_SHA256", "NCU_URL": "NCU_SHA256", "OPENMPI_URL": "OPENMPI_SHA256",
                "EFA_INSTALLER_URL": "EFA_INSTALLER_SHA256", "NCCL_TESTS_URL": "NCCL_TESTS_SHA256"}  # fmt: skip
@@ -55,11 +55,44 @@ class Assets:
         return hashlib.sha256(listing.encode()).hexdigest()[:16]
 
 
-def _file_sha256(path: Path) -> str:
+def assets_port(environ=None) -> int:
+    """The port the build's host files are served at: NSYSKIT_ASSETS_PORT (1-65535), default 7489."""
+    raw = (os.environ if environ is None else environ).get(PORT_ENV, "")
+    if not raw:
+        return DEFAULT_PORT
+    if not (raw.isascii() and raw.strip().isdigit() and 1 <= int(raw) <= 65535):
+        raise ConfigError(PORT_ENV, raw, "is not a port number 1-65535",
+                          f"set it to a free port from 1-65535, or unset it (default {DEFAULT_PORT})", "environment")  # fmt: skip
+    return int(raw)
+
+
+def _unusable(key: str, value: str, path: Path, want_dir: bool = False) -> ConfigError | None:
+    """The error for a host file (or folder) setting the build cannot read, or None when it can."""
+    kind = "folder" if want_dir else "file"
+    try:
+        path.stat()
+    except PermissionError:
+        return ConfigError(key, value, f"{path} cannot be reached by this user (a folder on its way is closed to it)",
+                           "make the folders on its way searchable (chmod a+x), or run as their owner")  # fmt: skip
+    except OSError:
+        return ConfigError(key, value, f"no such {kind} {path}", f"give an existing {kind}, or leave it empty")
+    if path.is_dir() != want_dir:
+        found = "a folder" if path.is_dir() else "not a folder"
+        return ConfigError(key, value, f"{path} is {found}, not a {kind}", f"give a {kind}, or leave it empty")
+    if not os.access(path, os.R_OK | (os.X_OK if want_dir else 0)):
+        return ConfigError(key, value, f"{path} cannot be read by this user (permission denied)",
+                           f"make it readable (chmod a+r{'X' if want_dir else ''}), or run as its owner")  # fmt: skip
+    return None
+
+
+def _file_sha256(key: str, value: str, path: Path) -> str:
     digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
+    try:
+        with path.open("rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+    except OSError as exc:
+        raise ConfigError(key, value, f"{path} cannot be read ({exc.strerror})", "check the file and its permissions") from None
     return digest.hexdigest()
 
 
@@ -77,36 +110,27 @@ def collect_assets(cfg: Config, root: Path) -> Assets:
     if cfg.extra_ca_bundle:
         ca = Path(cfg.extra_ca_bundle)
         ca = ca if ca.is_absolute() else root / ca
-        if not ca.is_file():
-            raise ConfigError(
-                "EXTRA_CA_BUNDLE",
-                cfg.extra_ca_bundle,
-                "no such file",
-                "point it at a PEM file of CA certificates, or leave it empty",
-            )
+        if problem := _unusable("EXTRA_CA_BUNDLE", cfg.extra_ca_bundle, ca):
+            raise problem
+        if b"-----BEGIN CERTIFICATE-----" not in ca.read_bytes():
+            raise ConfigError("EXTRA_CA_BUNDLE", cfg.extra_ca_bundle, f"{ca} holds no PEM certificate",
+                              "point it at a PEM file (-----BEGIN CERTIFICATE-----), e.g. /etc/ssl/certs/ca-certificates.crt")  # fmt: skip
         files["/ca.pem"] = ca
     wheelhouse = None
     if cfg.pip_wheelhouse and "://" not in cfg.pip_wheelhouse:
         wheelhouse = Path(cfg.pip_wheelhouse)
         wheelhouse = wheelhouse if wheelhouse.is_absolute() else root / wheelhouse
-        if not wheelhouse.is_dir():
-            raise ConfigError(
-                "PIP_WHEELHOUSE",
-                cfg.pip_wheelhouse,
-                "no such folder",
-                "point it at a folder of .whl files, or leave it empty for PyPI",
-            )
+        if problem := _unusable("PIP_WHEELHOUSE", cfg.pip_wheelhouse, wheelhouse, want_dir=True):
+            raise problem
     for key in SOURCE_KEYS:
         value = getattr(cfg, key.lower())
         path = local_path(value) if value else None
         if path is None:
             continue
-        if not path.is_file():
-            raise ConfigError(
-                key, value, "no such file", "give an existing file (absolute path or file:// URL), or an https:// URL"
-            )
+        if problem := _unusable(key, value, path):
+            raise problem
         # The content hash in the URL: a changed file changes the build arg, so the step rebuilds.
-        url_path = f"/sources/{_file_sha256(path)[:16]}/{quote(path.name)}"
+        url_path = f"/sources/{_file_sha256(key, value, path)[:16]}/{quote(path.name)}"
         files[url_path] = path
         sources[key] = url_path
     return Assets(files, wheelhouse, sources)
@@ -124,7 +148,8 @@ def gateway_address(client) -> str:
 
 
 def assets_url(host: str) -> str:
-    return f"http://{host}:{ASSETS_PORT}"
+    """The base URL the build fetches host files from."""
+    return f"http://{host}:{assets_port()}"
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -170,10 +195,10 @@ def serve(assets: Assets, host: str) -> Iterator[str]:
     """Serve the assets at http://host:ASSETS_PORT while the block runs; yields the base URL."""
     handler = type("AssetsHandler", (_Handler,), {"assets": assets})
     try:
-        server = ThreadingHTTPServer((host, ASSETS_PORT), handler)
+        server = ThreadingHTTPServer((host, assets_port()), handler)
     except OSError as exc:
         raise BuildError(
-            f"cannot serve the build's host files (EXTRA_CA_BUNDLE, PIP_WHEELHOUSE, local sources) at {host}:{ASSETS_PORT}: {exc.strerror}",
+            f"cannot serve the build's host files (EXTRA_CA_BUNDLE, PIP_WHEELHOUSE, local sources) at {host}:{assets_port()}: {exc.strerror}",
             fix="free that port or set NSYSKIT_ASSETS_PORT; with a remote engine, use https:// URLs for these settings",
         ) from exc
     server.daemon_threads = True
@@ -189,8 +214,14 @@ def serve(assets: Assets, host: str) -> Iterator[str]:
 @contextmanager
 def build_lock() -> Iterator[None]:
     """One nsyskit build at a time on this machine (they share the assets address, and the CPU)."""
-    LOCK_FILE.parent.mkdir(parents=True, exist_ok=True)
-    with LOCK_FILE.open("a") as handle:
+    lock_file = Path(os.environ.get(LOCK_ENV) or DEFAULT_LOCK)
+    try:
+        lock_file.parent.mkdir(parents=True, exist_ok=True)
+        handle = lock_file.open("a")
+    except OSError as exc:
+        raise ConfigError(LOCK_ENV, str(lock_file), f"cannot be opened as the build lock ({exc.strerror})",
+                          "point it at a writable file path, or unset it", "environment") from None  # fmt: skip
+    with handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield

@@ -39,21 +39,21 @@ def _relative(path: Path, root: Path) -> str:
 def render_job(cfg: Config, root: Path) -> tuple[Path, str, dict[str, Path]]:
     """Check the config, then render and CRD-validate the job's files into a fresh jobs/<id>/: (folder, name, files)."""
     render.check(cfg)  # before anything is written
-    job_dir = jobdir.new_job_dir(root, TARGET)
-    name = job_name(job_dir)
-    texts = render.render(cfg, name, root)
-    crd.validate(
-        texts[render.MPIJOB_FILE], Path(root) / crd.CRD_FILE, name=_relative(job_dir / render.MPIJOB_FILE, root)
-    )
-    files = {}
-    for filename, text in texts.items():
-        files[filename] = job_dir / filename
-        files[filename].write_text(text)
-    jobdir.write_record(
-        job_dir, job_id=name, namespace=cfg.k8s_namespace, profiler=cfg.k8s_profiler, image=cfg.image_ref,
-        report_volume=cfg.k8s_report_volume, report_host_path=cfg.k8s_report_host_path, report_pvc=cfg.k8s_report_pvc,
-        world_size=cfg.world_size, nodes=cfg.nodes, submitted=False,
-    )  # fmt: skip
+    with jobdir.fresh_job_dir(root, TARGET) as job_dir:  # a render or validation error leaves no folder
+        name = job_name(job_dir)
+        texts = render.render(cfg, name, root)
+        crd.validate(
+            texts[render.MPIJOB_FILE], Path(root) / crd.CRD_FILE, name=_relative(job_dir / render.MPIJOB_FILE, root)
+        )
+        files = {}
+        for filename, text in texts.items():
+            files[filename] = job_dir / filename
+            files[filename].write_text(text)
+        jobdir.write_record(
+            job_dir, job_id=name, namespace=cfg.k8s_namespace, profiler=cfg.k8s_profiler, image=cfg.image_ref,
+            report_volume=cfg.k8s_report_volume, report_host_path=cfg.k8s_report_host_path, report_pvc=cfg.k8s_report_pvc,
+            world_size=cfg.world_size, nodes=cfg.nodes, submitted=False,
+        )  # fmt: skip
     return job_dir, name, files
 
 

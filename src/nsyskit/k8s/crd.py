@@ -57,7 +57,13 @@ def strict(schema: Any) -> Any:
 @functools.lru_cache(maxsize=4)
 def mpijob_schema(crd_path: Path) -> dict[str, Any]:
     """The strict openAPIV3Schema of the CRD's first version, with our ObjectMeta check in place of the bare object."""
-    crd = yaml.load(Path(crd_path).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    try:
+        text = Path(crd_path).read_text()
+    except OSError as exc:
+        raise NsyskitError(
+            f"cannot read the MPIJob CRD {crd_path} ({exc.strerror}); fix: restore k8s/crds/ from the nsyskit repository"
+        ) from None
+    crd = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     version = crd["spec"]["versions"][0]
     schema = strict(copy.deepcopy(version["schema"]["openAPIV3Schema"]))
     schema["properties"]["metadata"] = OBJECT_META

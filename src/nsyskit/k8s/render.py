@@ -13,6 +13,7 @@ from nsyskit import launch
 from nsyskit.config import Config
 from nsyskit.config.k8s_parse import quantity_bytes
 from nsyskit.errors import ConfigError, ConfigErrors
+from nsyskit.templates import render_template
 
 TEMPLATES = "k8s"  # the templates folder under the project root
 MPIJOB_FILE = "mpijob.yaml"
@@ -221,8 +222,8 @@ def render(cfg: Config, job: str, root: Path) -> dict[str, str]:
     """The files of the job, name -> text: the MPIJob, plus the injector's helm values and pod label when one is used."""
     env = _environment(root)
     ctx = context(cfg, job)
-    files = {MPIJOB_FILE: env.get_template("mpijob.yaml.j2").render(ctx)}
+    files = {MPIJOB_FILE: render_template(env, "mpijob.yaml.j2", TEMPLATES, ctx)}
     if ctx["injector"]:
-        files[VALUES_FILE] = env.get_template(f"{ctx['injector']}-values.yaml.j2").render(ctx)
-        files[LABEL_FILE] = env.get_template("pod-label.yaml.j2").render(ctx)
+        files[VALUES_FILE] = render_template(env, f"{ctx['injector']}-values.yaml.j2", TEMPLATES, ctx)
+        files[LABEL_FILE] = render_template(env, "pod-label.yaml.j2", TEMPLATES, ctx)
     return files

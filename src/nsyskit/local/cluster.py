@@ -11,12 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import docker
-from docker.errors import APIError, ImageNotFound, NotFound
+from docker.errors import APIError, NotFound
 from docker.types import DeviceRequest
 
-from nsyskit import console, launch
+from nsyskit import console, engine, launch
 from nsyskit.config import Config
-from nsyskit.errors import NsyskitError
 
 LABEL_RUN = "nsyskit.run"
 LABEL_ROLE = "nsyskit.role"
@@ -147,12 +146,7 @@ class LocalCluster:
 
     def start(self) -> None:
         """Create everything, then start the containers (workers before the launcher)."""
-        try:
-            self.client.images.get(self.cfg.image_ref)
-        except ImageNotFound:
-            raise NsyskitError(
-                f"image {self.cfg.image_ref} is not in the local engine; run 'invoke build' first"
-            ) from None
+        engine.require_image(self.client, self.cfg.image_ref)
         if self.cfg.nsys_sample != "none":
             console.warn(
                 f"NSYS_SAMPLE={self.cfg.nsys_sample}: the containers get capability SYS_ADMIN (perf events for CPU sampling)"

@@ -7,7 +7,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from docker.errors import ImageNotFound, NotFound
+from docker.errors import NotFound
 from docker.types import DeviceRequest
 
 from nsyskit import engine, launch
@@ -34,10 +34,7 @@ def start(cfg: Config, root: Path) -> str:
         existing.remove(force=True)
     except NotFound:
         pass
-    try:
-        client.images.get(cfg.image_ref)
-    except ImageNotFound:
-        raise NsyskitError(f"image {cfg.image_ref} is not in the local engine; run 'invoke build' first") from None
+    engine.require_image(client, cfg.image_ref)
     reports = dev_report_dir(root, cfg)
     reports.mkdir(parents=True, exist_ok=True)
     options: dict = {"shm_size": SHM_SIZE}
@@ -57,14 +54,14 @@ def _container():
     try:
         return engine.connect().containers.get(DEV_NAME)
     except NotFound:
-        raise NsyskitError(f"no {DEV_NAME} container; start it with 'invoke run --local --detach'") from None
+        raise NsyskitError(f"no {DEV_NAME} container; fix: start it with 'invoke run --local --detach'") from None
 
 
 def exec_in(command: str | None) -> int:
     """Run a command in the long-running container (streamed) and return its exit code; no command: a shell."""
     container = _container()
     if container.status != "running":
-        raise NsyskitError(f"{DEV_NAME} is {container.status}; restart it with 'invoke run --local --detach'")
+        raise NsyskitError(f"{DEV_NAME} is {container.status}; fix: restart it with 'invoke run --local --detach'")
     if command is None:
         docker_cli = shutil.which("docker")
         if docker_cli is None or not sys.stdin.isatty():

@@ -53,10 +53,16 @@ def run_local(cfg: Config, root: Path, run_id: str | None = None, show_progress:
     """
     try:
         run_id = runfolder.check_run_id(run_id or runfolder.new_run_id())
-        run_dir = runfolder.make_run_dir(root, cfg, run_id)
-    except (ValueError, FileExistsError) as exc:
+    except ValueError as exc:
         raise NsyskitError(str(exc)) from None
-    client = engine.connect()
+    client = engine.connect()  # engine and image before the run folder: a run that cannot start leaves nothing
+    engine.require_image(client, cfg.image_ref)
+    try:
+        run_dir = runfolder.make_run_dir(root, cfg, run_id)
+    except (FileExistsError, OSError) as exc:
+        raise NsyskitError(str(exc) if isinstance(exc, FileExistsError) else
+                           f"cannot create the run folder under REPORT_DIR={cfg.report_dir} ({exc.strerror}); "
+                           "fix: set REPORT_DIR to a writable folder") from None  # fmt: skip
     cluster = LocalCluster(client, cfg, run_id, run_dir)
     record: dict = {
         "run_id": run_id, "image": cfg.image_ref, "nodes": cfg.nodes, "procs_per_node": cfg.procs_per_node,

@@ -27,7 +27,9 @@ def new_run_id() -> str:
 def check_run_id(run_id: str) -> str:
     """The run id if it can name containers and report files, else ValueError saying what is allowed."""
     if not RUN_ID.fullmatch(run_id):
-        raise ValueError(f"run id {run_id!r}: use letters, digits, '.' and '-' (no '_'), at most 63 characters")
+        raise ValueError(
+            f"--run-id {run_id!r} is not a run id; fix: use letters, digits, '.' and '-' (no '_'), at most 63 characters"
+        )
     return run_id
 
 
@@ -35,7 +37,7 @@ def make_run_dir(root: Path, cfg: Config, run_id: str) -> Path:
     """Create reports/<run-id>/ and its logs/ folder (an existing run id is refused: reports are never overwritten)."""
     run_dir = Path(root) / cfg.report_dir / run_id
     if run_dir.exists():
-        raise FileExistsError(f"run folder {run_dir} exists already; pick another --run-id")
+        raise FileExistsError(f"run folder {run_dir} exists already; fix: pick another --run-id")
     (run_dir / LOGS).mkdir(parents=True)
     return run_dir
 
@@ -63,6 +65,8 @@ def rank_statuses(run_dir: Path) -> list[RankStatus]:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
             continue  # a rank killed while writing: the atomic rename makes this rare; its log still says why
+        if not isinstance(data, dict) or not isinstance(data.get("rank"), int):
+            continue  # not a status the wrapper wrote
         statuses.append(
             RankStatus(
                 rank=data["rank"],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -13,7 +14,7 @@ from docker.errors import ImageNotFound
 
 from nsyskit import console, engine
 from nsyskit.config import Config
-from nsyskit.errors import ConfigError, ImageNotBuilt, RegistryAuthError, TagImmutable
+from nsyskit.errors import ConfigError, ImageNotBuilt, NsyskitError, RegistryAuthError, TagImmutable
 from nsyskit.registry import ecr, transfer
 from nsyskit.registry.ecr import RegistryCredentials
 from nsyskit.registry.progress import LayerProgress
@@ -148,11 +149,10 @@ def login(cfg: Config) -> LoginResult:
     target = target_of(cfg)
     client = engine.connect()
     ecr_client = _ecr_client(target) if target.ecr else None
-    if (
-        ecr_client is not None
-        and ecr.endpoint_of(ecr_client) != f"https://api.ecr.{target.ecr['region']}.amazonaws.com"
-    ):
-        console.info(f"ECR API endpoint: {ecr.endpoint_of(ecr_client)}")
+    # A non-default ECR API endpoint is named in the result line (and in any error), not on a line of its own.
+    via = ""
+    if ecr_client is not None and ecr.endpoint_of(ecr_client) != f"https://api.ecr.{target.ecr['region']}.amazonaws.com":
+        via = f" from the ECR API at {ecr.endpoint_of(ecr_client)}"
     endpoint = Endpoint(target.host, credentials(target, ecr_client))
     if endpoint.credentials is None:
         raise RegistryAuthError(
@@ -161,7 +161,7 @@ def login(cfg: Config) -> LoginResult:
         )  # fmt: skip
     transfer.login(client, endpoint)
     creds = endpoint.credentials
-    return LoginResult(target.host, creds.username, creds.source, expiry_note(creds))
+    return LoginResult(target.host, creds.username, creds.source + via, expiry_note(creds))
 
 
 def local_image(client: docker.DockerClient, cfg: Config):
@@ -180,7 +180,7 @@ def local_image(client: docker.DockerClient, cfg: Config):
             console.warn(f"{' and '.join(found)} are different images; pushing the newer one, {ref}")
         return image
     raise ImageNotBuilt(
-        f"image {' or '.join(candidates)} is not in the local Docker engine: build it first ('invoke build', or 'invoke build push')",
+        f"image {' or '.join(candidates)} is not in the local Docker engine; fix: build it first ('invoke build', or 'invoke build push')",
         candidates,
     )
 
@@ -247,6 +247,8 @@ def _report_repository(repository: ecr.Repository, cfg: Config) -> None:
 def pull(cfg: Config, digest: str | None = None, show_progress: bool = True) -> PullResult:
     """Pull IMAGE:TAG (or IMAGE@DIGEST) from the registry and tag it locally as IMAGE_REF for the run tasks."""
     started = time.monotonic()
+    if digest is not None and not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
+        raise NsyskitError(f"--digest {digest!r} is not a manifest digest; fix: give sha256: and 64 hex digits, as 'invoke push' prints")
     target = target_of(cfg)
     client = engine.connect()
     endpoint = _endpoint(target, client)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from urllib.parse import urlsplit
 
 import boto3
 from botocore.exceptions import (
@@ -20,10 +22,11 @@ from botocore.exceptions import (
     NoRegionError,
     ParamValidationError,
     PartialCredentialsError,
+    ProfileNotFound,
     ReadTimeoutError,
 )
 
-from nsyskit.errors import AwsAccessDenied, AwsCredentialsMissing, AwsEndpointUnreachable, AwsError
+from nsyskit.errors import AwsAccessDenied, AwsCredentialsMissing, AwsEndpointUnreachable, AwsError, ConfigError
 
 HOW_TO_GIVE_CREDENTIALS = (
     "set AWS_PROFILE (after 'aws configure' or 'aws sso login'), or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
@@ -62,12 +65,45 @@ class Repository:
     created: bool
 
 
-def client(region: str):
+ENDPOINT_VARS = ("AWS_ENDPOINT_URL_ECR", "AWS_ENDPOINT_URL")  # boto3's own variables, the service's first
+
+
+def _endpoint_problem(environ) -> ConfigError | None:
+    """The error for an endpoint variable that is not an http(s) URL with a host (botocore would raise ValueError)."""
+    for name in ENDPOINT_VARS:
+        value = environ.get(name)
+        if not value:
+            continue
+        try:
+            parts = urlsplit(value)
+            parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+            ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+        except ValueError:
+            ok = False
+        if not ok:
+            return ConfigError(name, value, "is not an endpoint URL", "use http(s)://HOST[:PORT], or unset it", "environment")
+        return None  # the first one set is the one boto3 uses
+    return None
+
+
+def client(region: str, environ=None):
     """A boto3 ECR client for `region`; the endpoint follows boto3's AWS_ENDPOINT_URL_ECR / AWS_ENDPOINT_URL."""
+    environ = os.environ if environ is None else environ
+    if problem := _endpoint_problem(environ):
+        raise problem
     try:
         return boto3.session.Session(region_name=region).client("ecr")
+    except ProfileNotFound:
+        name = environ.get("AWS_PROFILE") or environ.get("AWS_DEFAULT_PROFILE", "")
+        raise ConfigError(
+            "AWS_PROFILE", name, "is not a profile in the AWS config files (~/.aws/config, ~/.aws/credentials)",
+            f"create it with 'aws configure --profile {name}' (or 'aws configure sso'), or set AWS_PROFILE to an existing one",
+            "environment",
+        ) from None  # fmt: skip
+    except ValueError as exc:  # an endpoint from the AWS config file that botocore cannot parse
+        raise AwsError(f"cannot make an ECR client: {exc}; fix: check endpoint_url in your AWS config file") from None
     except (NoRegionError, BotoCoreError) as exc:
-        raise AwsError(f"cannot make an ECR client for region {region!r}: {exc}; fix: set AWS_REGION") from exc
+        raise AwsError(f"cannot make an ECR client for region {region!r}: {exc}; fix: check AWS_REGION and the AWS configuration") from exc
 
 
 def endpoint_of(ecr) -> str:
@@ -106,6 +142,12 @@ def translated(operation: str, ecr) -> Iterator[None]:
             raise AwsCredentialsMissing(
                 f"AWS rejected the credentials for {action} ({code}: {message}); fix: refresh them, "
                 + HOW_TO_GIVE_CREDENTIALS,
+                operation, code,
+            ) from exc  # fmt: skip
+        if not message or code.isdigit():  # an HTTP error without an AWS error body: not the ECR API answering
+            raise AwsError(
+                f"{action} failed: {endpoint_of(ecr)} answered HTTP {status or code} without an AWS error, "
+                "so it is not the ECR API; fix: check AWS_ENDPOINT_URL_ECR / AWS_ENDPOINT_URL and AWS_REGION",
                 operation, code,
             ) from exc  # fmt: skip
         raise AwsError(f"{action} failed ({code}): {message}", operation, code) from exc

@@ -14,7 +14,8 @@ from nsyskit import console
 from nsyskit.config import Config
 from nsyskit.deploy import DeployResult
 from nsyskit.errors import NsyskitError, SlurmJobFailed
-from nsyskit.jobdir import find_job_dir, new_job_dir, read_record, write_record
+from nsyskit.jobdir import find_job_dir, fresh_job_dir, read_record, write_record
+from nsyskit.local.runfolder import rank_statuses
 from nsyskit.slurm import scheduler
 from nsyskit.slurm.render import REPORTS, SCRIPT, log_path, render_script
 
@@ -25,13 +26,13 @@ FOLLOW_POLL_S = 1.0
 
 def render_job(cfg: Config, root: Path) -> Path:
     """Render the job into a fresh job folder (script and empty report folder); return the script's path."""
-    job_dir = new_job_dir(root, TARGET)
-    script = job_dir / SCRIPT
-    script.write_text(render_script(cfg, root, job_dir))
-    script.chmod(0o755)
-    (job_dir / REPORTS).mkdir()
-    write_record(job_dir, mode=cfg.slurm_mode, script=SCRIPT, nodes=cfg.nodes, procs_per_node=cfg.procs_per_node,
-                 world_size=cfg.world_size, submitted=False)  # fmt: skip
+    with fresh_job_dir(root, TARGET) as job_dir:  # a render error leaves no folder
+        script = job_dir / SCRIPT
+        script.write_text(render_script(cfg, root, job_dir))
+        script.chmod(0o755)
+        (job_dir / REPORTS).mkdir()
+        write_record(job_dir, mode=cfg.slurm_mode, script=SCRIPT, nodes=cfg.nodes, procs_per_node=cfg.procs_per_node,
+                     world_size=cfg.world_size, submitted=False)  # fmt: skip
     return script
 
 
@@ -147,7 +148,7 @@ def collect(cfg: Config, root: Path, job: str | None) -> Path:
         "nodes": record.get("nodes"), "procs_per_node": record.get("procs_per_node"), "world_size": record.get("world_size"),
         "job_dir": str(job_dir), "log": log.name,
         # What every rank's wrapper recorded (rank, host, exit code, command, EFA decision, report), as 'invoke run' keeps it.
-        "ranks": [json.loads(path.read_text()) for path in sorted((dest / "logs").glob("*.status.json"))],
+        "ranks": [status.raw for status in rank_statuses(dest)],  # unreadable (half-written) ones are skipped
         "checksums": {int(r): c for r, c in CHECKSUM.findall(log.read_text(errors="replace"))} if log.is_file() else {},
         "files": files,
     }  # fmt: skip

@@ -11,6 +11,7 @@ import jinja2
 from nsyskit.config import Config
 from nsyskit.errors import ConfigError
 from nsyskit.launch import CONTAINER_REPORT_DIR, rank_command, wrapper_env
+from nsyskit.templates import render_template
 
 TEMPLATE_DIR = "slurm"  # under the project root, beside k8s/
 JOB_NAME = "nsyskit"
@@ -129,4 +130,4 @@ def environment(root: Path) -> jinja2.Environment:
 
 def render_script(cfg: Config, root: Path, job_dir: Path) -> str:
     """The sbatch script of SLURM_MODE (pyxis or host) for a job rendered into job_dir."""
-    return environment(root).get_template(f"{cfg.slurm_mode}.sbatch.j2").render(**context(cfg, job_dir))
+    return render_template(environment(root), f"{cfg.slurm_mode}.sbatch.j2", TEMPLATE_DIR, context(cfg, job_dir))

@@ -75,6 +75,10 @@ def run(cmd: list[str], what: str, check: bool = True) -> subprocess.CompletedPr
         raise CommandError(
             what, cmd, 127, f"{cmd[0]}: command not found (install Slurm's client or set SLURM_SUBMIT_PREFIX)"
         ) from None
+    except OSError as exc:  # a folder or a file that is not a program (SLURM_SUBMIT_PREFIX)
+        raise CommandError(
+            what, cmd, 126, f"{cmd[0]}: cannot run it ({exc.strerror}); check SLURM_SUBMIT_PREFIX"
+        ) from None
     if check and result.returncode != 0:
         raise CommandError(what, cmd, result.returncode, result.stderr or result.stdout)
     return result
