@@ -24,6 +24,7 @@ from nsyskit.analysis.table import Table
 from nsyskit.analysis.terminal import TEXT_COLUMNS, fmt, header
 
 HTML_ROWS = 40  # rows of a table in report.html; the rest is in analysis.json
+STYLE = (Path(__file__).parent / "templates" / "report.css").read_text()  # report.html's CSS, for the other pages
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ KERNEL_COLUMNS = ["name", "time_pct", "total_ns", "instances", "avg_ns", "min_ns
 # ---- report.html ------------------------------------------------------------------------------------------
 
 
-def html_table(table: Table | None, columns: list[str] | None = None, limit: int = HTML_ROWS, title: str = "") -> dict:
+def table_data(table: Table | None, columns: list[str] | None = None, limit: int = HTML_ROWS, title: str = "") -> dict:
     """A Table as template data: headers, formatted rows (at most `limit`) and a note on the rows left out."""
     if table is None or not len(table):
         return {"title": title, "headers": [], "rows": [], "more": ""}
@@ -71,6 +72,11 @@ def html_table(table: Table | None, columns: list[str] | None = None, limit: int
     ]
     more = f"{len(table) - limit:,} more rows in analysis.json" if len(table) > limit else ""
     return {"title": title, "headers": heads, "rows": rows, "more": more}
+
+
+def html_table(table: Table | None, columns: list[str] | None = None, limit: int = HTML_ROWS) -> str:
+    """A Table as an HTML table (escaped, report.html's markup and units) for pages other than report.html."""
+    return _environment().get_template("table.html.j2").render(t=table_data(table, columns, limit))
 
 
 def _figure(title: str, png: bytes | None, folder: Path, filename: str) -> list[dict]:
@@ -101,12 +107,12 @@ def page_sections(analysis: Analysis, summary: Summary, folder: Path, top: int) 
             "id": "ranks", "title": "Ranks", "note": ranks_note,
             "figures": _figure("Step time per rank", plots.step_times_per_rank(analysis.steps, view.steps), folder, "step_times.png")
             + _figure("GPU time breakdown per rank", plots.breakdown_per_rank(analysis.breakdown), folder, "breakdown.png"),
-            "tables": [html_table(_ranks_for_html(analysis.ranks))],
+            "tables": [table_data(_ranks_for_html(analysis.ranks))],
         },
         {
             "id": "communication", "title": "Communication (NCCL operations by message size)", "note": "",
             "figures": _figure("NCCL durations per message size", plots.nccl_size_histograms(analysis.nccl_ops), folder, "nccl_sizes.png"),
-            "tables": [html_table(analysis.nccl_sizes)],
+            "tables": [table_data(analysis.nccl_sizes)],
         },
     ]  # fmt: skip
     if analysis.has_gpu:
@@ -115,10 +121,11 @@ def page_sections(analysis: Analysis, summary: Summary, folder: Path, top: int) 
             "id": "gpu", "title": "GPU", "note": "",
             "figures": _figure("Top kernels", plots.top_kernels(analysis.top_kernels), folder, "top_kernels.png"),
             "tables": [
-                html_table(analysis.breakdown, BREAKDOWN_COLUMNS, title="Time breakdown per GPU (% of its window)"),
-                html_table(analysis.top_kernels, KERNEL_COLUMNS, top, title=f"Top kernels, all ranks (top {top})"),
-                html_table(analysis.kernel_summaries[first], limit=top, title=f"Kernel summary, rank {first} (as nsys stats)"),
-                html_table(analysis.memcpy, title="Memcpy by kind"),
+                table_data(analysis.breakdown, BREAKDOWN_COLUMNS, title="Time breakdown per GPU (% of its window)"),
+                table_data(analysis.top_kernels, KERNEL_COLUMNS, top, title=f"Top kernels, all ranks (top {top})"),
+                table_data(analysis.kernel_summaries[first], limit=top, title=f"Kernel summary, rank {first} (as nsys stats)"),
+                table_data(analysis.memcpy, title="Memcpy by kind"),
+                table_data(analysis.nvtx_gpu, limit=top, title="NVTX ranges projected onto the GPU (kernels each launched)"),
             ],
         })  # fmt: skip
     nvtx = analysis.nvtx.sorted_by("total_ns") if analysis.nvtx is not None and len(analysis.nvtx) else None
@@ -128,7 +135,7 @@ def page_sections(analysis: Analysis, summary: Summary, folder: Path, top: int) 
             "title": "NVTX ranges",
             "note": "",
             "figures": [],
-            "tables": [html_table(nvtx, NVTX_COLUMNS, top)],
+            "tables": [table_data(nvtx, NVTX_COLUMNS, top)],
         }
     )
     return sections

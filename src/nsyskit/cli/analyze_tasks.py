@@ -57,7 +57,7 @@ def _check_output(output: str | None) -> Path | None:
 @task(
     positional=["path"],
     help={
-        "path": "Run folder (reports/<run-id>) or report files (.nsys-rep, .qdrep, .sqlite, .qdstrm), comma-separated.",
+        "path": "Run folder (reports/<run-id>) or report files (.nsys-rep, .qdrep, .sqlite, .qdstrm; .ncu-rep; .pt.trace.json.gz), comma-separated.",
         "json": "Print the whole analysis (findings first) as JSON on stdout instead of tables (report.html is still written).",
         "html": "Write report.html, the PNG plots and analysis.json into the run folder (default: yes; --no-html skips).",
         "output": "Folder for report.html and the PNGs (default: the run folder, or the folder of the first report).",
@@ -77,6 +77,7 @@ def analyze(
     """Findings first, then kernel summary, GPU breakdown and overlap, NCCL sizes, stragglers; report.html, timeline."""
     from nsyskit.analysis import outputs
     from nsyskit.analysis.diff import diff_table, run_diff
+    from nsyskit.analysis.profilers import print_profiler_analysis, profiler_of, run_profiler_analysis
     from nsyskit.analysis.summary import document, print_findings
     from nsyskit.analysis.terminal import print_analysis
     from nsyskit.analysis.timeline import DEFAULT_MAX_EVENTS
@@ -101,7 +102,18 @@ def analyze(
             path, "--fail-on needs a baseline", "use 'invoke analyze --diff BASELINE RUN --fail-on step_time=5'"
         )
     paths = _paths(path)
-    result = outputs.analyze(paths, _check_output(output), straggler, _progress("analyze"))
+    folder = _check_output(output) or outputs.report_folder(paths)
+    profiler = profiler_of(paths)
+    if profiler != "nsys":  # PROFILER=ncu or torch runs: their own tables, shown the same way
+        other, report = run_profiler_analysis(profiler, paths, folder, html, straggler)
+        if json_:
+            _print_json(other.to_json())
+        else:
+            print_profiler_analysis(other, console.out, top=rows)
+        if report:
+            console.done(f"report: {report}")
+        return
+    result = outputs.analyze(paths, folder, straggler, _progress("analyze"))
     if json_:
         _print_json(document(result.analysis, result.summary))
     else:
