@@ -17,7 +17,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nsyskit.nccllog.facts import VERSION, Facts
+from nsyskit.nccllog.facts import MAX_SOURCES, VERSION, Facts
 from nsyskit.nccllog.lines import INFO_LINE, MISSED_LINE, TAIL, read_missed_line, split_source
 from nsyskit.nccllog.steps import NEEDLES, STEP_FIELDS, StepLine, StepStats, parse_step_line, step_of
 
@@ -359,7 +359,7 @@ class FileScanner:
                 coll[(source, op, count, dtype, nranks, comm)] += calls
                 continue
             host, pid, dev = split_source(source)
-            if len(facts.hosts) < 4096:
+            if len(facts.gpus) < MAX_SOURCES:
                 facts.hosts.add((host, pid))
                 facts.gpus.add((host, pid, dev))
             if not message:
