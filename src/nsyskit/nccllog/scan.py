@@ -7,22 +7,18 @@ findings in C, and only the distinct findings are looked at one by one.
 
 from __future__ import annotations
 
-import gzip
 import os
 import re
-import zlib
 from collections import Counter
-from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nsyskit.nccllog.blocks import BLOCK_SIZE, read_blocks, what_it_holds
 from nsyskit.nccllog.facts import MAX_SOURCES, VERSION, Facts
 from nsyskit.nccllog.lines import INFO_LINE, MISSED_LINE, TAIL, read_missed_line, split_source
 from nsyskit.nccllog.steps import NEEDLES, STEP_FIELDS, StepLine, StepStats, parse_step_line, step_of
 
-BLOCK_SIZE = 8 << 20
-MAX_LINE = 16 << 20  # a "line" longer than this is garbage (binary junk): counted and dropped, never buffered
 MAX_EXAMPLES = 3
 MERGED_LINES = re.compile(rb"\n[^\n]*?NCCL INFO[^\n]*?NCCL INFO[^\n]*+")  # two NCCL lines on one (examples)
 PARALLEL_MIN_BYTES = 16 << 20  # below this the files are read in this process (starting workers costs more)
@@ -96,74 +92,6 @@ class Scan:
         for kind, lines in other.examples.items():
             kept = self.examples.setdefault(kind, [])
             kept += lines[: MAX_EXAMPLES - len(kept)]
-
-
-def what_it_holds(path: Path) -> str:
-    """What a file without any NCCL line is, in words: empty, UTF-16 text, binary data or other text."""
-    with (gzip.open if is_gzip(path) else open)(path, "rb") as f:
-        try:
-            head = f.read(4096)
-        except (OSError, EOFError, zlib.error):
-            return "is unreadable data"
-    if not head:
-        return "is empty"
-    if head[:2] in (b"\xff\xfe", b"\xfe\xff") or head[1:200:2].count(0) > len(head[1:200:2]) // 2:
-        return "is UTF-16 text (convert it: iconv -f UTF-16 -t UTF-8)"
-    if b"\0" in head or sum(byte < 9 or 13 < byte < 32 for byte in head) > len(head) // 10:
-        return "is binary data"
-    return "is text without NCCL INFO lines (was NCCL_DEBUG=INFO set?)"
-
-
-def is_gzip(path: Path) -> bool:
-    """True when the file starts with gzip's magic bytes (whatever its name)."""
-    with open(path, "rb") as f:
-        return f.read(2) == b"\x1f\x8b"
-
-
-def read_blocks(path: Path, scan: Scan, block_size: int = BLOCK_SIZE) -> Iterator[tuple[bytearray, int]]:
-    """The file as blocks of whole lines: (buffer, end), the block being buffer[:end]; it starts with b'\\n' (so
-    every line follows a newline) and ends with one. One buffer is reused (read into, never re-allocated per
-    block), so a consumer must copy what it keeps. gzip is read with readinto1, so a damaged stream still gives
-    what came before the damage."""
-    compressed = is_gzip(path)
-    buf = bytearray(block_size + 1)
-    buf[0] = 10  # the newline before the first line
-    have = 1  # valid bytes: the leading newline and the partial line carried over from the previous block
-    with (gzip.open if compressed else open)(path, "rb") as f:
-        fill = f.readinto1 if compressed else f.readinto
-        eof = False
-        while not eof:
-            end = have
-            try:
-                while end < len(buf):
-                    with memoryview(buf) as view:
-                        n = fill(view[end:])
-                    if not n:
-                        eof = True
-                        break
-                    end += n
-                    scan.bytes_read += n
-                    if not compressed:
-                        break
-            except (OSError, EOFError, zlib.error) as exc:
-                scan.warnings.append(f"{path}: read stopped early ({exc}); analyzed what came before")
-                eof = True
-            cut = buf.rfind(b"\n", 1, end)
-            if cut >= 0:
-                yield buf, cut + 1
-                rest = end - cut - 1
-                buf[1 : 1 + rest] = buf[cut + 1 : end]
-                have = 1 + rest
-            elif end > MAX_LINE:  # no line ends in the buffer and the line is past any sense: drop it
-                scan.overlong_lines += 1
-                have = 1
-            else:  # one line longer than the buffer: make room for it
-                if not eof:
-                    buf.extend(bytes(block_size))
-                have = end
-        if have > 1:  # the last line has no newline
-            buf[have : have + 1] = b"\n"
-            yield buf, have + 1
 
 
 class FileScanner:
