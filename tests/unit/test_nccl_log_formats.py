@@ -417,3 +417,18 @@ def test_several_files_on_several_cores_match_one_core():
     one, several = analyze(paths, window, workers=1).to_dict(), analyze(paths, window, workers=2).to_dict()
     one["seconds"] = several["seconds"] = 0
     assert several == one
+
+
+def test_lines_cut_inside_a_value_do_not_swallow_the_next_line(tmp_path):
+    full = [coll("gb200-1", 7, d, "AllReduce", 512 * (d + 1), 7, "0x5", 4, d) for d in range(4)]
+    cut = [
+        "gb200-1:7:7 [0] NCCL INFO AllReduce: opCount 1",  # inside the opCount value
+        "gb200-1:7:7 [0] NCCL INFO AllReduce: opCount 2 sendbuff 0x7f",  # inside the sendbuff value
+        "gb200-1:7:7 [0] NCCL INFO AllReduce: opCount 3 sendbuff 0x7f recvbuff 0x7e",  # inside the recvbuff value
+        "gb200-1:7:7 [0] NCCL INFO AllReduce: opCount 4 sendbuff 0x7f recvbuff 0x7e cou",  # inside 'count'
+    ]
+    log = tmp_path / "cut.log"
+    log.write_text("\n".join(line for pair in zip(cut, full, strict=True) for line in pair) + "\n")
+    report = analyze([log])
+    assert gpus(report) == {f"gb200-1[{d}]": 1 for d in range(4)} and report.lines["collective"] == 4
+    assert report.lines["garbled_collective"] == 4 and report.lines["unrecognized_nccl"] == 0

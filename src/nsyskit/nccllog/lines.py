@@ -22,8 +22,11 @@ _PREFIX = (
 # The source 'host:pid:tid [dev]' as one span (split only for the distinct ones).
 _SOURCE = rb"([^ \n]++ \[\d++\]) NCCL INFO "
 # A collective: op, then the fields after recvbuff as one span (RCCL puts 'acc (nil)' first; buffers may be
-# '(nil)'); the span is split per distinct value by TAIL. Two groups: few groups make findall cheap.
-_COLL = rb"([A-Z][A-Za-z]++): opCount [^ \n]++ sendbuff [^ \n]++ recvbuff [^ \n]++ ([^\n]*+)"
+# '(nil)'); the span is split per distinct value by TAIL. Two groups: few groups make findall cheap. The values
+# are '[^ ]' runs (one negated character is a tight loop in the engine; a class is a call per character): a line
+# cut inside one runs into the next line, where the following field name or the 'count'/'acc' that must start
+# the span cannot match, so the cut line falls to the message branch (counted as garbled), the next read whole.
+_COLL = rb"([A-Z][A-Za-z]++): opCount [^ ]++ sendbuff [^ ]++ recvbuff [^ ]++ ((?:count|acc) [^\n]*+)"
 # Other INFO messages are kept only when they may carry a fact (else the empty message: counted as 'other').
 _FACT_WORDS = (
     rb"(?=NCCL version|Using |NET/|Channel|Ring|Trees|Connected|NCCL_|comm |ncclCommInit|nranks|Init |\d"
