@@ -432,3 +432,19 @@ def test_lines_cut_inside_a_value_do_not_swallow_the_next_line(tmp_path):
     report = analyze([log])
     assert gpus(report) == {f"gb200-1[{d}]": 1 for d in range(4)} and report.lines["collective"] == 4
     assert report.lines["garbled_collective"] == 4 and report.lines["unrecognized_nccl"] == 0
+
+
+def test_lines_without_spaces_between_nccl_lines(tmp_path):
+    """CloudWatch copies put the timestamp on a line of its own (12-cloudwatch-ofi-efa-p4d.log); separators too."""
+    lines = []
+    for k in range(6):
+        lines += [
+            f"2024-12-04T07:19:43.{480 + k}Z",
+            "=" * (k * 7),  # an empty line, then lines of '=' only
+            coll(f"algo-{k % 3}", 18560 + k, k, "AllGather", 4096 << k, 9, f"0x{k}", 8, k),
+        ]
+    log = tmp_path / "cloudwatch.log"
+    log.write_text("\n".join(lines) + "\n")
+    report = analyze([log])
+    assert gpus(report) == {f"algo-{k % 3}[{k}]": 1 for k in range(6)}
+    assert report.init["nnodes_from_hostnames"] == 3 and report.lines["unrecognized_nccl"] == 0

@@ -19,8 +19,10 @@ _PREFIX = (
     rb"[ \t|]*+(?:(?:\[[^\]\n]*+\]|<\w++>|\([^)\n]*+\)|\d++:|\d{4}-\d\d-\d\d(?:[T ][\d:.,]*+)?(?:Z|[+\-]\d\d:?\d\d)?"
     rb"|(?:stdout|stderr) [FP]|[A-Za-z_][\w.]*+(?= - )|-(?= )|\d++(?:\.\d++)?(?=[ \t|]))[ \t:|]*+)*+"
 )
-# The source 'host:pid:tid [dev]' as one span (split only for the distinct ones).
-_SOURCE = rb"([^ \n]++ \[\d++\]) NCCL INFO "
+# The source 'host:pid:tid [dev]' as one span (split only for the distinct ones). A run of one negated character
+# (fast, see _COLL) may start on earlier lines that hold no space (bare timestamps): the source is what follows
+# its last newline (clean_source); such lines hold no NCCL line, so nothing is lost.
+_SOURCE = rb"([^ ]++ \[\d++\]) NCCL INFO "
 # A collective: op, then the fields after recvbuff as one span (RCCL puts 'acc (nil)' first; buffers may be
 # '(nil)'); the span is split per distinct value by TAIL. Two groups: few groups make findall cheap. The values
 # are '[^ ]' runs (one negated character is a tight loop in the engine; a class is a call per character): a line
@@ -51,6 +53,11 @@ _EMBEDDED = re.compile(rb"([^\s:\[\]|<>()]+:\d+:\d+ \[\d+\]) NCCL INFO (.*)")
 _EMBEDDED_COLL = re.compile(_COLL)
 # A host glued to the end of a table row ('-1mew0', '0mew0'): the row's last number before the real host name.
 GLUED_NUMBER = re.compile(r"^[-+]?[\d.]+")
+
+
+def clean_source(source: bytes) -> bytes:
+    """The 'host:pid:tid [dev]' of a matched source span (without the space-less lines it may start on)."""
+    return source.rpartition(b"\n")[2] if b"\n" in source else source
 
 
 def split_source(source: bytes) -> tuple[str, str, int]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from nsyskit.nccllog.blocks import BLOCK_SIZE, read_blocks, what_it_holds
 from nsyskit.nccllog.facts import MAX_SOURCES, VERSION, Facts
-from nsyskit.nccllog.lines import INFO_LINE, MISSED_LINE, TAIL, read_missed_line, split_source
+from nsyskit.nccllog.lines import INFO_LINE, MISSED_LINE, TAIL, clean_source, read_missed_line, split_source
 from nsyskit.nccllog.steps import NEEDLES, STEP_FIELDS, StepLine, StepStats, parse_step_line, step_of
 
 MAX_EXAMPLES = 3
@@ -273,6 +273,7 @@ class FileScanner:
         scan = self.scan
         coll, facts = scan.coll, scan.facts
         for (source, op, tail, message), calls in findings.items():
+            source = clean_source(source)
             if op:
                 if facts_only:
                     continue
