@@ -14,9 +14,10 @@ import re
 #   torchrun '[default0]:', ISO dates with or without 'T', fraction, offset or 'Z' (kubectl logs --timestamps,
 #   CloudWatch, Loki/Fluent Bit), the CRI stream tag 'stdout F ', Python logging ' - INFO - ' (a level or logger
 #   word followed by ' - '), Ray '(RayTrainWorker pid=615, ip=10.72.7.6) ', epoch seconds, '|' separators.
-# Possessive, so a line costs one pass; no token can take a host name (it is followed by ':pid:tid').
+# Possessive, so a line costs one pass; no token can take a host name (it is followed by ':pid:tid'). Brackets are
+# closed by runs of one negated character (fast): one left open runs into the next line and the match fails there.
 _PREFIX = (
-    rb"[ \t|]*+(?:(?:\[[^\]\n]*+\]|<\w++>|\([^)\n]*+\)|\d++:|\d{4}-\d\d-\d\d(?:[T ][\d:.,]*+)?(?:Z|[+\-]\d\d:?\d\d)?"
+    rb"[ \t|]*+(?:(?:\[[^\]]*+\]|<\w++>|\([^)]*+\)|\d++:|\d{4}-\d\d-\d\d(?:[T ][\d:.,]*+)?(?:Z|[+\-]\d\d:?\d\d)?"
     rb"|(?:stdout|stderr) [FP]|[A-Za-z_][\w.]*+(?= - )|-(?= )|\d++(?:\.\d++)?(?=[ \t|]))[ \t:|]*+)*+"
 )
 # The source 'host:pid:tid [dev]' as one span (split only for the distinct ones). A run of one negated character
@@ -36,8 +37,16 @@ _FACT_WORDS = (
 )
 # Groups: source, op, tail (collective lines) | message (other INFO lines).
 INFO_LINE = re.compile(
-    rb"\n(?:(?=[ \t|\[<\d(])" + _PREFIX + rb")?" + _SOURCE + rb"(?:" + _COLL + rb"|" + _FACT_WORDS + rb"([^\n]*+))?"
-)
+    rb"\n(?:(?=[ \t|\[<\d(])"
+    + _PREFIX
+    + rb")?"
+    + _SOURCE
+    + rb"(?:"
+    + _COLL
+    + rb"|"
+    + _FACT_WORDS
+    + rb"([^\n]*+)|[^\n]*+)"
+)  # the last branch walks a message of no interest to its end (faster than findall's search for the next line)
 # A line holding 'NCCL INFO' that does not start as above (another program's output before the NCCL part, an unknown
 # prefix), for read_missed_line; looked for only in blocks where INFO_LINE found fewer lines than 'NCCL INFO's.
 # Unrolled (runs of a class, no per-character retry).
