@@ -448,3 +448,14 @@ def test_lines_without_spaces_between_nccl_lines(tmp_path):
     report = analyze([log])
     assert gpus(report) == {f"algo-{k % 3}[{k}]": 1 for k in range(6)}
     assert report.init["nnodes_from_hostnames"] == 3 and report.lines["unrecognized_nccl"] == 0
+
+
+def test_space_less_line_before_a_tagged_nccl_line(tmp_path):
+    log = tmp_path / "mpirun.log"
+    log.write_text(
+        "".join(
+            f"-----\n[1,{k}]<stdout>:" + coll("worker-3", 27 + k, k, "AllReduce", 64, 7, f"0x{k}", 2) + "\n"
+            for k in range(2)
+        )
+    )
+    assert gpus(analyze([log])) == {"worker-3[0]": 1, "worker-3[1]": 1}

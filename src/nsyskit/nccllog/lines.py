@@ -53,6 +53,7 @@ INFO_LINE = re.compile(
 MISSED_LINE = re.compile(
     rb"\n(?!(?:(?=[ \t|\[<\d(])" + _PREFIX + rb")?" + _SOURCE + rb")[^N\n]*+(?:N(?!CCL INFO)[^N\n]*+)*+NCCL INFO[^\n]*+"
 )
+_PREFIX_ONLY = re.compile(_PREFIX)
 # 'count N datatype D' and, unless the line was cut short, 'op O root R comm 0x.. [nranks=N]'.
 TAIL = re.compile(rb"(?:acc \S+ )?count (\d+) datatype (\d+)(?: op -?\d+ root -?\d+ comm (\S+) \[nranks=(\d+)\])?")
 SOURCE = re.compile(rb"(.*):(\d+):\d+ \[(\d+)\]")
@@ -65,8 +66,12 @@ GLUED_NUMBER = re.compile(r"^[-+]?[\d.]+")
 
 
 def clean_source(source: bytes) -> bytes:
-    """The 'host:pid:tid [dev]' of a matched source span (without the space-less lines it may start on)."""
-    return source.rpartition(b"\n")[2] if b"\n" in source else source
+    """The 'host:pid:tid [dev]' of a matched source span (without the space-less lines it may start on, nor the
+    space-less prefix of its own line, e.g. mpirun's '[1,0]<stdout>:')."""
+    if b"\n" not in source:
+        return source
+    line = source.rpartition(b"\n")[2]
+    return line[_PREFIX_ONLY.match(line).end() :]
 
 
 def split_source(source: bytes) -> tuple[str, str, int]:
