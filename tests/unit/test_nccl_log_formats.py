@@ -365,6 +365,7 @@ def test_step_statistics_are_per_job(tmp_path):
     ]  # fmt: skip
     run = tmp_path / "run-1"
     run.mkdir()
+    (run / "run.json").write_text("{}")  # a run folder: its rank logs are one job
     _megatron(run / "rank0.log", 200.0, 100.0, range(1, 3))
     _megatron(run / "rank8.log", 400.0, 300.0, range(1, 3))
     jobs = resolve_jobs([str(run)])
@@ -377,6 +378,8 @@ def test_real_logs_of_two_jobs_are_not_averaged():
     # 22: one step of 306.5 ms at 33.65 TFLOPs; 29: three steps of 5361.6, 5470.7, 5829.9 ms at 243.6, 238.7, 224.0
     steps = analyze([real("22"), real("29")]).steps
     assert steps["avg_step_time_s"] is None and len(steps["jobs"]) == 2
+    jobs = resolve_jobs([str(REAL)])  # a folder that is no run folder: each file is its own job
+    assert set(jobs.values()) == {str(p) for p in jobs} and len(jobs) == len(list(REAL.glob("*.log")))
     assert [round(j["avg_tflops_per_gpu"], 4) for j in steps["jobs"]] == [33.65, round((243.6 + 238.7 + 224.0) / 3, 4)]
 
 
