@@ -27,17 +27,17 @@ def gpu_label(host: str, dev: int | str) -> str:
     return f"{host}[{dev}]"
 
 
-def call_groups(coll: Mapping[tuple[bytes, ...], int], gpu_of: Callable[[bytes, bytes | None], str]) -> list[CallGroup]:
-    """Decode the scanner's counts {(source, op, count, datatype, nranks, comm): calls} into CallGroups; gpu_of
-    names the GPU of a (source, comm): the communicator's device where its init line was logged."""
+def call_groups(coll: Mapping[tuple, int], gpu_of: Callable[[str, str, int, bytes | None], str]) -> list[CallGroup]:
+    """Decode the scanner's counts {(host, pid, dev, op, count, datatype, nranks, comm): calls} into CallGroups;
+    gpu_of names the GPU of (host, pid, dev, comm): the communicator's device where its init line was logged."""
     groups = []
-    for (source, op, count, dtype, nranks, comm), calls in coll.items():
+    for (host, pid, dev, op, count, dtype, nranks, comm), calls in coll.items():
         code = int(dtype)
         known = datatype(code)
         n = int(count)
         groups.append(
             CallGroup(
-                gpu=gpu_of(source, comm),
+                gpu=gpu_of(host, pid, dev, comm),
                 op=op.decode("utf-8", "replace"),
                 count=n,
                 dtype_code=code,

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from nsyskit.nccllog import aggregate
-from nsyskit.nccllog.lines import fix_glued_hosts, split_source
+from nsyskit.nccllog.lines import fix_glued_hosts
 from nsyskit.nccllog.scan import BLOCK_SIZE, Scan, Window, scan_files
 from nsyskit.nccllog.steps import StepStats
 
@@ -69,23 +69,21 @@ class GpuNames:
     def __init__(self, scan: Scan) -> None:
         self.comms = scan.facts.comms
         hosts_by_pid: dict[str, set[str]] = {}
-        for source in {key[0] for key in scan.coll}:
-            host, pid, _ = split_source(source)
+        for host, pid in {key[:2] for key in scan.coll}:
             hosts_by_pid.setdefault(pid, set()).add(host)
         for host, pid in {key[:2] for key in self.comms}:
             hosts_by_pid.setdefault(pid, set()).add(host)
         self.fixed = fix_glued_hosts(hosts_by_pid)
-        self.cache: dict[tuple[bytes, bytes | None], str] = {}
+        self.cache: dict[tuple[str, str, int, bytes | None], str] = {}
 
     def host(self, host: str, pid: str) -> str:
         """The real host of a (host, pid) seen in the log."""
         return self.fixed.get((host, pid), host)
 
-    def __call__(self, source: bytes, comm: bytes | None) -> str:
-        key = (source, comm)
+    def __call__(self, host: str, pid: str, dev: int, comm: bytes | None) -> str:
+        key = (host, pid, dev, comm)
         name = self.cache.get(key)
         if name is None:
-            host, pid, dev = split_source(source)
             host = self.host(host, pid)
             known = self.comms.get((host, pid, comm.decode())) if comm else None
             name = self.cache[key] = aggregate.gpu_label(host, known[1] if known else dev)

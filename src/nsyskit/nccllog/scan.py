@@ -43,8 +43,7 @@ class Window:
 
 @dataclass
 class Scan:
-    """Everything counted; `coll` maps (source 'host:pid:tid [dev]', op, count, datatype, nranks, comm) bytes to
-    calls; `steps` holds each file's step sums (files of different jobs are never averaged together)."""
+    """Everything counted; `coll` maps (host, pid, dev, op, count, datatype, nranks, comm) to calls; `steps` holds each file's step sums (files of different jobs are never averaged together)."""
 
     window: Window = field(default_factory=Window)
     files: list[str] = field(default_factory=list)
@@ -285,7 +284,8 @@ class FileScanner:
                         self._example_of(block, start, end, tail, "garbled")
                     continue
                 count, dtype, comm, nranks = fields.groups()
-                coll[(source, op, count, dtype, nranks, comm)] += calls
+                # keyed by process and device, not by thread: fewer distinct keys in logs of many ranks
+                coll[(*split_source(source), op, count, dtype, nranks, comm)] += calls
                 continue
             host, pid, dev = split_source(source)
             if len(facts.gpus) < MAX_SOURCES:
