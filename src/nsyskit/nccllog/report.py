@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -69,7 +70,7 @@ class GpuNames:
     def __init__(self, scan: Scan) -> None:
         self.comms = scan.facts.comms
         hosts_by_pid: dict[str, set[str]] = {}
-        for host, pid in {key[:2] for key in scan.coll}:
+        for host, pid in {key[:2] for key in scan.coll_gpus}:
             hosts_by_pid.setdefault(pid, set()).add(host)
         for host, pid in {key[:2] for key in self.comms}:
             hosts_by_pid.setdefault(pid, set()).add(host)
@@ -90,17 +91,17 @@ class GpuNames:
         return name
 
 
-def init_facts(scan: Scan, groups: list[aggregate.CallGroup]) -> dict:
+def init_facts(scan: Scan, groups: list[aggregate.CallGroup], gpus: set[str]) -> dict:
     """Init facts; nranks falls back on the collective lines' [nranks=N], nnodes on the distinct hostnames."""
     facts = scan.facts.summary()
-    hosts = set(scan.facts.hosts) | {g.gpu.rsplit("[", 1)[0] for g in groups}
+    hosts = set(scan.facts.hosts) | {gpu.rsplit("[", 1)[0] for gpu in gpus}
     facts["nnodes_from_hostnames"] = len(hosts) or None
     sizes = {g.nranks for g in groups if g.nranks is not None}
     if facts["nranks"] is None and sizes:
         facts["nranks"] = max(sizes)
         facts["communicator_sizes"] = sorted(sizes)
-    gpus = {aggregate.gpu_label(host, dev) for host, dev in scan.facts.gpus}
-    facts["gpus_seen"] = len(gpus | {g.gpu for g in groups})
+    logging = {aggregate.gpu_label(host, dev) for host, dev in scan.facts.gpus}
+    facts["gpus_seen"] = len(logging | gpus)
     return facts
 
 
@@ -118,7 +119,11 @@ def analyze(
     names = GpuNames(scan)
     scan.facts.hosts = {names.host(host, pid) for host, pid in scan.facts.hosts}
     scan.facts.gpus = {(names.host(host, pid), dev) for host, pid, dev in scan.facts.gpus}
-    groups = aggregate.call_groups(scan.coll, names)
+    groups = aggregate.call_groups(scan.coll)
+    per_gpu: Counter = Counter()
+    for (host, pid, dev, comm, bucket), calls in scan.coll_gpus.items():
+        per_gpu[(names(host, pid, dev, comm), bucket)] += calls
+    gpus = {gpu for gpu, _ in per_gpu}
     warnings = list(scan.warnings)
     if scan.files_without_steps:
         listed = ", ".join(scan.files_without_steps[:3]) + (" ..." if len(scan.files_without_steps) > 3 else "")
@@ -138,7 +143,7 @@ def analyze(
         )
     if scan.overlong_lines:
         warnings.append(f"{scan.overlong_lines} line(s) longer than 16 MiB were skipped")
-    totals = aggregate.totals(groups)
+    totals = aggregate.totals(groups, len(gpus))
     if totals["unknown_datatype_calls"]:
         warnings.append(
             f"{totals['unknown_datatype_calls']} collective call(s) with a datatype NCCL 2.28 does not define were left out of the byte statistics"
@@ -163,11 +168,11 @@ def analyze(
         totals=totals,
         per_op=aggregate.per_op_stats(groups),
         histogram_per_op=aggregate.histogram_per_op(groups),
-        histogram_per_gpu=aggregate.histogram_per_gpu(groups),
+        histogram_per_gpu=aggregate.histogram_per_gpu(per_gpu),
         aggregate=aggregate.aggregate_table(groups),
         unknown_datatypes=aggregate.unknown_datatypes(groups),
         steps=step_summary(scan, jobs or {}),
-        init=init_facts(scan, groups),
+        init=init_facts(scan, groups, gpus),
         tuning=scan.facts.tuning_rows(),
         warnings=warnings,
         examples=scan.examples,

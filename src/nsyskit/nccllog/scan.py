@@ -14,6 +14,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nsyskit.nccllog.aggregate import bucket_of
 from nsyskit.nccllog.blocks import BLOCK_SIZE, read_blocks, what_it_holds
 from nsyskit.nccllog.facts import MAX_SOURCES, VERSION, Facts
 from nsyskit.nccllog.lines import INFO_LINE, MISSED_LINE, TAIL, clean_source, read_missed_line, split_source
@@ -43,7 +44,8 @@ class Window:
 
 @dataclass
 class Scan:
-    """Everything counted; `coll` maps (host, pid, dev, op, count, datatype, nranks, comm) to calls; `steps` holds each file's step sums (files of different jobs are never averaged together)."""
+    """Everything counted; `coll` maps (op, count, datatype, nranks) to calls, `coll_gpus` each GPU's calls per
+    size bucket; `steps` holds each file's step sums (files of different jobs are never averaged together)."""
 
     window: Window = field(default_factory=Window)
     files: list[str] = field(default_factory=list)
@@ -57,6 +59,7 @@ class Scan:
     garbled_coll_lines: int = 0
     overlong_lines: int = 0
     coll: Counter = field(default_factory=Counter)
+    coll_gpus: Counter = field(default_factory=Counter)  # (host, pid, dev, comm, size bucket or None) -> calls
     facts: Facts = field(default_factory=Facts)
     steps: dict[str, StepStats] = field(default_factory=dict)
     files_without_steps: list[str] = field(default_factory=list)
@@ -83,6 +86,7 @@ class Scan:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.files += other.files
         self.coll.update(other.coll)
+        self.coll_gpus.update(other.coll_gpus)
         self.facts.merge(other.facts)
         self.steps.update(other.steps)
         self.files_without_steps += other.files_without_steps
@@ -105,6 +109,8 @@ class FileScanner:
         lines = self.window.lines
         self.in_lines = lines is None or lines[0] <= 1 <= lines[1]
         self.stats = scan.steps.setdefault(str(path), StepStats())
+        self.sources: dict[bytes, tuple[str, str, int]] = {}
+        self.values: dict[bytes, bytes] = {}
         self.saw_nccl = False  # any NCCL INFO/WARN line or bare version line in the file
         self.look_for_version = True  # until the file's version or first collective line: NCCL <= 2.21's bare line
 
@@ -284,10 +290,14 @@ class FileScanner:
                         self._example_of(block, start, end, tail, "garbled")
                     continue
                 count, dtype, comm, nranks = fields.groups()
-                # keyed by process and device, not by thread: fewer distinct keys in logs of many ranks
-                coll[(*split_source(source), op, count, dtype, nranks, comm)] += calls
+                # the sizes once for all GPUs, and per GPU only its size buckets (keyed by process, device and
+                # communicator, not the thread; each part one shared object): a log of thousands of ranks x
+                # communicators x sizes stays small
+                share, n = self.shared, int(count)
+                coll[(share(op), n, share(dtype), share(nranks))] += calls
+                scan.coll_gpus[(*self._source(source), share(comm), bucket_of(n, dtype))] += calls
                 continue
-            host, pid, dev = split_source(source)
+            host, pid, dev = self._source(source)
             if len(facts.gpus) < MAX_SOURCES:
                 facts.hosts.add((host, pid))
                 facts.gpus.add((host, pid, dev))
@@ -302,6 +312,26 @@ class FileScanner:
                     self._example_of(block, start, end, message, "garbled")
             elif not facts.add(message.decode("utf-8", "replace").rstrip(), calls, origin=(host, pid)):
                 scan.other_info_lines += calls
+
+    def _source(self, source: bytes) -> tuple[str, str, int]:
+        """(host, pid, dev) of a source, the same tuple (and strings) for the same source (bounded cache)."""
+        known = self.sources.get(source)
+        if known is None:
+            known = split_source(source)
+            if len(self.sources) < MAX_SOURCES:
+                self.sources[source] = known
+        return known
+
+    def shared(self, value: bytes | None) -> bytes | None:
+        """One object per distinct short value (op, datatype, nranks, comm), so that keys share them (bounded)."""
+        if value is None:
+            return None
+        known = self.values.get(value)
+        if known is None:
+            known = value
+            if len(self.values) < MAX_SOURCES:
+                self.values[value] = value
+        return known
 
     def _where(self, block: bytearray, newline: int) -> str:
         line = self.line_no + 1 + block.count(b"\n", 0, newline)
