@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from nsyskit.nccllog.scan import Scan
 
-BLOCK_SIZE = 8 << 20
+BLOCK_SIZE = 4 << 20  # 4 MiB: as fast as larger blocks, half the transient memory of 8
 MAX_LINE = 16 << 20  # a "line" longer than this is garbage (binary junk): counted and dropped, never buffered
 
 
