@@ -201,7 +201,7 @@ class FileScanner:
         the rest of the block starts and the event of that line."""
         at, end = 0, self.end
         while True:
-            hits = [hit for hit in (block.find(needle, at, end) for needle in NEEDLES.values()) if hit >= 0]
+            hits = [hit for hit in (block.find(needle, at, end) for needle in NEEDLES) if hit >= 0]
             if not hits:
                 return end, []
             line_start = block.rfind(b"\n", 0, min(hits))
