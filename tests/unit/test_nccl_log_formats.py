@@ -462,3 +462,26 @@ def test_space_less_line_before_a_tagged_nccl_line(tmp_path):
         )
     )
     assert gpus(analyze([log])) == {"worker-3[0]": 1, "worker-3[1]": 1}
+
+
+def test_a_big_file_split_over_cores_counts_as_read_in_one_pass(tmp_path, monkeypatch):
+    from nsyskit.nccllog import parallel
+
+    monkeypatch.setattr(parallel, "PART_MIN_BYTES", 2000)  # parts of a few kB: the fixtures are small
+    data = ROOT / "tests" / "data" / "nccl"
+    log = tmp_path / "big.log"
+    log.write_bytes(
+        b"".join((data / name).read_bytes() for name in ("nemo_4gpu.log", "garbled.log", "kit_mpirun.log")) * 3
+    )
+    lines = log.read_text(errors="replace").splitlines()  # garbled.log holds binary junk
+    for paths in ([log], [log, real("01"), real("22")]):
+        one = analyze(paths, workers=1).to_dict()
+        split = analyze(paths, workers=4).to_dict()
+        one["seconds"] = split["seconds"] = 0
+        examples = split.pop("examples")
+        one.pop("examples")
+        assert split == one
+        for example in (e for kept in examples.values() for e in kept if e.startswith(f"{log}:")):
+            number, text = example[len(f"{log}:") :].split(": ", 1)  # the file's line number, not the part's
+            assert lines[int(number) - 1].startswith(text[:40]), example
+    assert len(parallel.plan([log], Window(), 4)) == 4 and len(parallel.plan([log], Window(steps=(1, 2)), 4)) == 1

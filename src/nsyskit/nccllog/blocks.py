@@ -37,24 +37,32 @@ def is_gzip(path: Path) -> bool:
         return f.read(2) == b"\x1f\x8b"
 
 
-def read_blocks(path: Path, scan: Scan, block_size: int = BLOCK_SIZE) -> Iterator[tuple[bytearray, int]]:
+def read_blocks(
+    path: Path, scan: Scan, block_size: int = BLOCK_SIZE, span: tuple[int, int] | None = None
+) -> Iterator[tuple[bytearray, int]]:
     """The file as blocks of whole lines: (buffer, end), the block being buffer[:end]; it starts with b'\\n' (so
     every line follows a newline) and ends with one. One buffer is reused (read into, never re-allocated per
     block), so a consumer must copy what it keeps. gzip is read with readinto1, so a damaged stream still gives
-    what came before the damage."""
+    what came before the damage. span: only bytes [start, stop) of a plain file (both at line starts)."""
     compressed = is_gzip(path)
     buf = bytearray(block_size + 1)
     buf[0] = 10  # the newline before the first line
     have = 1  # valid bytes: the leading newline and the partial line carried over from the previous block
     with (gzip.open if compressed else open)(path, "rb") as f:
         fill = f.readinto1 if compressed else f.readinto
+        left = None  # bytes of the span still to read
+        if span is not None and not compressed:
+            f.seek(span[0])
+            left = span[1] - span[0]
         eof = False
         while not eof:
             end = have
             try:
                 while end < len(buf):
                     with memoryview(buf) as view:
-                        n = fill(view[end:])
+                        n = fill(view[end:] if left is None else view[end : end + left]) if left != 0 else 0
+                        if left is not None:
+                            left -= n
                     if not n:
                         eof = True
                         break

@@ -8,8 +8,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from nsyskit.nccllog import aggregate
+from nsyskit.nccllog.blocks import BLOCK_SIZE
 from nsyskit.nccllog.lines import fix_glued_hosts
-from nsyskit.nccllog.scan import BLOCK_SIZE, Scan, Window, scan_files
+from nsyskit.nccllog.parallel import scan_files
+from nsyskit.nccllog.scan import Scan, Window
 from nsyskit.nccllog.steps import StepStats
 
 

@@ -7,10 +7,8 @@ findings in C, and only the distinct findings are looked at one by one.
 
 from __future__ import annotations
 
-import os
 import re
 from collections import Counter
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,7 +20,6 @@ from nsyskit.nccllog.steps import NEEDLES, STEP_FIELDS, StepLine, StepStats, par
 
 MAX_EXAMPLES = 3
 MERGED_LINES = re.compile(rb"\n[^\n]*?NCCL INFO[^\n]*?NCCL INFO[^\n]*+")  # two NCCL lines on one (examples)
-PARALLEL_MIN_BYTES = 16 << 20  # below this the files are read in this process (starting workers costs more)
 
 
 @dataclass(frozen=True)
@@ -88,7 +85,8 @@ class Scan:
         self.coll.update(other.coll)
         self.coll_gpus.update(other.coll_gpus)
         self.facts.merge(other.facts)
-        self.steps.update(other.steps)
+        for file, stats in other.steps.items():  # the parts of one file add up
+            self.steps.setdefault(file, StepStats()).merge(stats)
         self.files_without_steps += other.files_without_steps
         self.files_without_nccl.update(other.files_without_nccl)
         self.warnings += other.warnings
@@ -97,26 +95,50 @@ class Scan:
             kept += lines[: MAX_EXAMPLES - len(kept)]
 
 
+def first_step(block: bytearray, at: int, end: int) -> tuple[int, int, StepLine] | None:
+    """The first step line of block[at:end] (any format): (newline before it, its end, the StepLine), or None."""
+    while True:
+        hits = [hit for hit in (block.find(needle, at, end) for needle in NEEDLES) if hit >= 0]
+        if not hits:
+            return None
+        line_start = block.rfind(b"\n", 0, min(hits))
+        line_end = block.find(b"\n", min(hits), end)
+        step = parse_step_line(block[line_start + 1 : line_end].decode("utf-8", "replace"))
+        if step is not None:
+            return line_start, line_end, step
+        at = line_end
+
+
 class FileScanner:
     """Scans one file block by block, keeping the per-file state: line number, current iteration, window."""
 
-    def __init__(self, path: Path, scan: Scan, block_size: int = BLOCK_SIZE) -> None:
-        self.path, self.scan, self.window, self.block_size = path, scan, scan.window, block_size
+    def __init__(
+        self,
+        path: Path,
+        scan: Scan,
+        block_size: int = BLOCK_SIZE,
+        span: tuple[int, int] | None = None,
+        fmt: str | None = None,
+    ) -> None:
+        """span: only bytes [start, stop) of the file (one part of a file read by several processes); fmt: the
+        file's step-line format when known beforehand (the parts after the first read the first part's)."""
+        self.path, self.scan, self.window, self.block_size, self.span = path, scan, scan.window, block_size, span
         self.line_no = 0  # lines before the current block
         self.iteration: int | None = None
         self.saw_step = False
-        self.fmt: str | None = None  # the file's step-line format, once it showed one
+        self.fmt = fmt  # the file's step-line format, once it showed one
         lines = self.window.lines
         self.in_lines = lines is None or lines[0] <= 1 <= lines[1]
         self.stats = scan.steps.setdefault(str(path), StepStats())
         self.sources: dict[bytes, tuple[str, str, int]] = {}
         self.values: dict[bytes, bytes] = {}
         self.saw_nccl = False  # any NCCL INFO/WARN line or bare version line in the file
-        self.look_for_version = True  # until the file's version or first collective line: NCCL <= 2.21's bare line
+        # until the file's version or first collective line: NCCL <= 2.21's bare line (in a file's first part)
+        self.look_for_version = span is None or span[0] == 0
 
     def run(self) -> None:
         """Scan the whole file."""
-        for block, end in read_blocks(self.path, self.scan, self.block_size):
+        for block, end in read_blocks(self.path, self.scan, self.block_size, self.span):
             self.block(block, end)
         self.scan.lines_total += self.line_no
         if self.window.steps and not self.saw_step:
@@ -199,21 +221,15 @@ class FileScanner:
     def _first_step(self, block: bytearray) -> tuple[int, list[tuple[int, str, StepLine]]]:
         """Look for the file's first step line (any format); once found, self.fmt is its format. Returns where
         the rest of the block starts and the event of that line."""
-        at, end = 0, self.end
-        while True:
-            hits = [hit for hit in (block.find(needle, at, end) for needle in NEEDLES) if hit >= 0]
-            if not hits:
-                return end, []
-            line_start = block.rfind(b"\n", 0, min(hits))
-            line_end = block.find(b"\n", min(hits), end)
-            step = parse_step_line(block[line_start + 1 : line_end].decode("utf-8", "replace"))
-            if step is not None:
-                self.saw_step, self.fmt = True, step.fmt
-                if self.window.steps is None and self.window.lines is None:
-                    self.stats.add(step)
-                    return line_end, []
-                return line_end, [(line_start, "step", step)]
-            at = line_end
+        found = first_step(block, 0, self.end)
+        if found is None:
+            return self.end, []
+        line_start, line_end, step = found
+        self.saw_step, self.fmt = True, step.fmt
+        if self.window.steps is None and self.window.lines is None:
+            self.stats.add(step)
+            return line_end, []
+        return line_end, [(line_start, "step", step)]
 
     def _line_events(self, block: bytearray, nlines: int) -> list[tuple[int, str, bool]]:
         if self.window.lines is None:
@@ -342,35 +358,3 @@ class FileScanner:
         newline = block.rfind(b"\n", 0, at)
         line_end = block.find(b"\n", at)
         self.scan.example(kind, self._where(block, newline), block[newline + 1 : line_end])
-
-
-def scan_file(path: Path, window: Window, block_size: int = BLOCK_SIZE) -> Scan:
-    """One file's counts."""
-    scan = Scan(window=window, files=[str(path)])
-    FileScanner(path, scan, block_size).run()
-    return scan
-
-
-def workers_for(paths: list[Path]) -> int:
-    """Processes to read the files with: one per core (at most one per file); 1 for small inputs."""
-    total = sum(path.stat().st_size for path in paths)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return 1 if total < PARALLEL_MIN_BYTES else max(1, min(cores, len(paths)))
-
-
-def scan_files(
-    paths: list[Path], window: Window | None = None, block_size: int = BLOCK_SIZE, workers: int | None = None
-) -> Scan:
-    """Scan the logs (each file has its own line numbers and step state) and return the counts, in file order;
-    several files are read by several processes (one per core), each in constant memory."""
-    window = window or Window()
-    workers = workers_for(paths) if workers is None else workers
-    if workers <= 1 or len(paths) <= 1:
-        parts = [scan_file(path, window, block_size) for path in paths]
-    else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            parts = list(pool.map(scan_file, paths, [window] * len(paths), [block_size] * len(paths)))
-    scan = Scan(window=window)
-    for part in parts:
-        scan.merge(part)
-    return scan
