@@ -25,7 +25,10 @@ from bad_inputs import (  # tests/integration is on sys.path
     run_case,
 )
 
-SECRET = "/tmp/nsyskit-battery-secret.bin"  # a file nobody may see but not read (made by the fixture)
+pytestmark = pytest.mark.engine  # some cases need the Docker engine (run, push, build)
+
+SECRET = "/tmp/nsyskit-battery-secret.bin"
+EMPTY_IMAGE = {"REGISTRY": "", "IMAGE": "nsyskit-battery", "TAG": "empty"}  # imported by the fixture: an image that exists  # a file nobody may see but not read (made by the fixture)
 
 CASES = [
     # --- .env and profiles: not text, unreadable, a folder, lines that are not KEY=value, bad names ---
@@ -131,7 +134,7 @@ CASES = [
     Case("docker-host-junk", "run --local --no-progress", ("DOCKER_HOST", "tcp://:x", "fix"), env={"DOCKER_HOST": "tcp://:x"}),
     Case("run-engine-missing", "run --local --no-progress", ("DOCKER_HOST", "fix"), env={"DOCKER_HOST": "unix:///nonexistent.sock"}),
     Case("run-engine-denied", "run --local --no-progress", ("docker.sock", "docker group"), nobody=True),
-    Case("report-dir-unwritable", "run --local --no-progress", ("REPORT_DIR", "/proc/nsyskit", "writable"), env={"REPORT_DIR": "/proc/nsyskit"}),
+    Case("report-dir-unwritable", "run --local --no-progress", ("REPORT_DIR", "/proc/nsyskit", "writable"), env={"REPORT_DIR": "/proc/nsyskit", **EMPTY_IMAGE}),
     Case("report-dir-through-file", "run --local --no-progress", ("REPORT_DIR", "afile/runs", "file"), env={"REPORT_DIR": "afile/runs"}, files={"afile": "x"}),
     # --- flags ---
     Case("run-id-traversal", "run --local --run-id ../escape", ("--run-id", "../escape", "fix")),
@@ -204,6 +207,8 @@ def results():
     secret = Path(SECRET)
     secret.write_bytes(b"secret")
     secret.chmod(0o600)
+    empty_tar = b"\0" * 1024  # a tar archive with no members
+    subprocess.run(["docker", "import", "-", "nsyskit-battery:empty"], input=empty_tar, check=True, capture_output=True)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _NotFound)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}"
@@ -213,6 +218,7 @@ def results():
     finally:
         server.shutdown()
         secret.unlink()
+        subprocess.run(["docker", "rmi", "nsyskit-battery:empty"], capture_output=True)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
