@@ -115,6 +115,8 @@ CASES = [
     Case("ca-bundle-unreadable", BUILD, ("EXTRA_CA_BUNDLE", SECRET, "read"), env={"EXTRA_CA_BUNDLE": SECRET}, nobody=True),
     Case("wheelhouse-unreadable", BUILD, ("PIP_WHEELHOUSE", "wheels", "read"), env={"PIP_WHEELHOUSE": "wheels"},
          files={"wheels/a.whl": "x"}, modes={"wheels": 0o000}, nobody=True),
+    Case("source-relative-path", BUILD, ("OPENMPI_URL", "openmpi.tar.gz", "absolute path"), env={"OPENMPI_URL": "openmpi.tar.gz"}),
+    Case("source-ftp", BUILD, ("NCCL_TESTS_URL", "ftp://", "https://"), env={"NCCL_TESTS_URL": "ftp://x/y.tar.gz"}),
     Case("ca-bundle-not-pem", BUILD, ("EXTRA_CA_BUNDLE", "PEM", "fix"), env={"EXTRA_CA_BUNDLE": "tasks.py"}),
     # --- accepted before, broken later: settings that cannot work together ---
     Case("endpoint-without-registry", BUILD, ("REGISTRY_ENDPOINT", "REGISTRY", "fix"), env={"REGISTRY": "", "REGISTRY_ENDPOINT": "localhost:5000"}),

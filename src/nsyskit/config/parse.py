@@ -81,6 +81,19 @@ def word_list(raw: str) -> str:
     return value
 
 
+def source(raw: str) -> str:
+    """Empty (the pinned default), an http(s):// URL, a file:// URL or an absolute path of a host file."""
+    value = raw.strip()
+    if not value or value.startswith("/"):
+        return value
+    parts = urlsplit(value) if " " not in value else None
+    ok = parts and ((parts.scheme in ("http", "https") and parts.netloc) or (parts.scheme == "file" and parts.path.startswith("/")))
+    if not ok:
+        raise Problem("is not an http(s) URL, a file:// URL or an absolute path",
+                      "use e.g. https://mirror.example.com/x.tar.gz, file:///srv/x.tar.gz or /srv/x.tar.gz (empty: the pinned download)")  # fmt: skip
+    return value
+
+
 def debian_suite(raw: str) -> str:
     """A Debian suite or code name such as bookworm, trixie or stable."""
     value = raw.strip()
