@@ -29,6 +29,7 @@ HOST_PACKAGES: dict[str, tuple[str, ...]] = {
 NEEDS_COMPONENTS: dict[str, tuple[str, ...]] = {"nsys": ("contrib", "non-free")}
 EXTRA_SOURCES = Path("/etc/apt/sources.list.d/nsyskit.sources")
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
+LOCK_TIMEOUT_S = 600
 
 
 def is_debian_like() -> bool:
@@ -48,10 +49,24 @@ def can_install() -> bool:
 def apt_install(*packages: str) -> None:
     """apt-get install the packages (updating the lists once if they are missing), or CommandError."""
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    cmd = ["apt-get", "install", "-y", "--no-install-recommends", *packages]
+    # Wait for another apt/dpkg (unattended upgrades, a parallel install) instead of failing on its lock.
+    cmd = [
+        "apt-get",
+        "-o",
+        f"DPkg::Lock::Timeout={LOCK_TIMEOUT_S}",
+        "install",
+        "-y",
+        "--no-install-recommends",
+        *packages,
+    ]
     result = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if result.returncode != 0:
-        subprocess.run(["apt-get", "update"], env=env, capture_output=True, text=True)
+        subprocess.run(
+            ["apt-get", "-o", f"DPkg::Lock::Timeout={LOCK_TIMEOUT_S}", "update"],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         result = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if result.returncode != 0:
         raise CommandError(f"installing {' '.join(packages)}", cmd, result.returncode, result.stderr)
@@ -74,9 +89,10 @@ def enable_components(*components: str) -> list[str]:
             f"Types: deb\nURIs: {_mirror(sources)}\nSuites: {_suite()}\nComponents: {' '.join(missing)}\n"
             "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n"
         )
-        result = subprocess.run(["apt-get", "update"], capture_output=True, text=True)
+        update = ["apt-get", "-o", f"DPkg::Lock::Timeout={LOCK_TIMEOUT_S}", "update"]
+        result = subprocess.run(update, capture_output=True, text=True)
         if result.returncode != 0:
-            raise CommandError(f"enabling Debian {' '.join(missing)}", ["apt-get", "update"], result.returncode, result.stderr)
+            raise CommandError(f"enabling Debian {' '.join(missing)}", update, result.returncode, result.stderr)
     return missing
 
 
@@ -122,7 +138,10 @@ def main(argv: list[str]) -> int:
     steps = list(HOST_PACKAGES) if argv in ([], ["all"]) else argv
     unknown = [s for s in steps if s not in HOST_PACKAGES]
     if unknown:
-        print(f"error: unknown step(s) {', '.join(unknown)}; fix: use one of {', '.join(HOST_PACKAGES)} or all", file=sys.stderr)
+        print(
+            f"error: unknown step(s) {', '.join(unknown)}; fix: use one of {', '.join(HOST_PACKAGES)} or all",
+            file=sys.stderr,
+        )
         return 2
     try:
         for step in steps:
@@ -136,4 +155,3 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
-

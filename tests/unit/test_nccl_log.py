@@ -183,12 +183,12 @@ def test_nemo_init_facts():
         "nccl_version": "2.28.9+cuda13.0", "cuda_version": "13.0", "network": "Libfabric", "net_plugin": "aws-ofi-nccl 1.14.0",
         "ofi_provider": "efa", "nranks": 4, "communicator_sizes": [4], "nnodes": 2, "nnodes_from_hostnames": 2,
         "local_ranks": 2, "gpus_seen": 4, "init_complete": 4, "coll_channels": 2, "collnet_channels": 2, "nvls_channels": 0,
-        "p2p_channels": 2, "rings": 2, "trees": 2, "connections": {"NET/Libfabric": 3, "P2P/IPC": 1},
-        "connected": ["Connected all rings", "Connected all trees"], "env": {"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "Simple"},
+        "p2p_channels": 2, "rings": 2, "trees": 2, "connections": {"NET/Libfabric": 3, "P2P": 1},
+        "connected": {"all rings": 1, "all trees": 1}, "env": {"NCCL_ALGO": "Ring,Tree", "NCCL_PROTO": "Simple"},
         "algorithms": ["Ring", "Tree"], "protocols": ["Simple"],
     }  # fmt: skip
     assert {key: init[key] for key in expected} == expected
-    assert set(init["net_transports"]) == {"OFI", "Plugin"}
+    assert set(init["net_transports"]) == {"OFI"}  # NET/Plugin is the plugin loader, no transport
 
 
 def test_nemo_tuning_table():
@@ -255,7 +255,7 @@ def test_srun_prefixed_megatron_log():
         None,
     )
     assert (init["nranks"], init["init_complete"], init["nnodes"], init["nnodes_from_hostnames"]) == (4, 4, None, 2)
-    assert init["connections"] == {"P2P/IPC": 1, "NET/IB": 1}
+    assert init["connections"] == {"P2P": 1, "NET/IB": 1}  # counts per transport
     # pre-2.19 TUNING lines print numbers and no op name: 'Algo 1 proto 2' is Ring/Simple, 'Algo 0 proto 0' Tree/LL
     assert {(r["algorithm"], r["protocol"], r["calls"]) for r in report.tuning} == {
         ("Ring", "Simple", 1),
@@ -286,7 +286,7 @@ def test_several_files_with_timestamps_and_gzip():
         ["2.23.4+cuda12.6"],
         "Socket",
     )
-    assert init["net_plugin"] == "Could not find: libnccl-net.so. Using internal network plugin."
+    assert init["net_plugin"] == "none"  # NCCL said: Could not find: libnccl-net.so. (no error shown as a value)
     assert (
         init["nranks"],
         init["nnodes"],
@@ -333,7 +333,7 @@ def test_kit_example_log_with_mpirun_tags():
         1,
         24,
         16,
-        ["Connected NVLS tree"],
+        {"NVLS tree": 1},
     )
     assert report.tuning == [
         {"op": "AllReduce", "algorithm": "NVLS", "protocol": "Simple", "calls": 3, "total_bytes": 3 * 12582912}
@@ -348,14 +348,22 @@ def test_kit_example_log_with_mpirun_tags():
 
 def test_garbled_lines_are_counted_with_examples():
     report = analyze([GARBLED])
-    # good: 1024 fp32, 1024 fp32 cut after the datatype, 1024 fp32 (first half of two merged lines), 512 and 256 fp32
+    # good: 1024 fp32, 1024 fp32 cut after the datatype, 1024 fp32 (first half of two merged lines), the syslog-
+    # prefixed 1024 fp32 (its NCCL part read where it starts), 512 and 256 fp32
     assert report.per_op == [
-        {"op": "AllReduce", "calls": 5, "min_bytes": 1024, "avg_bytes": 3072, "max_bytes": 4096, "total_bytes": 15360}
+        {
+            "op": "AllReduce",
+            "calls": 6,
+            "min_bytes": 1024,
+            "avg_bytes": 19456 / 6,
+            "max_bytes": 4096,
+            "total_bytes": 19456,
+        }
     ]
     assert report.lines["garbled_collective"] == 1  # 'opCount 5 sendbuff 0x7f00000' (cut short)
-    assert report.lines["unrecognized_nccl"] == 2  # the second half of the merged line, the syslog-prefixed line
+    assert report.lines["unrecognized_nccl"] == 1  # the second half of the merged line
     assert report.unknown_datatypes == [{"op": "AllReduce", "datatype": 99, "calls": 1}]
-    assert [e.split(": ", 1)[0] for e in report.examples["unrecognized"]] == [f"{GARBLED}:3", f"{GARBLED}:5"]
+    assert [e.split(": ", 1)[0] for e in report.examples["unrecognized"]] == [f"{GARBLED}:3"]
     assert report.lines["total"] == 11
 
 
@@ -398,7 +406,9 @@ def test_windows_line_endings(tmp_path):
     crlf.write_bytes(NEMO.read_bytes().replace(b"\n", b"\r\n"))
     report, reference = analyze([crlf]).to_dict(), analyze([NEMO]).to_dict()
     for key in ("per_op", "histogram_per_gpu", "aggregate", "tuning", "init", "steps"):
-        assert report[key] == reference[key], key
+        assert report[key] == reference[key] or key == "steps", key
+    assert report["steps"].pop("jobs")[0]["job"] == str(crlf) and reference["steps"].pop("jobs")[0]["job"] == str(NEMO)
+    assert report["steps"] == reference["steps"]
 
 
 def test_results_do_not_depend_on_the_block_size():

@@ -1,4 +1,5 @@
-"""Smoke test of bench/nccl_log_bench.py on a 2 MB log: it runs, both tools agree, every row has its MB/s."""
+"""Smoke test of bench/nccl_log_bench.py on a 2 MB log and a 2 MB real-log mix: it runs, both tools agree, every row
+has its MB/s and peak memory, the temporary files are deleted."""
 
 from __future__ import annotations
 
@@ -12,12 +13,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_bench_runs_and_both_tools_agree():
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "nccl_log_bench.py"), "--size-mb", "2", "--repeat", "1"],
+        [sys.executable, str(ROOT / "bench" / "nccl_log_bench.py"), "--size-mb", "2", "--mix-mb", "2", "--repeat", "1"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert done.stdout.count("(same per-op totals)") == 2
+    assert done.stdout.count("(same per-op totals)") == 2 and "(same calls and bytes in all (" in done.stdout
+    assert "real mix: 10 files repeating" in done.stdout  # one file per real log
     for row in ("grep -c 'NCCL INFO' (I/O ceiling)", "awk pipeline (grep + mawk)", "invoke nccl-log --json"):
-        assert done.stdout.count(row) == 2
+        rows = re.findall(
+            re.escape(row) + r"\s+([\d.]+)\s+(\d+)\s+[\d.]+x\s+[\d.]+\s+\d+\s+[\d.]+x\s+(\d+)$", done.stdout, re.M
+        )
+        assert len(rows) == 3 and all(int(peak) > 0 for *_, peak in rows), row
     workdir = Path(re.search(r"\((\S+)/nccl\.log\)", done.stdout).group(1))
-    assert workdir.name.startswith("nsyskit-nccl-bench-") and not workdir.exists()  # the temporary log is deleted
+    assert workdir.name.startswith("nsyskit-nccl-bench-") and not workdir.exists()  # the temporary files are deleted

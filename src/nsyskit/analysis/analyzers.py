@@ -2,25 +2,30 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from nsyskit.analysis import intervals as iv
-from nsyskit.analysis.reader import Intervals, NvtxRanges, distinct
+from nsyskit.analysis.nccl import NCCL_KERNEL as NCCL_NAME
+from nsyskit.analysis.nccl import (  # noqa: F401  (their home moved to nccl.py)
+    SIZE_BUCKETS,
+    UNKNOWN_SIZE,
+    nccl_operations,
+    nccl_size_summary,
+    payload_sizes,
+    size_bucket,
+)
+from nsyskit.analysis.projection import Projection
+from nsyskit.analysis.records import Intervals, NvtxRanges, distinct, factorize
 from nsyskit.analysis.table import Table
 
-NCCL_NAME = re.compile(r"nccl", re.IGNORECASE)
 STEP_NAME = re.compile(r"^\s*(?:train[ _-]?)?step[\s_:#-]*(\d+)\s*$", re.IGNORECASE)
-SIZE_BUCKETS = (
-    ("<64KB", 0, 64 << 10),
-    ("64KB-1MB", 64 << 10, 1 << 20),
-    ("1MB-16MB", 1 << 20, 16 << 20),
-    (">16MB", 16 << 20, None),
-)
-UNKNOWN_SIZE = "unknown"
+PROFILE_WINDOW = "profile_window"  # the example's capture range: steps outside it are warm-up
+EXAMPLE_RANGES = ("step", "data", "forward", "backward", "optimizer", PROFILE_WINDOW)
+PER_CALL_SUFFIX = re.compile(r"(?:,\s*(?:seq|op_id)\s*=\s*\d+)+\s*$")
+MAX_INT64 = (1 << 63) - 1
 STAT_COLUMNS = ("total_ns", "instances", "avg_ns", "median_ns", "min_ns", "max_ns", "stddev_ns")
 BREAKDOWN_COLUMNS = (
     "device", "window_ns", "busy_ns", "compute_ns", "comm_ns", "memory_ns", "idle_ns",
@@ -205,140 +210,90 @@ def memcpy_by_kind(memcpys: Intervals, kind_names: Mapping[int, str]) -> Table:
     return table.sorted_by("bytes")
 
 
-def nvtx_summary(nvtx: NvtxRanges) -> Table:
-    """nsys stats' NVTX range summary: per range name (text, '@domain' when not default) the duration statistics."""
+def nvtx_summary(nvtx: NvtxRanges, labels: np.ndarray | None = None) -> Table:
+    """nsys stats' NVTX range summary per label (see nvtx_labels): instances and duration statistics."""
     if len(nvtx) == 0:
         return _summary_table([], {c: np.empty(0) for c in STAT_COLUMNS})
-    labels = np.asarray([t if not d else f"{t}@{d}" for t, d in zip(nvtx.text, nvtx.domain, strict=True)], dtype=object)
-    unique, inverse = np.unique(labels.astype(str), return_inverse=True)
+    labels = nvtx_labels(nvtx) if labels is None else labels
+    unique, inverse = factorize(labels)
     ids, stats = duration_stats(inverse, nvtx.end - nvtx.start)
     return _summary_table([str(unique[i]) for i in ids], stats)
 
 
-def step_times(nvtx: NvtxRanges, pattern: re.Pattern[str] = STEP_NAME) -> Table:
-    """The example's training steps: one row per NVTX range named like 'step N' (step, start, duration in ns)."""
-    steps, starts, durations = [], [], []
-    for text, start, end in zip(nvtx.text, nvtx.start, nvtx.end, strict=True):
-        match = pattern.match(text or "")
-        if match:
-            steps.append(int(match.group(1)))
-            starts.append(int(start))
-            durations.append(int(end - start))
-    order = np.argsort(np.asarray(starts, dtype=np.int64), kind="stable")
-    return Table(
-        {
-            "step": np.asarray(steps, dtype=np.int64)[order],
-            "start_ns": np.asarray(starts, dtype=np.int64)[order],
-            "duration_ns": np.asarray(durations, dtype=np.int64)[order],
-        }
-    )
+def step_times(nvtx: NvtxRanges, pattern: re.Pattern[str] = STEP_NAME, skipped: list[str] | None = None) -> Table:
+    """The training steps inside the profiled window: one row per NVTX range named like 'step N' (step, start, duration).
 
-
-def size_bucket(size: float) -> str:
-    """The message-size bucket of a size in bytes (<64KB, 64KB-1MB, 1MB-16MB, >16MB) or 'unknown'."""
-    if size is None or np.isnan(size):
-        return UNKNOWN_SIZE
-    for label, low, high in SIZE_BUCKETS:
-        if size >= low and (high is None or size < high):
-            return label
-    return UNKNOWN_SIZE
-
-
-def payload_size(payload: float, json_text: str | None) -> float:
-    """A message size in bytes from an NVTX payload: the numeric payload, else a size/bytes field of a JSON payload."""
-    if payload is not None and not np.isnan(payload):
-        return float(payload)
-    if json_text:
-        try:
-            data = json.loads(json_text)
-        except ValueError:
-            data = None
-        if isinstance(data, dict):
-            for key, value in data.items():
-                if re.search(r"size|bytes", str(key), re.IGNORECASE) and isinstance(value, int | float):
-                    return float(value)
-    return float("nan")
-
-
-def nccl_operations(nvtx: NvtxRanges, kernels: Intervals, names: Mapping[int, str], launched=None) -> Table:
-    """NCCL operations with message size: NVTX ranges named nccl* (sizes from payloads), else the NCCL kernels.
-
-    `launched(thread, start, end)` may return the kernels launched inside a range; the GPU time of NCCL
-    kernels among them then replaces the CPU duration of the range.
+    When the rank has `profile_window` ranges (the example's capture range), only steps inside one count: warm-up
+    steps outside it are left out. Step numbers beyond int64 are not steps (their names go to `skipped`).
     """
-    ops, starts, durations, sizes, sources = [], [], [], [], []
-    for i in range(len(nvtx)):
-        text, domain = nvtx.text[i] or "", nvtx.domain[i] or ""
-        if not (text.lower().startswith("nccl") or domain.upper() == "NCCL"):
-            continue
-        duration, source = int(nvtx.end[i] - nvtx.start[i]), "nvtx"
-        if launched is not None:
-            gpu = [
-                (s, e)
-                for s, e, n in launched(int(nvtx.thread[i]), int(nvtx.start[i]), int(nvtx.end[i]))
-                if NCCL_NAME.search(names.get(n, ""))
-            ]
-            if gpu:
-                duration, source = int(max(e for _, e in gpu) - min(s for s, _ in gpu)), "gpu"
-        ops.append(re.sub(r"^nccl", "", text.split("(")[0].strip(), flags=re.IGNORECASE) or text)
-        starts.append(int(nvtx.start[i]))
-        durations.append(duration)
-        sizes.append(payload_size(nvtx.payload[i], nvtx.json[i]))
-        sources.append(source)
-    if not ops and len(kernels):
-        nccl = np.isin(kernels.extra["name"], nccl_name_ids(names))
-        for start, end, name in zip(kernels.start[nccl], kernels.end[nccl], kernels.extra["name"][nccl], strict=True):
-            ops.append(_kernel_op(names.get(int(name), "")))
-            starts.append(int(start))
-            durations.append(int(end - start))
-            sizes.append(float("nan"))
-            sources.append("gpu")
-    size_array = np.asarray(sizes, dtype=np.float64)
+    unique, codes = nvtx.texts
+    numbers = np.full(len(unique), -1, dtype=np.int64)
+    for index, text in enumerate(unique):
+        match = pattern.match(text)
+        if match:
+            if int(match.group(1)) > MAX_INT64:
+                if skipped is not None:
+                    skipped.append(text)
+                continue
+            numbers[index] = int(match.group(1))
+    step = numbers[codes] if len(codes) else np.empty(0, dtype=np.int64)
+    keep = step >= 0
+    windows = codes == (unique.index(PROFILE_WINDOW) if PROFILE_WINDOW in unique else -1)
+    if windows.any():
+        inside = np.zeros(len(codes), dtype=bool)
+        for low, high in zip(nvtx.start[windows], nvtx.end[windows], strict=True):
+            inside |= (nvtx.start >= low) & (nvtx.end <= high)
+        keep &= inside
+    order = np.argsort(nvtx.start[keep], kind="stable")
     return Table(
         {
-            "op": np.asarray(ops, dtype=object),
-            "start_ns": np.asarray(starts, dtype=np.int64),
-            "duration_ns": np.asarray(durations, dtype=np.int64),
-            "size_bytes": size_array,
-            "bucket": np.asarray([size_bucket(s) for s in size_array], dtype=object),
-            "source": np.asarray(sources, dtype=object),
+            "step": step[keep][order],
+            "start_ns": nvtx.start[keep][order],
+            "duration_ns": (nvtx.end - nvtx.start)[keep][order],
         }
     )
 
 
-def _kernel_op(kernel_name: str) -> str:
-    """The collective in an NCCL kernel name: ncclKernel_AllReduce_RING_LL_Sum_float -> AllReduce."""
-    match = re.search(r"nccl(?:Dev)?Kernel_([A-Za-z]+)", kernel_name)
-    return match.group(1) if match else kernel_name.split("(")[0]
+def nvtx_labels(nvtx: NvtxRanges) -> np.ndarray:
+    """The summary label of each range: its text without PyTorch's per-call ', seq = N' / ', op_id = N' parts,
+    '@domain' appended outside the default domain (names unique per call then group into one label)."""
+    if len(nvtx) == 0:
+        return np.empty(0, dtype=object)
+    pairs, codes = nvtx.names
+    labels = [PER_CALL_SUFFIX.sub("", str(text)) + (f"@{domain}" if domain else "") for text, domain in pairs]
+    return np.asarray(labels, dtype=object)[codes]
 
 
-def nccl_size_summary(ops: Table) -> Table:
-    """Per NCCL operation and message-size bucket: count, total and average duration, total bytes."""
-    labels = [label for label, _, _ in SIZE_BUCKETS] + [UNKNOWN_SIZE]
-    rows: dict[str, list] = {
-        "op": [],
-        "bucket": [],
-        "count": [],
-        "total_ns": [],
-        "avg_ns": [],
-        "median_ns": [],
-        "bytes": [],
-    }
-    for op in sorted(set(ops["op"])) if len(ops) else []:
-        for label in labels:
-            mask = (ops["op"] == op) & (ops["bucket"] == label)
-            if not mask.any():
-                continue
-            durations = ops["duration_ns"][mask]
-            sizes = ops["size_bytes"][mask]
-            rows["op"].append(op)
-            rows["bucket"].append(label)
-            rows["count"].append(int(mask.sum()))
-            rows["total_ns"].append(int(durations.sum()))
-            rows["avg_ns"].append(float(durations.mean()))
-            rows["median_ns"].append(float(np.median(durations)))
-            rows["bytes"].append(float(np.nansum(sizes)) if not np.isnan(sizes).all() else float("nan"))
-    return Table(rows)
+def nvtx_gpu_summary(labels: np.ndarray, nvtx: NvtxRanges, projection: Projection, top: int = 15) -> Table:
+    """Per NVTX label: CPU time and the GPU time its ranges project onto the GPU (nvtx_gpu_proj_sum's numbers).
+
+    Rows: the example's ranges (step, forward, backward, optimizer, ...) and the `top` other labels by CPU time.
+    'step N' ranges count as one label 'step'.
+    """
+    columns = ("name", "instances", "cpu_total_ns", "gpu_proj_total_ns", "gpu_proj_avg_ns", "kernels", "kernel_sum_ns")
+    if len(nvtx) == 0:
+        return Table({c: np.empty(0, dtype=object if c == "name" else np.int64) for c in columns})
+    names, codes = factorize(labels)
+    grouped = ["step" if STEP_NAME.match(name) else name for name in names]  # 'step N' ranges: one label
+    unique_list, regroup = factorize(grouped)
+    unique, inverse = np.asarray(unique_list, dtype=object), regroup[codes]
+    count = np.bincount(inverse, minlength=len(unique))
+    cpu = np.bincount(inverse, weights=nvtx.end - nvtx.start, minlength=len(unique))
+    gpu = np.bincount(inverse, weights=projection.span_ns, minlength=len(unique))
+    kernels = np.bincount(inverse, weights=projection.kernels, minlength=len(unique))
+    ksum = np.bincount(inverse, weights=projection.kernel_ns, minlength=len(unique))
+    example = np.isin(unique, EXAMPLE_RANGES)
+    others = np.flatnonzero(~example)
+    chosen = np.r_[np.flatnonzero(example), others[np.argsort(-cpu[others], kind="stable")][:top]]
+    table = Table(
+        {
+            "name": unique[chosen].astype(object), "instances": count[chosen].astype(np.int64),
+            "cpu_total_ns": cpu[chosen].astype(np.int64), "gpu_proj_total_ns": gpu[chosen].astype(np.int64),
+            "gpu_proj_avg_ns": gpu[chosen] / np.maximum(count[chosen], 1), "kernels": kernels[chosen].astype(np.int64),
+            "kernel_sum_ns": ksum[chosen].astype(np.int64),
+        }
+    )  # fmt: skip
+    return table
 
 
 def cross_rank(per_rank: Sequence[Mapping[str, float]], straggler_pct: float = 5.0) -> Table:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import os
 import re
@@ -25,6 +26,9 @@ IMPORTER_CANDIDATES = (
 # nsys stats report names changed in 2023.1; the first name is 2023.1+, the second 2022.x.
 STATS_REPORTS = {"kernel": ("cuda_gpu_kern_sum", "gpukernsum"), "nvtx": ("nvtx_sum", "nvtxsum")}
 EXPORT_TIMEOUT_S = 1800
+# nsys ends a report with a trailer naming its own build, e.g. "2023.2.3.1004-33186433v0".
+RECORDED_VERSION = re.compile(rb"(20\d\d\.\d+\.\d+(?:\.\d+)?)-[0-9a-f]{6,}")
+TRAILER_BYTES = 4096
 
 
 def find_nsys() -> str | None:
@@ -110,14 +114,25 @@ def import_qdstrm(qdstrm: Path) -> Path:
 
 
 def export_sqlite(rep: Path) -> Path:
-    """X.nsys-rep -> X.sqlite beside it (reused while newer than the report), with 'nsys export --type sqlite'."""
+    """X.nsys-rep (or X.qdrep) -> X.sqlite beside it (reused while newer than the report), with 'nsys export'.
+
+    Beside a report in a read-only folder, the export goes to ~/.cache/nsyskit/exports under a key that stays the
+    same across runs (a digest of the report's path), so a second analyze reuses it.
+    """
     target = rep.with_suffix(".sqlite")
+    if not os.access(rep.parent, os.W_OK) and not (target.exists() and os.access(target, os.W_OK)):
+        cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "nsyskit" / "exports"
+        try:
+            cache.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ReportFileError(
+                rep, f"its folder is read-only and the export cache {cache} cannot be made ({exc.strerror})",
+                "export it yourself ('nsys export --type sqlite') into a writable folder and pass the .sqlite",
+            ) from None  # fmt: skip
+        digest = hashlib.sha256(str(rep.resolve()).encode()).hexdigest()[:16]
+        target = cache / f"{digest}-{rep.stem}.sqlite"
     if target.exists() and target.stat().st_size > 0 and target.stat().st_mtime >= rep.stat().st_mtime:
         return target
-    if not os.access(rep.parent, os.W_OK):
-        cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "nsyskit" / "exports"
-        cache.mkdir(parents=True, exist_ok=True)
-        target = cache / f"{abs(hash(str(rep.resolve())))}-{rep.stem}.sqlite"
     nsys = require_nsys("export a .nsys-rep to SQLite", rep)
     if rep.stat().st_size == 0:
         raise ReportFileError(rep, "is empty (0 bytes)", "the profile did not finish: record it again")
@@ -125,6 +140,7 @@ def export_sqlite(rep: Path) -> Path:
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=EXPORT_TIMEOUT_S)
     if result.returncode != 0 or not target.exists():
         target.unlink(missing_ok=True)
+        _raise_newer_report(rep, nsys)
         tail = _tail(result.stderr or result.stdout)
         raise ReportFileError(
             rep,
@@ -132,6 +148,34 @@ def export_sqlite(rep: Path) -> Path:
             "the report is corrupt or truncated; record it again",
         )
     return target
+
+
+def recorded_version(rep: Path) -> str:
+    """The nsys version that recorded a report, from the trailer nsys writes at its end ('' when it says nothing)."""
+    try:
+        with rep.open("rb") as handle:
+            handle.seek(max(0, rep.stat().st_size - TRAILER_BYTES))
+            tail = handle.read()
+    except OSError:
+        return ""
+    match = RECORDED_VERSION.search(tail)
+    return match.group(1).decode() if match else ""
+
+
+def _version_key(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:4])
+
+
+def _raise_newer_report(rep: Path, nsys: str) -> None:
+    """Raise the one-line 'recorded by a newer nsys' error when the report says it was (export failures only)."""
+    recorded, installed = recorded_version(rep), version(nsys)
+    if recorded and installed and _version_key(recorded) > _version_key(installed):
+        raise ReportFileError(
+            rep,
+            f"recorded by nsys {recorded}, newer than the installed nsys {installed}, which cannot read it",
+            f"export it with nsys >= {recorded.rsplit('.', 1)[0] if recorded.count('.') > 2 else recorded} "
+            f"('nsys export --type sqlite {rep.name}') and pass the .sqlite",
+        )
 
 
 def stats(path: Path, kind: str = "kernel") -> list[dict[str, str]]:

@@ -62,7 +62,7 @@ class Table:
         return self.take(order[::-1] if descending else order)
 
     def to_json(self) -> list[dict[str, Any]]:
-        """Rows as JSON-ready dicts (NaN becomes null)."""
+        """Rows as JSON-ready dicts (NaN and infinities become null)."""
         return list(self.rows())
 
     def __repr__(self) -> str:
@@ -74,9 +74,9 @@ def _texty(values: Sequence[Any]) -> bool:
 
 
 def _plain(value: Any) -> Any:
-    """A numpy scalar as the matching Python value; NaN as None."""
+    """A numpy scalar as the matching Python value; NaN and infinities as None (JSON has neither)."""
     if isinstance(value, np.generic):
         value = value.item()
-    if isinstance(value, float) and math.isnan(value):
+    if isinstance(value, float) and not math.isfinite(value):
         return None
     return value

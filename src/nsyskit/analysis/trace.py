@@ -1,131 +1,116 @@
-"""The facade over a run's per-rank exports (as Holistic Trace Analysis does): find them, read each once, analyze."""
+"""The facade over a run's per-rank exports (as Holistic Trace Analysis does): find them, read each once, analyze.
+
+A rank is one process: a file holding several processes with GPU activity (torchrun ranks recorded together) yields
+one rank per process, each with its own devices, NVTX ranges and kernels. Files are analyzed in parallel processes.
+"""
 
 from __future__ import annotations
 
-import json
+import multiprocessing
 import os
-import re
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from nsyskit.analysis import analyzers, nsys
+from nsyskit.analysis import analyzers, nccl
+from nsyskit.analysis.discover import RANK_IN_NAME, REPORT_SUFFIXES, discover, open_export  # noqa: F401
+from nsyskit.analysis.projection import project
 from nsyskit.analysis.reader import ExportReader
+from nsyskit.analysis.records import join_launches
+from nsyskit.analysis.result import Analysis, combine_kernel_summaries, concat, with_rank
 from nsyskit.analysis.table import Table
-from nsyskit.errors import ReportFileError
+from nsyskit.errors import NsyskitError
 
-RANK_IN_NAME = re.compile(r"(?:^|[_\-.])rank[_\-.]?(\d+)", re.IGNORECASE)
-REPORT_SUFFIXES = (".sqlite", ".nsys-rep", ".qdstrm")
-OUTPUT_DIR_NAMES = {"analysis"}
-MAX_WORKERS = 4  # ranks analyzed at once: bounds peak memory (~0.3 GB per 2M-kernel rank)
+__all__ = [
+    "Analysis",
+    "RankTrace",
+    "analyze_file",
+    "analyze_run",
+    "combine_kernel_summaries",
+    "discover",
+    "open_export",
+]
 
-
-def discover(paths: list[str | Path]) -> list[tuple[int, Path]]:
-    """(rank, report file) for every report under the given run folders / files; one file per report stem.
-
-    A stem present as .sqlite, .nsys-rep and .qdstrm is read from the first that exists. Ranks come from
-    'rank_N' in the name, else from run.json's record of the report, else from the order of the names.
-    """
-    chosen: dict[Path, Path] = {}
-    for given in paths:
-        path = Path(given)
-        if path.is_dir():
-            candidates = sorted(
-                p for p in path.rglob("*") if p.suffix in REPORT_SUFFIXES and not (OUTPUT_DIR_NAMES & set(p.parts))
-            )
-            if not candidates:
-                raise ReportFileError(
-                    path,
-                    "no .nsys-rep, .sqlite or .qdstrm reports in this folder",
-                    "pass the run folder 'invoke run' wrote (reports/<run-id>)",
-                )
-        elif path.suffix in REPORT_SUFFIXES or path.exists():
-            candidates = [path]
-        else:
-            raise ReportFileError(path, "no such file or folder", "check the path")
-        for candidate in candidates:
-            stem = candidate.with_suffix("")
-            best = chosen.get(stem)
-            if best is None or REPORT_SUFFIXES.index(candidate.suffix) < REPORT_SUFFIXES.index(best.suffix):
-                chosen[stem] = candidate
-    files = sorted(chosen.values())
-    recorded = _ranks_from_run_json(files)
-    ranked: list[tuple[int, Path]] = []
-    for index, file in enumerate(files):
-        match = RANK_IN_NAME.search(file.name)
-        rank = int(match.group(1)) if match else recorded.get(file.with_suffix("").name, index)
-        ranked.append((rank, file))
-    return sorted(ranked)
-
-
-def _ranks_from_run_json(files: list[Path]) -> dict[str, int]:
-    """Report stem -> rank from run.json files beside the reports (written by 'invoke run'), when they say so."""
-    found: dict[str, int] = {}
-    for folder in {f.parent for f in files}:
-        record = folder / "run.json"
-        if not record.exists():
-            continue
-        try:
-            data = json.loads(record.read_text())
-        except (OSError, ValueError):
-            continue
-        entries = data.get("ranks") if isinstance(data, dict) else None
-        for entry in entries if isinstance(entries, list) else []:  # 'invoke run' writes the ranks' status records
-            if not isinstance(entry, dict) or not isinstance(entry.get("rank"), int):
-                continue
-            for key in ("report", "sqlite"):
-                if entry.get(key):
-                    found[Path(str(entry[key])).with_suffix("").name] = entry["rank"]
-    return found
-
-
-def open_export(path: Path) -> ExportReader:
-    """An ExportReader for a .sqlite, exporting a .nsys-rep (and importing a .qdstrm) with nsys first."""
-    if path.suffix == ".qdstrm":
-        path = nsys.import_qdstrm(path)
-    if path.suffix == ".nsys-rep":
-        if not path.exists():
-            raise ReportFileError(path, "no such file", "check the path")
-        path = nsys.export_sqlite(path)
-    return ExportReader(path)
+MAX_WORKERS = 8  # files analyzed at once: bounds peak memory (~0.3 GB per 2M-kernel rank)
+NVTX_GPU_TOP = 15  # user ranges shown in the NVTX GPU projection besides the example's
 
 
 @dataclass
 class RankTrace:
-    """One rank's export and the analyses of it (each computed once, on first use)."""
+    """One rank's data in an export (one process, or the whole file) and the analyses of it, each computed once."""
 
     rank: int
     source: Path
     reader: ExportReader
-
-    @cached_property
-    def kernels(self):
-        """The rank's CUDA kernels (empty on CPU-only reports)."""
-        return self.reader.kernels()
-
-    @cached_property
-    def kernel_names(self) -> dict[int, str]:
-        """StringId -> kernel name for the kernels of this rank."""
-        return self.reader.strings(self.kernels.extra["name"]) if len(self.kernels) else {}
-
-    @cached_property
-    def memcpys(self):
-        """The rank's memcpys."""
-        return self.reader.memcpys()
-
-    @cached_property
-    def memsets(self):
-        """The rank's memsets."""
-        return self.reader.memsets()
+    pid: int | None = None
 
     @cached_property
     def nvtx(self):
         """The rank's NVTX ranges."""
-        return self.reader.nvtx_ranges()
+        return self.reader.nvtx_ranges(self.pid)
+
+    @cached_property
+    def kernels(self):
+        """The rank's CUDA kernels (empty on CPU-only reports); with correlation ids when NVTX needs the launches."""
+        return self.reader.kernels(self.pid, correlation=len(self.nvtx) > 0 and self.reader.has_launches())
+
+    @cached_property
+    def kernel_names(self) -> dict[int, str]:
+        """StringId -> kernel name for the kernels of this rank (a pruned or absent name gets a placeholder)."""
+        if not len(self.kernels):
+            return {}
+        names = self.reader.strings(self.kernels.extra["name"])
+        for missing in set(np.unique(self.kernels.extra["name"]).tolist()) - set(names):
+            names[missing] = "<unnamed kernel>" if missing == 0 else f"<kernel name {missing} not in StringIds>"
+        return names
+
+    @cached_property
+    def launches(self):
+        """The CUDA API calls that launched this rank's kernels (for the NVTX-to-GPU join)."""
+        return self.reader.launches(self.kernels, self.nvtx.thread)
+
+    @cached_property
+    def memcpys(self):
+        """The rank's memcpys."""
+        return self.reader.memcpys(self.pid)
+
+    @cached_property
+    def memsets(self):
+        """The rank's memsets."""
+        return self.reader.memsets(self.pid)
+
+    @cached_property
+    def nvtx_labels(self) -> np.ndarray:
+        """The summary label of each NVTX range."""
+        return analyzers.nvtx_labels(self.nvtx)
+
+    def prefetch(self) -> None:
+        """Read the big tables at once, each on its own connection: SQLite releases the GIL while it scans."""
+        wants_correlation = self.reader.has_launches() and self.reader.has_nvtx_ranges()
+        side = [ExportReader(self.reader.path) for _ in range(2)]
+
+        def nvtx_and_calls():
+            nvtx = side[0].nvtx_ranges(self.pid)
+            return nvtx, side[0].launch_calls(nvtx.thread) if wants_correlation else None
+
+        try:
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                first = pool.submit(nvtx_and_calls)
+                second = pool.submit(lambda: (side[1].memcpys(self.pid), side[1].memsets(self.pid)))
+                self.__dict__["kernels"] = self.reader.kernels(self.pid, correlation=wants_correlation)
+                self.__dict__["nvtx"], calls = first.result()
+                self.__dict__["memcpys"], self.__dict__["memsets"] = second.result()
+        finally:
+            for reader in side:
+                for warning in reader.warnings:
+                    self.reader.warn(warning)
+                reader.close()
+        if calls is not None:
+            self.__dict__["launches"] = join_launches(*calls, self.kernels)
 
     @property
     def host(self) -> str:
@@ -147,123 +132,50 @@ class RankTrace:
         return analyzers.memcpy_by_kind(self.memcpys, self.reader.memcpy_kind_names())
 
     def nvtx_summary(self) -> Table:
-        """NVTX range summary."""
-        return analyzers.nvtx_summary(self.nvtx)
+        """NVTX range summary (per-call names grouped)."""
+        return analyzers.nvtx_summary(self.nvtx, self.nvtx_labels)
+
+    def nvtx_gpu(self) -> Table:
+        """The GPU time the example's ranges and the top user ranges project onto the GPU."""
+        projection = project(self.nvtx.thread, self.nvtx.start, self.nvtx.end, self.launches, self.kernels)
+        return analyzers.nvtx_gpu_summary(self.nvtx_labels, self.nvtx, projection, NVTX_GPU_TOP)
 
     def steps(self) -> Table:
-        """Training steps from the 'step N' NVTX ranges."""
-        return analyzers.step_times(self.nvtx)
+        """Training steps inside the profiled window, from the 'step N' NVTX ranges."""
+        skipped: list[str] = []
+        steps = analyzers.step_times(self.nvtx, skipped=skipped)
+        for name in skipped[:3]:
+            self.reader.warn(
+                f"{self.source}: NVTX range {name[:60]!r} has a step number beyond int64 and is not counted as a step"
+            )
+        return steps
 
     def nccl_operations(self) -> Table:
-        """NCCL operations with message sizes."""
-        return analyzers.nccl_operations(self.nvtx, self.kernels, self.kernel_names, self.reader.kernels_launched_in)
+        """NCCL operations with message sizes, timed on the GPU where the trace has the launches."""
+        return nccl.nccl_operations(self.nvtx, self.kernels, self.kernel_names, self.launches)
 
-    def release(self) -> None:
-        """Drop the raw columns (keep memory flat across many ranks)."""
-        for name in ("kernels", "memcpys", "memsets", "nvtx", "kernel_names"):
-            self.__dict__.pop(name, None)
-
-
-@dataclass
-class Analysis:
-    """Everything 'invoke analyze' computes for a run, as named-column tables (JSON-ready via to_json)."""
-
-    sources: dict[int, str]
-    nsys_versions: dict[int, str]
-    kernel_summaries: dict[int, Table] = field(default_factory=dict)
-    top_kernels: Table | None = None
-    breakdown: Table | None = None
-    memcpy: Table | None = None
-    nvtx: Table | None = None
-    steps: Table | None = None
-    nccl_ops: Table | None = None
-    nccl_sizes: Table | None = None
-    ranks: Table | None = None
-
-    @property
-    def has_gpu(self) -> bool:
-        """Whether any rank recorded GPU activity."""
-        return bool(self.breakdown is not None and len(self.breakdown))
-
-    def to_json(self) -> dict[str, Any]:
-        """The analysis as plain JSON data."""
-        tables = {
-            name: getattr(self, name).to_json()
-            for name in ("top_kernels", "breakdown", "memcpy", "nvtx", "steps", "nccl_sizes", "ranks")
-            if getattr(self, name) is not None
-        }
-        return {
-            "sources": {str(k): v for k, v in self.sources.items()},
-            "nsys_versions": {str(k): v for k, v in self.nsys_versions.items()},
-            "kernel_summary": {str(rank): table.to_json() for rank, table in self.kernel_summaries.items()},
-            **tables,
-        }
-
-
-def _with_rank(rank: int, table: Table) -> Table:
-    return Table({"rank": np.full(len(table), rank, dtype=np.int64), **table.columns})
-
-
-def _concat(tables: list[Table]) -> Table | None:
-    tables = [t for t in tables if t is not None]
-    if not tables:
-        return None
-    names = tables[0].names
-    return Table(
-        {n: np.concatenate([t[n] for t in tables]) if any(len(t) for t in tables) else tables[0][n] for n in names}
-    )
-
-
-def combine_kernel_summaries(summaries: dict[int, Table]) -> Table:
-    """Run-level kernel table: per name total, instances, average, min, max over all ranks, and in how many ranks."""
-    merged: dict[str, list[float]] = {}
-    for table in summaries.values():
-        for row in table.rows():
-            entry = merged.setdefault(row["name"], [0, 0, float("inf"), 0, 0])
-            entry[0] += row["total_ns"]
-            entry[1] += row["instances"]
-            entry[2] = min(entry[2], row["min_ns"])
-            entry[3] = max(entry[3], row["max_ns"])
-            entry[4] += 1
-    names = list(merged)
-    total = np.asarray([merged[n][0] for n in names], dtype=np.int64)
-    grand = total.sum() or 1
-    table = Table(
-        {
-            "name": np.asarray(names, dtype=object),
-            "time_pct": total * 100.0 / grand,
-            "total_ns": total,
-            "instances": np.asarray([merged[n][1] for n in names], dtype=np.int64),
-            "avg_ns": total / np.maximum(np.asarray([merged[n][1] for n in names]), 1),
-            "min_ns": np.asarray([merged[n][2] for n in names], dtype=np.int64),
-            "max_ns": np.asarray([merged[n][3] for n in names], dtype=np.int64),
-            "ranks": np.asarray([merged[n][4] for n in names], dtype=np.int64),
-        }
-    )
-    return table.sorted_by("total_ns") if len(table) else table
-
-
-def analyze_rank(rank: int, path: Path) -> dict[str, Any]:
-    """Every per-rank analysis of one report; the raw columns are dropped before returning (flat memory)."""
-    trace = RankTrace(rank, path, open_export(path))
-    try:
-        breakdown, steps = trace.breakdown(), trace.steps()
+    def results(self) -> dict[str, Any]:
+        """Every per-rank analysis (tables carry a rank column; `summary` feeds the ranks table)."""
+        breakdown, steps, rank = self.breakdown(), self.steps(), self.rank
         window = int(breakdown["window_ns"].sum()) if len(breakdown) else 0
         busy = int(breakdown["busy_ns"].sum()) if len(breakdown) else 0
         comm = int(breakdown["comm_ns"].sum()) if len(breakdown) else 0
         durations = steps["duration_ns"]
         return {
-            "source": str(trace.reader.path),
-            "nsys_version": trace.reader.nsys_version,
-            "kernel_summary": trace.kernel_summary(),
-            "breakdown": _with_rank(rank, breakdown),
-            "memcpy": _with_rank(rank, trace.memcpy_by_kind()),
-            "nvtx": _with_rank(rank, trace.nvtx_summary()),
-            "steps": _with_rank(rank, steps),
-            "nccl_ops": _with_rank(rank, trace.nccl_operations()),
+            "rank": rank,
+            "source": str(self.reader.path)
+            + (f" (process {(self.pid >> 24) & 0xFFFFFF})" if self.pid is not None else ""),
+            "nsys_version": self.reader.nsys_version,
+            "kernel_summary": self.kernel_summary(),
+            "breakdown": with_rank(rank, breakdown),
+            "memcpy": with_rank(rank, self.memcpy_by_kind()),
+            "nvtx": with_rank(rank, self.nvtx_summary()),
+            "nvtx_gpu": with_rank(rank, self.nvtx_gpu()),
+            "steps": with_rank(rank, steps),
+            "nccl_ops": with_rank(rank, self.nccl_operations()),
             "summary": {
                 "rank": rank,
-                "host": trace.host,
+                "host": self.host,
                 "steps": len(durations),
                 "step_mean_ns": float(durations.mean()) if len(durations) else np.nan,
                 "step_median_ns": float(np.median(durations)) if len(durations) else np.nan,
@@ -272,28 +184,76 @@ def analyze_rank(rank: int, path: Path) -> dict[str, Any]:
                 "comm_share_pct": comm * 100.0 / busy if busy else np.nan,
             },
         }
+
+
+def analyze_file(rank: int, path: Path) -> list[dict[str, Any]]:
+    """The per-rank results of one report: one per process with GPU activity (one for the whole file otherwise)."""
+    reader = open_export(path)
+    try:
+        pids = reader.processes()
+        traces = (
+            [RankTrace(rank, path, reader, pid) for pid in pids] if len(pids) > 1 else [RankTrace(rank, path, reader)]
+        )
+        results = []
+        for offset, trace in enumerate(traces):
+            trace.rank = rank + offset
+            trace.prefetch()
+            results.append(trace.results())
+        results[-1]["warnings"] = list(reader.warnings)
+        return results
     finally:
-        trace.release()
-        trace.reader.close()
+        reader.close()
 
 
 def analyze_run(paths: list[str | Path], straggler_pct: float = 5.0, workers: int | None = None) -> Analysis:
-    """Read every rank's export under `paths` and run every analyzer, a few ranks at a time.
+    """Read every rank's export under `paths` and run every analyzer; several files at once in worker processes.
 
-    Threads suffice: SQLite scans and numpy sorts release the GIL. At most MAX_WORKERS ranks are in memory at once.
+    Processes, not threads: the Python parts of an analysis (NVTX text, tables) hold the GIL. A file holding
+    several ranks gives them consecutive rank numbers from the file's own.
     """
     found = discover(paths)
     workers = workers or max(1, min(len(found), os.cpu_count() or 1, MAX_WORKERS))
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        results = list(pool.map(lambda item: analyze_rank(*item), found))
+    if workers == 1:
+        per_file = [analyze_file(rank, path) for rank, path in found]
+    else:
+        context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            per_file = list(pool.map(_analyze_in_worker, *zip(*found, strict=True)))
+        for outcome in per_file:
+            if isinstance(outcome, str):  # the first file that failed, as its one-line message
+                raise NsyskitError(outcome)
+    results = _renumber(per_file)
     analysis = Analysis(sources={}, nsys_versions={})
-    for (rank, _path), result in zip(found, results, strict=True):
-        analysis.sources[rank] = result["source"]
-        analysis.nsys_versions[rank] = result["nsys_version"]
-        analysis.kernel_summaries[rank] = result["kernel_summary"]
+    for result in results:
+        analysis.sources[result["rank"]] = result["source"]
+        analysis.nsys_versions[result["rank"]] = result["nsys_version"]
+        analysis.kernel_summaries[result["rank"]] = result["kernel_summary"]
+        analysis.warnings.extend(result.get("warnings", []))
     analysis.top_kernels = combine_kernel_summaries(analysis.kernel_summaries)
-    for name in ("breakdown", "memcpy", "nvtx", "steps", "nccl_ops"):
-        setattr(analysis, name, _concat([r[name] for r in results]))
-    analysis.nccl_sizes = analyzers.nccl_size_summary(analysis.nccl_ops) if analysis.nccl_ops is not None else None
+    for name in ("breakdown", "memcpy", "nvtx", "nvtx_gpu", "steps", "nccl_ops"):
+        setattr(analysis, name, concat([r[name] for r in results]))
+    analysis.nccl_sizes = nccl.nccl_size_summary(analysis.nccl_ops)
     analysis.ranks = analyzers.cross_rank([r["summary"] for r in results], straggler_pct)
     return analysis
+
+
+def _analyze_in_worker(rank: int, path: Path) -> list[dict[str, Any]] | str:
+    """analyze_file in a worker process; a user error comes back as its one line (its class may not unpickle)."""
+    try:
+        return analyze_file(rank, path)
+    except NsyskitError as exc:
+        return exc.one_line()
+
+
+def _renumber(per_file: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Flat per-rank results; when a file held several ranks, every rank is renumbered 0..N-1 in file order."""
+    if all(len(results) == 1 for results in per_file):
+        return [results[0] for results in per_file]
+    flat = [result for results in per_file for result in results]
+    for new, result in enumerate(flat):
+        if result["rank"] != new:
+            result["rank"] = new
+            for name in ("breakdown", "memcpy", "nvtx", "nvtx_gpu", "steps", "nccl_ops"):
+                result[name].columns["rank"] = np.full(len(result[name]), new, dtype=np.int64)
+            result["summary"]["rank"] = new
+    return flat

@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from nsyskit import console
 from nsyskit.cli import task
-from nsyskit.nccllog import Window, analyze, parse_range, resolve_logs
-from nsyskit.nccllog.render import print_report, render_html
-from nsyskit.nccllog.section import update_report_html
-
-
-def _run_folders(arguments: list[str]) -> list[Path]:
-    """The arguments that are run folders (a reports/<run-id>/ with its run.json)."""
-    return [Path(a) for a in arguments if Path(a).is_dir() and (Path(a) / "run.json").is_file()]
+from nsyskit.nccllog import Window, analyze, parse_range, resolve_jobs
+from nsyskit.nccllog.outputs import check_html_target, no_nccl_line, write_outputs
+from nsyskit.nccllog.render import print_report
 
 
 @task(
     positional=["logs"],
     help={
-        "logs": "Logs to read: files (plain or .gz), globs, or a run folder; several comma-separated (e.g. 'a.log,b.log.gz').",
+        "logs": "Logs to read: files (plain or .gz), globs, or a run folder; several comma-separated (e.g. 'a.log,b.log.gz'). "
+        "A folder's files form one job (one set of step statistics); each file given on its own is its own job.",
         "steps": "Only the step window A-B: from the step line of iteration A up to the first step line after B "
         "(NeMo 'Training epoch .. iteration N/M', Megatron 'iteration N/M', the example's '[rank 0] step N/M').",
         "lines": "Only lines A-B (1-based, inclusive) of each file; combined with --steps, lines in both.",
@@ -33,21 +28,18 @@ def _run_folders(arguments: list[str]) -> list[Path]:
 def nccl_log(c, logs, steps=None, lines=None, json_=False, top=20, html=None):
     """Analyze NCCL_DEBUG=INFO logs (COLL lines; INIT/NET/TUNING when present): per-op sizes, histograms, aggregates, steps, init facts."""
     arguments = [logs]
-    window = Window(steps=parse_range("--steps", steps), lines=parse_range("--lines", lines))
-    report = analyze(resolve_logs(arguments), window)
-    fragment = render_html(report, top=int(top))
-    for folder in _run_folders(arguments):
-        (folder / "nccl-log.json").write_text(json.dumps(report.to_dict(), indent=1))
-        (folder / "nccl-log.html").write_text(fragment)
-        page = update_report_html(folder, render_html(report, top=int(top), heading=False))
-        console.done(
-            f"wrote {folder / 'nccl-log.html'} and nccl-log.json" + (f"; section added to {page}" if page else "")
-        )
-    if html:
-        Path(html).write_text(fragment)
+    window = Window(steps=parse_range("--steps", steps), lines=parse_range("--lines", lines, lowest=1))
+    html_path = check_html_target(html)
+    jobs = resolve_jobs(arguments)
+    report = analyze(list(jobs), window, jobs={str(path): job for path, job in jobs.items()})
+    error = no_nccl_line(report)
+    if error:
+        raise error
     if json_:
         console.out.print_json(json.dumps(report.to_dict()))
     else:
         print_report(report, console.out, top=int(top))
     for warning in report.warnings:
         console.warn(warning)
+    for written in write_outputs(report, arguments, html_path, int(top)):
+        console.done(written)

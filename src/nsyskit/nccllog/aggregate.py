@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import NamedTuple
 
 from nsyskit.nccllog.dtypes import BUCKET_NAMES, datatype, size_bucket
@@ -27,16 +27,17 @@ def gpu_label(host: str, dev: int | str) -> str:
     return f"{host}[{dev}]"
 
 
-def call_groups(coll: Mapping[tuple[bytes, ...], int]) -> list[CallGroup]:
-    """Decode the scanner's counts {(host, dev, op, count, datatype, nranks): calls} into CallGroups."""
+def call_groups(coll: Mapping[tuple[bytes, ...], int], gpu_of: Callable[[bytes, bytes | None], str]) -> list[CallGroup]:
+    """Decode the scanner's counts {(source, op, count, datatype, nranks, comm): calls} into CallGroups; gpu_of
+    names the GPU of a (source, comm): the communicator's device where its init line was logged."""
     groups = []
-    for (host, dev, op, count, dtype, nranks), calls in coll.items():
+    for (source, op, count, dtype, nranks, comm), calls in coll.items():
         code = int(dtype)
         known = datatype(code)
         n = int(count)
         groups.append(
             CallGroup(
-                gpu=gpu_label(host.decode("utf-8", "replace"), int(dev)),
+                gpu=gpu_of(source, comm),
                 op=op.decode("utf-8", "replace"),
                 count=n,
                 dtype_code=code,

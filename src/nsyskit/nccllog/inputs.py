@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import glob
 from pathlib import Path
 
@@ -23,45 +24,92 @@ def logs_in_folder(folder: Path) -> list[Path]:
     return sorted(found)
 
 
-def resolve_logs(arguments: list[str]) -> list[Path]:
-    """Expand each argument (a file, a folder, a glob; several may be comma-separated) into log files, in order."""
-    paths: list[Path] = []
+def _readable(path: Path) -> Path:
+    """The path, once it opened for reading (a permission problem named here, not as a traceback mid-scan)."""
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        raise NcclLogError(
+            "LOG",
+            str(path),
+            f"cannot be read ({exc.strerror or exc})",
+            "make it readable (chmod a+r) or run as its owner",
+        ) from None
+    return path
+
+
+def _not_found(item: str, argument: str) -> NcclLogError:
+    if "," in argument:
+        return NcclLogError(
+            "LOG",
+            item,
+            f"no such file or folder (commas separate paths: {argument!r} was split at its comma)",
+            "name a path holding a comma with a glob in place of the comma (e.g. 'run?1.log'), or rename it",
+        )
+    return NcclLogError("LOG", item, "no such file or folder", "give an NCCL_DEBUG=INFO log, a glob, or a run folder")
+
+
+def _expand(item: str, argument: str) -> tuple[list[Path], str | None]:
+    """The files one path, folder or glob names, and the job they form (a folder: one job; files: None)."""
+    path = Path(item)
+    if path.is_dir():
+        found = logs_in_folder(path)
+        if not found:
+            raise NcclLogError(
+                "LOG",
+                item,
+                "the folder holds no log files (*.log, *.txt, *.out, *nccl*, .gz)",
+                "name the log files themselves",
+            )
+        return found, str(path)
+    if path.is_file():
+        return [path], None
+    if glob.has_magic(item):
+        matched = sorted(Path(p) for p in glob.glob(item, recursive=True) if Path(p).is_file())
+        if not matched:
+            raise NcclLogError("LOG", item, "the pattern matches no file", "check the path and quote the pattern")
+        return matched, None
+    raise _not_found(item, argument)
+
+
+def resolve_jobs(arguments: list[str]) -> dict[Path, str]:
+    """Each log file the arguments name (files, folders, globs; several may be comma-separated), in order, with the
+    job it belongs to: the folder for the files of a folder argument, else the file itself. A file reached twice
+    (named twice, through symlinks, or by a glob over a symlink loop) is read once."""
+    jobs: dict[Path, str] = {}
+    seen: set[tuple[int, int]] = set()
     for argument in arguments:
-        for item in (part.strip() for part in argument.split(",")):
+        whole = argument.strip()
+        items = [whole] if "," in whole and Path(whole).exists() else [part.strip() for part in whole.split(",")]
+        for item in items:
             if not item:
                 continue
-            path = Path(item)
-            if path.is_dir():
-                found = logs_in_folder(path)
-                if not found:
-                    raise NcclLogError(
-                        "LOG",
-                        item,
-                        "the folder holds no log files (*.log, *.txt, *.out, *nccl*, .gz)",
-                        "name the log files themselves",
-                    )
-                paths += found
-            elif path.is_file():
-                paths.append(path)
-            elif glob.has_magic(item):
-                matched = sorted(Path(p) for p in glob.glob(item, recursive=True) if Path(p).is_file())
-                if not matched:
-                    raise NcclLogError(
-                        "LOG", item, "the pattern matches no file", "check the path and quote the pattern"
-                    )
-                paths += matched
-            else:
-                raise NcclLogError(
-                    "LOG", item, "no such file or folder", "give an NCCL_DEBUG=INFO log, a glob, or a run folder"
-                )
-    if not paths:
+            found, job = _expand(item, argument)
+            for path in found:
+                try:
+                    stat = path.stat()
+                except OSError as exc:
+                    if exc.errno == errno.ELOOP:  # a glob through a symlink loop, past the kernel's depth: seen
+                        continue
+                    raise
+                _readable(path)
+                if (stat.st_dev, stat.st_ino) not in seen:
+                    seen.add((stat.st_dev, stat.st_ino))
+                    jobs[path] = job or str(path)
+    if not jobs:
         raise NcclLogError("LOG", "", "no log given", "name one or more logs: invoke nccl-log rank0.log rank1.log.gz")
-    unique: dict[Path, None] = dict.fromkeys(paths)
-    return list(unique)
+    return jobs
 
 
-def parse_range(flag: str, text: str | None) -> tuple[int, int] | None:
-    """'A-B' (or a single 'N') as an inclusive (A, B) with 0 <= A <= B; None when not given."""
+def resolve_logs(arguments: list[str]) -> list[Path]:
+    """Expand each argument (a file, a folder, a glob; several may be comma-separated) into log files, in order,
+    each file once."""
+    return list(resolve_jobs(arguments))
+
+
+def parse_range(flag: str, text: str | None, lowest: int = 0) -> tuple[int, int] | None:
+    """'A-B' (or a single 'N') as an inclusive (A, B) with lowest <= A <= B; None when not given."""
     if text is None or str(text).strip() == "":
         return None
     first, sep, last = str(text).strip().partition("-")
@@ -72,6 +120,7 @@ def parse_range(flag: str, text: str | None) -> tuple[int, int] | None:
         raise NcclLogError(
             flag, text, "not a range", f"write {flag} A-B with whole numbers, e.g. {flag} 45-50"
         ) from None
-    if a < 0 or b < a:
-        raise NcclLogError(flag, text, "the range is empty or negative", f"write {flag} A-B with 0 <= A <= B")
+    if a < lowest or b < a:
+        problem = f"{flag} counts from {lowest}" if a < lowest else "the range is empty or negative"
+        raise NcclLogError(flag, text, problem, f"write {flag} A-B with {lowest} <= A <= B")
     return a, b

@@ -65,16 +65,7 @@ def init_rows(report: NcclLogReport) -> list[tuple[str, str]]:
     return [(label, shown(report.init.get(key))) for label, key in INIT_ROWS if shown(report.init.get(key)) != "-"]
 
 
-def step_text(report: NcclLogReport) -> list[tuple[str, str]]:
-    """(label, text) of the step timing; says 'not available' where the step lines do not print it."""
-    s = report.steps
-    if not s["step_lines"]:
-        return [
-            (
-                "step lines",
-                "none found (NeMo 'Training epoch .. iteration N/M', Megatron 'iteration N/M', '[rank 0] step N/M')",
-            )
-        ]
+def _one_job_rows(s: dict) -> list[tuple[str, str]]:
     rows = [
         (
             "step lines",
@@ -97,6 +88,30 @@ def step_text(report: NcclLogReport) -> list[tuple[str, str]]:
     return rows
 
 
+def step_text(report: NcclLogReport) -> list[tuple[str, str]]:
+    """(label, text) of the step timing, per job when the logs come from several jobs (files or run folders are
+    never averaged together); says 'not available' where the step lines do not print it."""
+    s = report.steps
+    jobs = s.get("jobs", [])
+    if not s["step_lines"]:
+        return [
+            (
+                "step lines",
+                "none found (NeMo 'Training epoch .. iteration N/M', Megatron 'iteration N/M', '[rank 0] step N/M')",
+            )
+        ]
+    if len(jobs) <= 1:
+        rows = _one_job_rows(s)
+        if jobs:
+            rows.insert(0, ("job", f"{jobs[0]['job']} ({jobs[0]['files']} file(s))"))
+        return rows
+    rows = [("jobs", f"{len(jobs)} jobs with step lines: statistics per job, not averaged together")]
+    for number, job in enumerate(jobs, 1):
+        rows.append((f"job {number}", f"{job['job']} ({job['files']} file(s))"))
+        rows += [(f"job {number}: {label}", text) for label, text in _one_job_rows(job)]
+    return rows
+
+
 def summary_line(report: NcclLogReport) -> str:
     """One line: files, window, lines, calls, speed."""
     lines = report.lines
@@ -105,8 +120,15 @@ def summary_line(report: NcclLogReport) -> str:
         f"{len(report.files)} file(s), {report.bytes_read / 1e6:.1f} MB, {lines['total']:,} lines; window: {report.window} "
         f"({lines['in_window']:,} lines); NCCL INFO {lines['nccl_info']:,}, collective calls {lines['collective']:,}, "
         f"WARN {lines['nccl_warn']:,}; skipped: {lines['unrecognized_nccl']:,} unrecognized, {lines['garbled_collective']:,} garbled; "
-        f"{report.seconds:.2f} s ({speed:.0f} MB/s)"
+        f"{report.seconds:.2f} s ({speed:.0f} MB/s)" + _jobs_note(report)
     )
+
+
+def _jobs_note(report: NcclLogReport) -> str:
+    jobs = report.steps.get("jobs", [])
+    if len(jobs) <= 1:
+        return ""
+    return f"; step statistics per job ({len(jobs)} jobs, not averaged together: {', '.join(j['job'] for j in jobs)})"
 
 
 TEXT_COLUMNS = {"op", "gpu", "dtype", "algorithm", "protocol", "fact", "value", ""}

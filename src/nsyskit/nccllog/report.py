@@ -7,7 +7,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from nsyskit.nccllog import aggregate
+from nsyskit.nccllog.lines import fix_glued_hosts, split_source
 from nsyskit.nccllog.scan import BLOCK_SIZE, Scan, Window, scan_files
+from nsyskit.nccllog.steps import StepStats
 
 
 @dataclass
@@ -30,55 +32,106 @@ class NcclLogReport:
     tuning: list[dict]
     warnings: list[str] = field(default_factory=list)
     examples: dict[str, list[str]] = field(default_factory=dict)
+    files_without_nccl: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """Plain dict for --json."""
         return asdict(self)
 
 
-def step_summary(scan: Scan) -> dict:
-    """Average step time and TFLOP/s per GPU over the step lines in the window (None where not logged)."""
-    s = scan.steps
-    return {
-        "step_lines": s.lines,
-        "formats": dict(s.formats),
-        "first_iteration": s.first_iteration,
-        "last_iteration": s.last_iteration,
-        "timed_steps": s.timed,
-        "avg_step_time_s": s.time_sum / s.timed if s.timed else None,
-        "min_step_time_s": s.time_min,
-        "max_step_time_s": s.time_max,
-        "tflops_steps": s.with_tflops,
-        "avg_tflops_per_gpu": s.tflops_sum / s.with_tflops if s.with_tflops else None,
-    }
+def step_summary(scan: Scan, jobs: dict[str, str]) -> dict:
+    """Step timing per job (a file, or the files of one run folder; jobs maps file -> job): the top-level figures
+    are the one job's, or None when several jobs have step lines (their steps are never averaged together)."""
+    per_job: dict[str, tuple[StepStats, list[str]]] = {}
+    for file, stats in scan.steps.items():
+        job = jobs.get(file, file)
+        merged, files = per_job.setdefault(job, (StepStats(), []))
+        merged.merge(stats)
+        files.append(file)
+    rows = [
+        {"job": job, "files": len(files), **stats.summary()} for job, (stats, files) in per_job.items() if stats.lines
+    ]
+    if len(rows) == 1:
+        summary = {key: value for key, value in rows[0].items() if key not in ("job", "files")}
+    else:
+        summary = StepStats().summary()
+        summary["step_lines"] = sum(row["step_lines"] for row in rows)
+        for row in rows:
+            summary["formats"] = {**summary["formats"], **row["formats"]}
+    return {**summary, "jobs": rows}
+
+
+class GpuNames:
+    """Names each collective's GPU 'host[cudaDev]': the device of its communicator (from the comm-init lines of
+    that process) rather than the logging thread's [dev] (one process may drive several GPUs); host names with a
+    table row's number glued in front are read as the process's real host."""
+
+    def __init__(self, scan: Scan) -> None:
+        self.comms = scan.facts.comms
+        hosts_by_pid: dict[str, set[str]] = {}
+        for source in {key[0] for key in scan.coll}:
+            host, pid, _ = split_source(source)
+            hosts_by_pid.setdefault(pid, set()).add(host)
+        for host, pid in {key[:2] for key in self.comms}:
+            hosts_by_pid.setdefault(pid, set()).add(host)
+        self.fixed = fix_glued_hosts(hosts_by_pid)
+        self.cache: dict[tuple[bytes, bytes | None], str] = {}
+
+    def host(self, host: str, pid: str) -> str:
+        """The real host of a (host, pid) seen in the log."""
+        return self.fixed.get((host, pid), host)
+
+    def __call__(self, source: bytes, comm: bytes | None) -> str:
+        key = (source, comm)
+        name = self.cache.get(key)
+        if name is None:
+            host, pid, dev = split_source(source)
+            host = self.host(host, pid)
+            known = self.comms.get((host, pid, comm.decode())) if comm else None
+            name = self.cache[key] = aggregate.gpu_label(host, known[1] if known else dev)
+        return name
 
 
 def init_facts(scan: Scan, groups: list[aggregate.CallGroup]) -> dict:
     """Init facts; nranks falls back on the collective lines' [nranks=N], nnodes on the distinct hostnames."""
     facts = scan.facts.summary()
-    hosts = {host.decode("utf-8", "replace") for host in scan.facts.hosts} | {g.gpu.rsplit("[", 1)[0] for g in groups}
+    hosts = set(scan.facts.hosts) | {g.gpu.rsplit("[", 1)[0] for g in groups}
     facts["nnodes_from_hostnames"] = len(hosts) or None
     sizes = {g.nranks for g in groups if g.nranks is not None}
     if facts["nranks"] is None and sizes:
         facts["nranks"] = max(sizes)
         facts["communicator_sizes"] = sorted(sizes)
-    gpus = {aggregate.gpu_label(host.decode("utf-8", "replace"), int(dev)) for host, dev in scan.facts.gpus}
+    gpus = {aggregate.gpu_label(host, dev) for host, dev in scan.facts.gpus}
     facts["gpus_seen"] = len(gpus | {g.gpu for g in groups})
     return facts
 
 
-def analyze(paths: list[Path], window: Window | None = None, block_size: int = BLOCK_SIZE) -> NcclLogReport:
-    """Scan the logs (streaming, constant memory: block_size bytes at a time) and return every result table."""
+def analyze(
+    paths: list[Path],
+    window: Window | None = None,
+    block_size: int = BLOCK_SIZE,
+    jobs: dict[str, str] | None = None,
+    workers: int | None = None,
+) -> NcclLogReport:
+    """Scan the logs (streaming, constant memory: block_size bytes at a time; several files on several cores) and
+    return every result table. jobs: file -> the job it belongs to (default: each file is its own job)."""
     started = time.perf_counter()
-    scan = scan_files(paths, window, block_size)
-    groups = aggregate.call_groups(scan.coll)
+    scan = scan_files(paths, window, block_size, workers)
+    names = GpuNames(scan)
+    scan.facts.hosts = {names.host(host, pid) for host, pid in scan.facts.hosts}
+    scan.facts.gpus = {(names.host(host, pid), dev) for host, pid, dev in scan.facts.gpus}
+    groups = aggregate.call_groups(scan.coll, names)
     warnings = list(scan.warnings)
     if scan.files_without_steps:
-        names = ", ".join(scan.files_without_steps[:3]) + (" ..." if len(scan.files_without_steps) > 3 else "")
+        listed = ", ".join(scan.files_without_steps[:3]) + (" ..." if len(scan.files_without_steps) > 3 else "")
         warnings.append(
             f"--steps: {len(scan.files_without_steps)} file(s) have no step lines, so none of their lines is in the window: "
-            f"{names} (use --lines for NCCL_DEBUG_FILE logs)"
+            f"{listed} (use --lines for NCCL_DEBUG_FILE logs)"
         )
+    if scan.files_without_nccl and len(scan.files_without_nccl) < len(scan.files):
+        listed = "; ".join(f"{file} {held}" for file, held in list(scan.files_without_nccl.items())[:3])
+        more = " ..." if len(scan.files_without_nccl) > 3 else ""
+        warnings.append(f"{len(scan.files_without_nccl)} file(s) hold no NCCL line: {listed}{more}")
     if scan.unrecognized_nccl_lines:
         warnings.append(f"{scan.unrecognized_nccl_lines} 'NCCL INFO' line(s) in an unrecognized layout were skipped")
     if scan.garbled_coll_lines:
@@ -115,9 +168,10 @@ def analyze(paths: list[Path], window: Window | None = None, block_size: int = B
         histogram_per_gpu=aggregate.histogram_per_gpu(groups),
         aggregate=aggregate.aggregate_table(groups),
         unknown_datatypes=aggregate.unknown_datatypes(groups),
-        steps=step_summary(scan),
+        steps=step_summary(scan, jobs or {}),
         init=init_facts(scan, groups),
         tuning=scan.facts.tuning_rows(),
         warnings=warnings,
         examples=scan.examples,
+        files_without_nccl=scan.files_without_nccl,
     )

@@ -6,8 +6,10 @@ imports nothing of nsyskit.analysis at import time, so that registration cannot 
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
+from nsyskit.errors import NcclLogError
 from nsyskit.nccllog.inputs import logs_in_folder
 from nsyskit.nccllog.render import render_html
 from nsyskit.nccllog.report import analyze
@@ -54,9 +56,31 @@ def with_section(page: str, fragment: str) -> str:
 
 
 def update_report_html(run_folder: Path, fragment: str) -> Path | None:
-    """Put the section into the run folder's report.html when 'invoke analyze' wrote one; its path, or None."""
+    """Put the section into the run folder's report.html when 'invoke analyze' wrote one; its path, or None.
+    The page is replaced whole (written beside it, then renamed), so a failed write leaves it as it was."""
     path = Path(run_folder) / "report.html"
     if not path.is_file():
         return None
-    path.write_text(with_section(path.read_text(), fragment))
+    try:
+        page = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise NcclLogError(
+            "report.html", str(path), "is not UTF-8 text, so the NCCL section was not added (the file is unchanged)",
+            f"write it again with 'invoke analyze {run_folder}', then rerun nccl-log",
+        ) from None  # fmt: skip
+    except OSError as exc:
+        raise NcclLogError(
+            "report.html", str(path), f"cannot be read ({exc.strerror or exc})", "make it readable"
+        ) from None
+    staged = path.with_name(f".{path.name}.nccl-log.tmp")
+    try:
+        staged.write_text(with_section(page, fragment), encoding="utf-8")
+        staged.replace(path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            staged.unlink(missing_ok=True)
+        raise NcclLogError(
+            "report.html", str(path), f"could not be updated ({exc.strerror or exc}); it is unchanged",
+            "make the run folder writable, then rerun nccl-log",
+        ) from None  # fmt: skip
     return path

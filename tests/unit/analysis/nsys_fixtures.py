@@ -50,6 +50,17 @@ COMMON_DDL = (
 GPU_DDL = "CREATE TABLE {table} (vmId INTEGER NOT NULL, id INTEGER NOT NULL, name TEXT, busLocation TEXT, totalMemory INTEGER, smCount INTEGER, uuid TEXT, cuDevice INTEGER)"
 
 THREAD = 281474976710656 + 1234  # a globalTid: process 1234 << 24 | thread
+PID = 1234  # the globalPid of activities by default
+
+
+def gpid(pid: int) -> int:
+    """The globalPid nsys writes for process `pid` (VM 1): pid in bits 24..47."""
+    return (1 << 48) | (pid << 24)
+
+
+def gtid(pid: int, tid: int) -> int:
+    """The globalTid nsys writes for thread `tid` of process `pid`."""
+    return gpid(pid) | tid
 
 
 @dataclass
@@ -64,6 +75,7 @@ class Kernel:
     grid: tuple[int, int, int] = (1, 1, 1)
     block: tuple[int, int, int] = (128, 1, 1)
     correlation: int | None = None
+    pid: int = PID
 
 
 @dataclass
@@ -76,6 +88,7 @@ class Memop:
     kind: int | None = 1
     device: int = 0
     stream: int = 8
+    pid: int = PID
 
 
 @dataclass
@@ -115,8 +128,10 @@ class Export:
     version: str = "2022.4.2.1"
     hostname: str = "node-a"
     old_nvtx: bool = False
-    gpu_table: str = "TARGET_INFO_GPU"
+    gpu_table: str | None = "TARGET_INFO_GPU"  # None: no GPU table (files derived from exports drop it)
     cpu_only: bool = False
+    env_blob: bytes | None = None  # a binary TARGET_INFO_SYSTEM_ENV value, as nsys <= 2022.4 wrote for GPU runs
+    pruned: Sequence[str] = ()  # strings removed from StringIds after writing (derived files prune them)
 
 
 def write_export(path: Path, export: Export) -> Path:
@@ -132,14 +147,16 @@ def write_export(path: Path, export: Export) -> Path:
         con.execute(ddl)
     con.execute(NVTX_DDL_OLD if export.old_nvtx else NVTX_DDL_NEW)
     if not export.cpu_only:
-        for ddl in (KERNEL_DDL, MEMCPY_DDL, MEMSET_DDL, RUNTIME_DDL, GPU_DDL.format(table=export.gpu_table)):
+        for ddl in (KERNEL_DDL, MEMCPY_DDL, MEMSET_DDL, RUNTIME_DDL):
             con.execute(ddl)
+        if export.gpu_table:
+            con.execute(GPU_DDL.format(table=export.gpu_table))
+            con.executemany(
+                f"INSERT INTO {export.gpu_table} (vmId, id, name, cuDevice) VALUES (0, ?, ?, ?)",
+                [(i, n, i) for i, n in export.gpus.items()],
+            )
         con.executemany(
-            f"INSERT INTO {export.gpu_table} (vmId, id, name, cuDevice) VALUES (0, ?, ?, ?)",
-            [(i, n, i) for i, n in export.gpus.items()],
-        )
-        con.executemany(
-            "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?,?,?,1,?,?,1234,?,?,NULL,0,0,32,?,?,?,?,?,?,0,0,0,0,?,0,NULL,NULL)",
+            "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?,?,?,1,?,?,?,?,?,NULL,0,0,32,?,?,?,?,?,?,0,0,0,0,?,0,NULL,NULL)",
             [
                 (
                     k.start,
@@ -147,6 +164,7 @@ def write_export(path: Path, export: Export) -> Path:
                     k.device,
                     k.stream,
                     k.correlation if k.correlation is not None else i,
+                    k.pid,
                     sid(k.name),
                     sid(k.name.split("(")[0]),
                     *k.grid,
@@ -159,13 +177,13 @@ def write_export(path: Path, export: Export) -> Path:
         for m in export.memops:
             if m.kind is None:
                 con.execute(
-                    "INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET VALUES (?,?,?,1,?,NULL,1234,0,?,NULL,2)",
-                    (m.start, m.end, m.device, m.stream, m.bytes),
+                    "INSERT INTO CUPTI_ACTIVITY_KIND_MEMSET VALUES (?,?,?,1,?,NULL,?,0,?,NULL,2)",
+                    (m.start, m.end, m.device, m.stream, m.pid, m.bytes),
                 )
             else:
                 con.execute(
-                    "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY (start,end,deviceId,contextId,streamId,globalPid,bytes,copyKind) VALUES (?,?,?,1,?,1234,?,?)",
-                    (m.start, m.end, m.device, m.stream, m.bytes, m.kind),
+                    "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY (start,end,deviceId,contextId,streamId,globalPid,bytes,copyKind) VALUES (?,?,?,1,?,?,?,?)",
+                    (m.start, m.end, m.device, m.stream, m.pid, m.bytes, m.kind),
                 )
         launch_name = sid("cudaLaunchKernel_v7000")
         con.executemany(
@@ -205,6 +223,12 @@ def write_export(path: Path, export: Export) -> Path:
     ] or [0]
     con.execute("INSERT INTO ANALYSIS_DETAILS VALUES (0, ?, ?, ?)", (max(times) - min(times), min(times), max(times)))
     con.execute("INSERT INTO TARGET_INFO_SYSTEM_ENV VALUES (0, 'Local (CLI)', 'Hostname', 619, ?)", (export.hostname,))
+    if export.env_blob is not None:  # stored as TEXT with bytes that are not UTF-8, as those nsys versions did
+        con.execute(
+            "INSERT INTO TARGET_INFO_SYSTEM_ENV VALUES (0, 'Local (CLI)', 'GpuInfo', 897, CAST(? AS TEXT))",
+            (export.env_blob,),
+        )
+    con.executemany("DELETE FROM StringIds WHERE value = ?", [(text,) for text in export.pruned])
     con.commit()
     con.close()
     return path

@@ -1,0 +1,84 @@
+"""The analysis as terminal tables (rich), bounded to the top N rows with a note of how many more there are.
+
+Kept apart from report.py so that printing needs neither matplotlib nor the HTML templates (a fast --no-html).
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table as RichTable
+
+from nsyskit.analysis.result import Analysis
+from nsyskit.analysis.table import Table
+
+BREAKDOWN_SHOWN = [
+    "rank", "device", "window_ns", "busy_pct", "compute_pct", "comm_pct", "memory_pct", "idle_pct",
+    "compute_comm_overlap_pct", "compute_memory_overlap_pct", "comm_memory_overlap_pct", "exposed_comm_pct",
+]  # fmt: skip
+TEXT_COLUMNS = ("name", "kind", "op", "bucket", "host", "origin", "metric")
+
+
+def fmt(value, name: str) -> str:
+    """A cell: ns as ms, percentages with one decimal, counts with separators, None as '-'."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else ""
+    if isinstance(value, float):
+        if name.endswith("_pct"):
+            return f"{value:.1f}"
+        if name.endswith("_ns"):
+            return f"{value / 1e6:,.3f}"
+        return f"{value:,.2f}"
+    if isinstance(value, int) and name.endswith("_ns"):
+        return f"{value / 1e6:,.3f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def header(name: str) -> str:
+    """A column heading: units spelled out (ms, %, GB/s)."""
+    return name.replace("_ns", " (ms)").replace("_pct", " %").replace("_gbps", " GB/s").replace("_", " ")
+
+
+def rich_table(title: str, table: Table, columns: list[str] | None = None, limit: int | None = None) -> RichTable:
+    """A rich table of some columns of a Table (ns shown as ms); at most `limit` rows, the rest counted in the caption."""
+    columns = [c for c in (columns or table.names) if c in table]
+    out = RichTable(title=title, title_justify="left")
+    for name in columns:
+        out.add_column(header(name), justify="left" if name in TEXT_COLUMNS else "right", overflow="fold")
+    shown = table if limit is None or len(table) <= limit else table.take(slice(0, limit))
+    for row in shown.rows():
+        out.add_row(*(fmt(row[c], c) for c in columns), style="bold red" if row.get("straggler") else "")
+    if len(shown) < len(table):
+        out.caption = f"{len(table) - len(shown):,} more rows (--top N shows more; --json has the first 100)"
+        out.caption_justify = "left"
+    return out
+
+
+def print_analysis(analysis: Analysis, console: Console, top: int = 15) -> None:
+    """The analysis as terminal tables, each at most `top` rows."""
+    if analysis.has_gpu:
+        kernels = ["name", "time_pct", "total_ns", "instances", "avg_ns", "min_ns", "max_ns", "ranks"]
+        console.print(rich_table(f"Top kernels, all ranks (top {top})", analysis.top_kernels, kernels, top))
+        first = min(analysis.kernel_summaries)
+        title = f"Kernel summary, rank {first} (as nsys stats)"
+        console.print(rich_table(title, analysis.kernel_summaries[first], limit=top))
+        title = "GPU time breakdown per rank/GPU (% of the profiled window)"
+        console.print(rich_table(title, analysis.breakdown, BREAKDOWN_SHOWN, limit=max(top, 64)))
+        if analysis.memcpy is not None and len(analysis.memcpy):
+            console.print(rich_table("Memcpy by kind", analysis.memcpy))
+    else:
+        console.print(
+            "no GPU activity in these reports (CPU-only capture): kernel, breakdown and memcpy tables are empty"
+        )
+    if analysis.nvtx is not None and len(analysis.nvtx):
+        nvtx = ["rank", "name", "instances", "total_ns", "avg_ns", "median_ns", "min_ns", "max_ns"]
+        console.print(rich_table(f"NVTX ranges (top {top})", analysis.nvtx.sorted_by("total_ns"), nvtx, top))
+    if analysis.has_gpu and analysis.nvtx_gpu is not None and len(analysis.nvtx_gpu):
+        title = "NVTX ranges projected onto the GPU (kernels each range launched)"
+        console.print(rich_table(title, analysis.nvtx_gpu, limit=top * 2))
+    if analysis.nccl_sizes is not None and len(analysis.nccl_sizes):
+        console.print(rich_table("NCCL operations by message size", analysis.nccl_sizes, limit=top * 2))
+    console.print(rich_table("Ranks (stragglers in red)", analysis.ranks, limit=max(top, 256)))

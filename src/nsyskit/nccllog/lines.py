@@ -1,0 +1,81 @@
+"""The layouts of an NCCL/RCCL INFO line: the launcher prefixes before it, its source, its collective fields.
+
+One precompiled regex (INFO_LINE) reads every INFO line of a block in C; where it found fewer lines than the block
+has 'NCCL INFO's, MISSED_LINE finds the others (another program's output sharing the physical line, an unknown
+prefix) and read_missed_line reads their NCCL part.
+"""
+
+from __future__ import annotations
+
+import re
+
+# What may precede 'host:pid:tid [dev] NCCL INFO', as tokens in any order, each followed by separators:
+#   srun -l '0: ', bracketed stamps '[2025-01-02 03:04:05] ' (NCCL_DEBUG_TIMESTAMP_FORMAT), mpirun '[1,0]<stdout>:',
+#   torchrun '[default0]:', ISO dates with or without 'T', fraction, offset or 'Z' (kubectl logs --timestamps,
+#   CloudWatch, Loki/Fluent Bit), the CRI stream tag 'stdout F ', Python logging ' - INFO - ' (a level or logger
+#   word followed by ' - '), Ray '(RayTrainWorker pid=615, ip=10.72.7.6) ', epoch seconds, '|' separators.
+# Possessive, so a line costs one pass; no token can take a host name (it is followed by ':pid:tid').
+_PREFIX = (
+    rb"[ \t|]*+(?:(?:\[[^\]\n]*+\]|<\w++>|\([^)\n]*+\)|\d++:|\d{4}-\d\d-\d\d(?:[T ][\d:.,]*+)?(?:Z|[+\-]\d\d:?\d\d)?"
+    rb"|(?:stdout|stderr) [FP]|[A-Za-z_][\w.]*+(?= - )|-(?= )|\d++(?:\.\d++)?(?=[ \t|]))[ \t:|]*+)*+"
+)
+# The source 'host:pid:tid [dev]' as one span (split only for the distinct ones).
+_SOURCE = rb"([^ \n]++ \[\d++\]) NCCL INFO "
+# A collective: op, then the fields after recvbuff as one span (RCCL puts 'acc (nil)' first; buffers may be
+# '(nil)'); the span is split per distinct value by TAIL. Two groups: few groups make findall cheap.
+_COLL = rb"([A-Z][A-Za-z]++): opCount [^ \n]++ sendbuff [^ \n]++ recvbuff [^ \n]++ ([^\n]*+)"
+# Other INFO messages are kept only when they may carry a fact (else the empty message: counted as 'other').
+_FACT_WORDS = (
+    rb"(?=NCCL version|Using |NET/|Channel|Ring|Trees|Connected|NCCL_|comm |ncclCommInit|nranks|Init |\d"
+    rb"|[A-Za-z]++: (?:\d++ Bytes|opCount))"
+)
+# Groups: source, op, tail (collective lines) | message (other INFO lines).
+INFO_LINE = re.compile(
+    rb"\n(?:(?=[ \t|\[<\d(])" + _PREFIX + rb")?" + _SOURCE + rb"(?:" + _COLL + rb"|" + _FACT_WORDS + rb"([^\n]*+))?"
+)
+# A line holding 'NCCL INFO' that does not start as above (another program's output before the NCCL part, an unknown
+# prefix), for read_missed_line; looked for only in blocks where INFO_LINE found fewer lines than 'NCCL INFO's.
+# Unrolled (runs of a class, no per-character retry).
+MISSED_LINE = re.compile(
+    rb"\n(?!(?:(?=[ \t|\[<\d(])" + _PREFIX + rb")?" + _SOURCE + rb")[^N\n]*+(?:N(?!CCL INFO)[^N\n]*+)*+NCCL INFO[^\n]*+"
+)
+# 'count N datatype D' and, unless the line was cut short, 'op O root R comm 0x.. [nranks=N]'.
+TAIL = re.compile(rb"(?:acc \S+ )?count (\d+) datatype (\d+)(?: op -?\d+ root -?\d+ comm (\S+) \[nranks=(\d+)\])?")
+SOURCE = re.compile(rb"(.*):(\d+):\d+ \[(\d+)\]")
+
+# The NCCL part anywhere in such a line: the host token starts after a space or a non-host character.
+_EMBEDDED = re.compile(rb"([^\s:\[\]|<>()]+:\d+:\d+ \[\d+\]) NCCL INFO (.*)")
+_EMBEDDED_COLL = re.compile(_COLL)
+# A host glued to the end of a table row ('-1mew0', '0mew0'): the row's last number before the real host name.
+GLUED_NUMBER = re.compile(r"^[-+]?[\d.]+")
+
+
+def split_source(source: bytes) -> tuple[str, str, int]:
+    """(host, pid, dev) of a 'host:pid:tid [dev]' span."""
+    host, pid, dev = SOURCE.match(source).groups()
+    return host.decode("utf-8", "replace"), pid.decode(), int(dev)
+
+
+def read_missed_line(line: bytes) -> tuple[bytes, bytes, bytes, bytes] | None:
+    """A finding shaped like INFO_LINE's (source, op, tail, message) from a line whose NCCL part does not start it
+    (another program's output before it on the same line); None when the line holds no readable NCCL INFO part."""
+    match = _EMBEDDED.search(line)
+    if match is None:
+        return None
+    source, rest = match.groups()
+    coll = _EMBEDDED_COLL.match(rest)
+    if coll:
+        return source, coll.group(1), coll.group(2), b""
+    return source, b"", b"", rest.rstrip(b"\r")
+
+
+def fix_glued_hosts(hosts_by_pid: dict[str, set[str]]) -> dict[tuple[str, str], str]:
+    """{(host, pid): real host} for hosts that are another host of the same process with a table row's number glued
+    in front (nccl-tests prints its table on the same stdout as NCCL); only those that need fixing."""
+    fixed = {}
+    for pid, hosts in hosts_by_pid.items():
+        for host in hosts:
+            for other in hosts:
+                if other != host and host.endswith(other) and GLUED_NUMBER.fullmatch(host[: -len(other)]):
+                    fixed[(host, pid)] = other
+    return fixed
