@@ -90,6 +90,12 @@ CASES = [
     Case("debian-mirror-bad", BUILD, ("DEBIAN_MIRROR", "deb.debian.org", "http"), env={"DEBIAN_MIRROR": "deb.debian.org/debian"}),
     Case("instance-type-space", K8S, ("INSTANCE_TYPE", "p5 48xlarge", "fix"), env={"INSTANCE_TYPE": "p5 48xlarge"}),
     Case("nccl-subsys-bad", SLURM, ("NCCL_DEBUG_SUBSYS", "INIT;rm", "fix"), env={"NCCL_DEBUG_SUBSYS": "INIT;rm"}),
+    Case("report-dir-empty", "run --local", ("REPORT_DIR", "''", "folder"), env={"REPORT_DIR": ""}),
+    Case("report-dir-comma", "run --local", ("REPORT_DIR", "a,b", "comma"), env={"REPORT_DIR": "a,b"}),
+    Case("wheelhouse-bad-url", BUILD, ("PIP_WHEELHOUSE", "ftp://x", "https://"), env={"PIP_WHEELHOUSE": "ftp://x/wheels"}),
+    Case("manifest-bad-url", "k8s-setup", ("K8S_MPI_OPERATOR_MANIFEST", "http://", "https://"), env={"K8S_MPI_OPERATOR_MANIFEST": "http://"}),
+    Case("pyxis-image-path", SLURM, ("SLURM_CONTAINER_IMAGE", "../x", "fix"), env={"SLURM_CONTAINER_IMAGE": "../x"}),
+    Case("partition-dash", SLURM, ("SLURM_PARTITION", "-p", "fix"), env={"SLURM_PARTITION": "-p"}),
     Case("mounts-comma-in-path", SLURM, ("SLURM_CONTAINER_MOUNTS", "comma", "separate"), env={"SLURM_CONTAINER_MOUNTS": "/data,x:/data"}),
     Case("shared-dir-comma", SLURM, ("SLURM_SHARED_DIR", "/fs,x", "comma"), env={"SLURM_SHARED_DIR": "/fs,x"}),
     # --- control characters and invalid UTF-8 in values that land in YAML or scripts ---

@@ -94,6 +94,27 @@ def source(raw: str) -> str:
     return value
 
 
+def folder(raw: str) -> str:
+    """A non-empty folder path (relative to the project root or absolute), without commas."""
+    value = raw.strip()
+    if not value:
+        raise Problem("is empty", "name a folder, e.g. reports (relative to the project root) or an absolute path")
+    if "," in value:
+        raise Problem("contains a comma, but commas separate paths (invoke analyze RUN[,RUN...])",
+                      "use a folder path without commas")  # fmt: skip
+    return value
+
+
+def wheelhouse(raw: str) -> str:
+    """Empty (PyPI), a folder path, or the http(s)/file URL of a wheel listing."""
+    value = raw.strip()
+    if "://" in value:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https", "file") or not (parts.netloc or parts.path.startswith("/")):
+            raise Problem("is not a URL of a wheel listing", "use https://HOST/PATH/, a folder path, or leave it empty for PyPI")
+    return value
+
+
 def debian_suite(raw: str) -> str:
     """A Debian suite or code name such as bookworm, trixie or stable."""
     value = raw.strip()

@@ -6,6 +6,7 @@ import os
 import shlex
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from nsyskit.config import parse as p
 from nsyskit.errors import ConfigError
@@ -33,7 +34,12 @@ def report_dir_problem(report_dir: str, root: Path) -> tuple[str, str] | None:
 
 def manifest_problem(manifest: str, root: Path) -> tuple[str, str] | None:
     """(problem, fix) when K8S_MPI_OPERATOR_MANIFEST names a local file (not a URL) that kubectl could not read."""
-    if not manifest or "://" in manifest:
+    if not manifest:
+        return None
+    if "://" in manifest:
+        parts = urlsplit(manifest)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            return "is not an http(s) URL", "use https://HOST/PATH.yaml or a local file, or leave it empty for the pinned release"
         return None
     path = Path(manifest) if Path(manifest).is_absolute() else Path(root) / manifest
     if not os.path.isfile(path):

@@ -56,7 +56,7 @@ class Config:
     nccl_tests_url: str = setting("", p.source, "components", "Override the nccl-tests source tarball URL or local path.")
     nccl_tests_sha256: str = setting("", p.sha256, "components", "sha256 of NCCL_TESTS_URL; empty uses the pinned checksum.")
     nccl_tests_gencode: str = setting("-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90", p.word_list, "components", "nvcc -gencode flags for nccl-tests (A100: sm_80, H100/H200: sm_90).")
-    pip_wheelhouse: str = setting("", p.text, "components", "Local folder of wheels for the example's Python packages (offline builds; served to the build over HTTP, never copied into a layer), or a URL of a wheel listing; empty: PyPI.")
+    pip_wheelhouse: str = setting("", p.wheelhouse, "components", "Local folder of wheels for the example's Python packages (offline builds; served to the build over HTTP, never copied into a layer), or a URL of a wheel listing; empty: PyPI.")
     torch_version: str = setting("2.13.0", p.version, "components", "PyTorch version installed when BASE_IMAGE has no torch (NGC images keep theirs); found in PIP_WHEELHOUSE first.")
 
     # --- run: the distributed training job ---
@@ -81,7 +81,7 @@ class Config:
     nsys_extra_args: str = setting("", p.word_list, "profile", "Extra arguments appended to 'nsys profile'.")
     nccl_debug: str = setting("INFO", p.choice("", "warn", "info", "trace", "version"), "profile", "NCCL_DEBUG level on GPU runs (empty: unset).")
     nccl_debug_subsys: str = setting("INIT,COLL,NET,TUNING", p.nccl_subsystems, "profile", "NCCL_DEBUG_SUBSYS on GPU runs; COLL is what 'invoke nccl-log' reads.")
-    report_dir: str = setting("reports", p.text, "profile", "Folder for run folders reports/<run-id>/ (relative to the project root).")
+    report_dir: str = setting("reports", p.folder, "profile", "Folder for run folders reports/<run-id>/ (relative to the project root).")
 
     # --- k8s: the Kubeflow MPIJob of 'invoke deploy --k8s' ---
     k8s_namespace: str = setting("default", kp.dns_label, "k8s", "Namespace of the MPIJob.")
