@@ -177,6 +177,7 @@ CASES = [
     Case("last-pointer-binary", "status --k8s", ("last-k8s", "fix"), files={"jobs/last-k8s": b"\xff\xfe"}),
     Case("never-submitted", "collect --slurm", ("never submitted", "fix"), files={"jobs/slurm-x/job.json": "{}", "jobs/last-slurm": "slurm-x\n"}),
     Case("jobs-is-a-file", SLURM, ("jobs", "fix"), files={"jobs": "x"}),
+    Case("jobs-not-writable", K8S, ("jobs", "Permission denied", "writable"), nobody=True),
     Case("status-no-slurm-client", "status --slurm", ("scontrol", "SLURM_SUBMIT_PREFIX"),
          files={"jobs/slurm-x/job.json": '{"job_id": "12"}', "jobs/last-slurm": "slurm-x\n"}),
     Case("collect-no-slurm-client", "collect --slurm", ("scontrol", "SLURM_SUBMIT_PREFIX"),
