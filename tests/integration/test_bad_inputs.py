@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import subprocess
@@ -27,8 +28,9 @@ from bad_inputs import (  # tests/integration is on sys.path
 
 pytestmark = pytest.mark.engine  # some cases need the Docker engine (run, push, build)
 
-SECRET = "/tmp/nsyskit-battery-secret.bin"
-EMPTY_IMAGE = {"REGISTRY": "", "IMAGE": "nsyskit-battery", "TAG": "empty"}  # imported by the fixture: an image that exists  # a file nobody may see but not read (made by the fixture)
+# Per test session (the machine is shared: two batteries at once must not delete each other's files and images).
+SECRET = f"/tmp/nsyskit-battery-secret-{os.getpid()}.bin"
+EMPTY_IMAGE = {"REGISTRY": "", "IMAGE": "nsyskit-battery", "TAG": f"empty-{os.getpid()}"}  # imported by the fixture  # a file nobody may see but not read (made by the fixture)
 
 CASES = [
     # --- .env and profiles: not text, unreadable, a folder, lines that are not KEY=value, bad names ---
@@ -136,6 +138,8 @@ CASES = [
     Case("ecr-endpoint-refused", "login", ("127.0.0.1:9", "AWS_ENDPOINT_URL_ECR"),
          env={"REGISTRY": ECR, "AWS_ENDPOINT_URL_ECR": "http://127.0.0.1:9", "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
               "AWS_SECRET_ACCESS_KEY": "x", "AWS_MAX_ATTEMPTS": "1"}),
+    Case("docker-config-corrupt", "login", ("dockercfg/config.json", "JSON", "docker login"),
+         env={"DOCKER_CONFIG": "dockercfg"}, files={"dockercfg/config.json": "{bad"}),
     # --- engine ---
     Case("setup-docker-host-nobody", "setup", ("DOCKER_HOST", "unix:///nonexistent.sock", "fix"),
          env={"DOCKER_HOST": "unix:///nonexistent.sock"}, nobody=True),
@@ -217,7 +221,8 @@ def results():
     secret.write_bytes(b"secret")
     secret.chmod(0o600)
     empty_tar = b"\0" * 1024  # a tar archive with no members
-    subprocess.run(["docker", "import", "-", "nsyskit-battery:empty"], input=empty_tar, check=True, capture_output=True)
+    empty_ref = f"{EMPTY_IMAGE['IMAGE']}:{EMPTY_IMAGE['TAG']}"
+    subprocess.run(["docker", "import", "-", empty_ref], input=empty_tar, check=True, capture_output=True)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _NotFound)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}"
@@ -226,8 +231,8 @@ def results():
             return dict(zip([c.id for c in CASES], pool.map(lambda c: run_case(c, url), CASES), strict=True))
     finally:
         server.shutdown()
-        secret.unlink()
-        subprocess.run(["docker", "rmi", "nsyskit-battery:empty"], capture_output=True)
+        secret.unlink(missing_ok=True)
+        subprocess.run(["docker", "rmi", empty_ref], capture_output=True)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
