@@ -297,3 +297,19 @@ def test_build_dry_run_prints_a_command_safe_to_paste(project):
     args = dict(words[i + 1].split("=", 1) for i, word in enumerate(words) if word == "--build-arg")
     assert args["NCCL_TESTS_GENCODE"] == gencode
     assert words[:2] == ["docker", "build"] and "localhost:5000/nsyskit:v1" in words
+
+
+def test_gpus_asked_of_an_engine_without_gpu_support_name_the_setting(project):
+    runtimes = subprocess.run(["docker", "info", "--format", "{{json .Runtimes}}"], capture_output=True, text=True).stdout
+    if "nvidia" in runtimes:
+        pytest.skip("this engine has the NVIDIA runtime: GPU containers start here")
+    subprocess.run(["docker", "import", "-", "nsyskit-battery:gpu"], input=b"\0" * 1024, check=True, capture_output=True)
+    try:
+        result = _invoke(project, "run", "--local", "--no-progress", "--nodes", "1", "--procs-per-node", "1",
+                         REGISTRY="", IMAGE="nsyskit-battery", TAG="gpu", GPUS_PER_NODE="8")  # fmt: skip
+    finally:
+        subprocess.run(["docker", "rmi", "-f", "nsyskit-battery:gpu"], capture_output=True)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        "error: GPUS_PER_NODE=8 (from environment): asks for GPUs, but the Docker engine cannot give containers any"
+    ), result.stderr

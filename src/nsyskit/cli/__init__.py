@@ -29,7 +29,7 @@ def _unexpected(exc: Exception) -> Exit:
         return Exit(f"error:{where}: {exc.strerror}; fix: check that path, its permissions and the free space", code=1)
     if isinstance(exc, DockerException):
         text = " ".join(str(exc).split())[:300]
-        return Exit(f"error: the Docker engine refused: {text}; fix: see the engine's message above", code=1)
+        return Exit(f"error: the Docker engine refused: {text}; fix: act on the engine's message", code=1)
     text = " ".join(str(exc).split())[:300]
     return Exit(f"error: unexpected {type(exc).__name__}: {text}; fix: rerun with {DEBUG_ENV}=1 for the "
                 "traceback and report it", code=70)  # fmt: skip
