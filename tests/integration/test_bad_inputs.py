@@ -145,6 +145,7 @@ CASES = [
          env={"DOCKER_HOST": "unix:///nonexistent.sock"}, nobody=True),
     Case("docker-host-junk", "run --local --no-progress", ("DOCKER_HOST", "tcp://:x", "fix"), env={"DOCKER_HOST": "tcp://:x"}),
     Case("run-engine-missing", "run --local --no-progress", ("DOCKER_HOST", "fix"), env={"DOCKER_HOST": "unix:///nonexistent.sock"}),
+    Case("setup-engine-denied", "setup", ("docker.sock", "docker group"), nobody=True),
     Case("run-engine-denied", "run --local --no-progress", ("docker.sock", "docker group"), nobody=True),
     Case("report-dir-unwritable", "run --local --no-progress", ("REPORT_DIR", "/proc/nsyskit", "writable"), env={"REPORT_DIR": "/proc/nsyskit", **EMPTY_IMAGE}),
     Case("report-dir-through-file", "run --local --no-progress", ("REPORT_DIR", "afile/runs", "file"), env={"REPORT_DIR": "afile/runs"}, files={"afile": "x"}),
