@@ -128,6 +128,8 @@ CASES = [
     Case("ca-bundle-not-pem", BUILD, ("EXTRA_CA_BUNDLE", "PEM", "fix"), env={"EXTRA_CA_BUNDLE": "tasks.py"}),
     # --- accepted before, broken later: settings that cannot work together ---
     Case("endpoint-without-registry", BUILD, ("REGISTRY_ENDPOINT", "REGISTRY", "fix"), env={"REGISTRY": "", "REGISTRY_ENDPOINT": "localhost:5000"}),
+    Case("ncu-nvidia-without-url", BUILD, ("NCU_SOURCE", "nvidia", "NCU_URL"), env={"NCU_SOURCE": "nvidia"}),
+    Case("ncu-url-relative", BUILD, ("NCU_URL", "ncu.deb", "absolute path"), env={"NCU_URL": "ncu.deb"}),
     Case("nsys-version-unpinned", BUILD, ("NSYS_VERSION", "2024.1.1", "NSYS_URL"), env={"NSYS_VERSION": "2024.1.1"}),
     # --- AWS / ECR ---
     Case("ecr-endpoint-junk", "login", ("AWS_ENDPOINT_URL_ECR", "not a url", "fix"), env={"REGISTRY": ECR, "AWS_ENDPOINT_URL_ECR": "not a url"}),

@@ -47,7 +47,7 @@ class Config:
     install_ncu: bool = setting("true", p.boolean, "components", "Install the Nsight Compute CLI (ncu) for PROFILER=ncu.")
     ncu_source: str = setting("base", p.choice("nvidia", "nvidia-apt", "debian", "base"), "components", "Where ncu comes from: base (already in BASE_IMAGE: NGC images ship it; any version), nvidia (NVIDIA's Nsight Compute .deb at NCU_URL, checked against NCU_SHA256), nvidia-apt (NVIDIA's CUDA apt repository, package nsight-compute-VERSION), debian (non-free, 2022.3).")
     ncu_version: str = setting("2025.2.1", p.version, "components", "Nsight Compute version installed by NCU_SOURCE=nvidia-apt or debian (checked after install); base keeps the base image's.")
-    ncu_url: str = setting("", p.text, "components", "NVIDIA's Nsight Compute .deb for NCU_SOURCE=nvidia: an https:// or file:// URL or a local path (air-gapped mirrors).")
+    ncu_url: str = setting("", p.source, "components", "NVIDIA's Nsight Compute .deb for NCU_SOURCE=nvidia: an https:// or file:// URL or a local path (air-gapped mirrors).")
     ncu_sha256: str = setting("", p.sha256, "components", "sha256 of NCU_URL (required with NCU_SOURCE=nvidia).")
     openmpi_source: str = setting("efa", p.choice("release", "efa", "distro"), "components", "Where OpenMPI comes from: release (pinned tarball built from source), efa (bundled by the EFA installer), distro (OS package).")
     openmpi_version: str = setting("4.1.7", p.version, "components", "OpenMPI release for OPENMPI_SOURCE=release.")
