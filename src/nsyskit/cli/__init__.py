@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import invoke
 from invoke import Exit
 
 from nsyskit import console
-from nsyskit.config import Config, load_config
 from nsyskit.errors import NsyskitError
+
+if TYPE_CHECKING:
+    from nsyskit.config import Config
 
 PROFILE_HELP = "Profile overlay from profiles/ (e.g. local-cpu); default: $NSYSKIT_PROFILE, else none."
 
@@ -42,6 +44,8 @@ def project_root(c: invoke.Context) -> Path:
 
 def load(c: invoke.Context, profile: str | None = None, **flags: Any) -> Config:
     """Load the config for a task; `flags` maps setting names (lower case) to flag values (None: not given)."""
+    from nsyskit.config import load_config  # imported per task: `invoke --list` stays fast
+
     overrides = {key.upper(): value for key, value in flags.items() if value is not None}
     cfg = load_config(project_root(c), profile=profile, overrides=overrides)
     for warning in cfg.warnings:
