@@ -10,9 +10,10 @@ schemas 2.9 … 3.25) and is handled here, and only here:
   left out with a warning, never a wrong number;
 - several processes (ranks) in one file: every read can be scoped to one process (`pid`, a globalPid).
 
-Large tables are read columnar (sqlitefile.packed_scan: one scan, a `group_concat` per column, parsed by numpy).
+Large tables are read columnar (sqlitefile.packed_scan: one scan, an aggregate per column: blobagg's int64s BLOB of
+int64s where it can be built, else `group_concat` text parsed by numpy).
 A kernel's duration and name id travel as ONE integer (duration * 2^b + name, b the bit length of the largest
-StringId): the text conversion of each value is what such a read spends its time on.
+StringId): one value less to aggregate.
 """
 
 from __future__ import annotations
@@ -23,8 +24,18 @@ from pathlib import Path
 
 import numpy as np
 
+from nsyskit.analysis import blobagg
 from nsyskit.analysis.records import Intervals, Launches, NvtxRanges, distinct, empty_nvtx, join_launches
-from nsyskit.analysis.sqlitefile import REEXPORT, connect, decode_text, packed_scan, read_ints, sqlite3, type_check
+from nsyskit.analysis.sqlitefile import (
+    REEXPORT,
+    connect,
+    decode_text,
+    packed_scan,
+    read_ints,
+    span,
+    sqlite3,
+    type_check,
+)
 from nsyskit.analysis.sqlitefile import as_text as _text
 from nsyskit.errors import ReportFileError
 
@@ -67,6 +78,7 @@ class ExportReader:
         self.path = Path(path)
         self.warnings: list[str] = []
         self.con = connect(self.path)
+        self.blob = blobagg.load(self.con)  # int64s(): integer columns read without text conversion
         try:
             self.tables = {
                 row[0] for row in self.con.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')")
@@ -117,7 +129,7 @@ class ExportReader:
         self, table: str, exprs: dict[str, str], raw: tuple[str, ...], where: str = ""
     ) -> dict[str, np.ndarray]:
         """Integer expressions over `table`'s rows as int64 columns; rows with a non-integer in `raw` left out, warned."""
-        return read_ints(self._query, self.warn, self.path, table, exprs, raw, where)
+        return read_ints(self._query, self.warn, self.path, table, exprs, raw, where, self.blob)
 
     @cached_property
     def _name_bits(self) -> int | None:
@@ -135,10 +147,19 @@ class ExportReader:
         """
         raw = ("start", "end", *(c for c in more.values() if c.isidentifier() and c not in ("start", "end")))
         bits = self._name_bits
-        if bits is not None and name_col:
+        if self.blob and name_col:  # raw columns, each checked by int64s itself: no arithmetic, no type check
+            cols = packed_scan(self._query, table, {"start": "start", **more, "end": "end", "name": name_col}, where,
+                               blob=True)  # fmt: skip
+            duration = None if cols is None else span(cols["start"], cols.pop("end"))
+            if duration is not None:
+                cols["duration"] = duration
+                if "start" not in more:
+                    del cols["start"]
+                return cols
+        elif bits is not None and name_col:
             checks = type_check(("end", name_col))  # the others are read as is (see _read_ints)
             exprs = {**more, "packed": f"(end - start) * {1 << bits} + {name_col}"}
-            cols = packed_scan(self._query, table, exprs, where, checks)
+            cols = packed_scan(self._query, table, exprs, where, checks, self.blob)
             if cols is not None:
                 packed = cols.pop("packed")
                 cols["duration"] = packed >> bits  # arithmetic shift: exact for negative durations too
@@ -263,27 +284,28 @@ class ExportReader:
         table = self.table(MEMCPY_TABLES)
         if not table:
             return Intervals.empty("bytes", "kind")
-        exprs = {
-            "start": "start",
-            "duration": "end - start",
-            "device": "deviceId",
-            "bytes": "bytes",
-            "kind": "copyKind",
-        }
+        exprs = {**self._span_exprs(), "device": "deviceId", "bytes": "bytes", "kind": "copyKind"}
         cols = self._read_ints(table, exprs, ("start", "end", "deviceId", "bytes", "copyKind"), self._scope(table, pid))
         extra = {"bytes": cols["bytes"], "kind": cols["kind"]}
-        return self._valid(table, Intervals(cols["start"], cols["start"] + cols["duration"], cols["device"], extra))
+        return self._valid(table, Intervals(cols["start"], self._end(cols), cols["device"], extra))
 
     def memsets(self, pid: int | None = None) -> Intervals:
         """CUDA memsets: start, end, device, `bytes`."""
         table = self.table(MEMSET_TABLES)
         if not table:
             return Intervals.empty("bytes")
-        exprs = {"start": "start", "duration": "end - start", "device": "deviceId", "bytes": "bytes"}
+        exprs = {**self._span_exprs(), "device": "deviceId", "bytes": "bytes"}
         cols = self._read_ints(table, exprs, ("start", "end", "deviceId", "bytes"), self._scope(table, pid))
-        return self._valid(
-            table, Intervals(cols["start"], cols["start"] + cols["duration"], cols["device"], {"bytes": cols["bytes"]})
-        )
+        return self._valid(table, Intervals(cols["start"], self._end(cols), cols["device"], {"bytes": cols["bytes"]}))
+
+    def _span_exprs(self) -> dict[str, str]:
+        """How an activity's span is read: raw start and end with int64s; as text, end - start has fewer digits."""
+        return {"start": "start", "end": "end"} if self.blob else {"start": "start", "duration": "end - start"}
+
+    @staticmethod
+    def _end(cols: dict[str, np.ndarray]) -> np.ndarray:
+        """The end column of a read made with _span_exprs."""
+        return cols["end"] if "end" in cols else cols["start"] + cols["duration"]
 
     def _valid(self, table: str, activities: Intervals) -> Intervals:
         """The activities that end at or after their start; the others are left out with a warning."""
@@ -322,6 +344,11 @@ class ExportReader:
         runtime, threads = self.table(RUNTIME_TABLES), np.unique(threads)
         if not runtime or not len(threads):
             return (np.empty(0, dtype=np.int64),) * 3
+        if self.blob:  # globalTids cost no digits in int64s: read them as they are
+            where = f"correlationId IS NOT NULL AND globalTid IN ({', '.join(str(int(t)) for t in threads)})"
+            exprs = {"thread": "globalTid", "start": "start", "corr": "correlationId"}
+            cols = self._read_ints(runtime, exprs, ("globalTid", "start", "correlationId"), where)
+            return cols["thread"], cols["start"], cols["corr"]
         if len(threads) > MAX_CASE_THREADS:  # a long CASE per row would cost more than the digits it saves
             where = "correlationId IS NOT NULL AND globalTid IS NOT NULL"
             exprs = {"thread": "globalTid", "start": "start", "corr": "correlationId"}
