@@ -150,11 +150,11 @@ class ExportReader:
         if self.blob and name_col:  # raw columns, each checked by int64s itself: no arithmetic, no type check
             cols = packed_scan(self._query, table, {"start": "start", **more, "end": "end", "name": name_col}, where,
                                blob=True)  # fmt: skip
-            duration = None if cols is None else span(cols["start"], cols.pop("end"))
+            duration = None if cols is None else span(cols["start"], cols["end"])
             if duration is not None:
                 cols["duration"] = duration
-                if "start" not in more:
-                    del cols["start"]
+                if "start" not in more:  # `end` stays with `start`: callers need not add them up again
+                    del cols["start"], cols["end"]
                 return cols
         elif bits is not None and name_col:
             checks = type_check(("end", name_col))  # the others are read as is (see _read_ints)
@@ -268,7 +268,7 @@ class ExportReader:
             more["correlation"] = "correlationId"
         cols = self._durations_and_names(table, self.kernel_name_column(), self._scope(table, pid), **more)
         extra = {"name": cols["name"], **({"correlation": cols["correlation"]} if "correlation" in cols else {})}
-        return self._valid(table, Intervals(cols["start"], cols["start"] + cols["duration"], cols["device"], extra))
+        return self._valid(table, Intervals(cols["start"], self._end(cols), cols["device"], extra))
 
     def kernel_durations(self, pid: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(name StringId, duration) of every kernel: all a kernel summary needs, read in one narrow scan."""

@@ -99,10 +99,8 @@ def packed_scan(
     a REAL or an overflow (numpy cannot parse it as an integer) are caught on parsing. Then the result is None and
     the caller reads again with a filter.
     """
-    if blob:  # one int64s over all expressions: one call per row, the values of a row side by side
-        aggregates, width = f"int64s({', '.join(exprs.values())})", 1
-    else:
-        aggregates, width = ", ".join(f"group_concat({expr}, ',')" for expr in exprs.values()), len(exprs)
+    aggregate = "int64s({})" if blob else "group_concat({}, ',')"
+    aggregates, width = ", ".join(aggregate.format(expr) for expr in exprs.values()), len(exprs)
     row = query(
         f"SELECT count(*), {aggregates}{', ' + checks if checks else ''} FROM {table} NOT INDEXED{where_clause(where)}"
     )[0]
@@ -110,12 +108,10 @@ def packed_scan(
     if any(kind not in ("integer", "real", "null") for kind in flags):
         return None
     if blob:  # NULL: a value was not an INTEGER (see blobagg)
-        if texts[0] is None:
+        if any(data is None or len(data) != 8 * count for data in texts):
             return None
-        rows = np.frombuffer(texts[0], dtype=np.int64).reshape(-1, len(exprs))
-        if len(rows) != count:
-            return None
-        return {name: rows[:, i].copy() for i, name in enumerate(exprs)}  # contiguous and writable columns
+        # Read-only views of the bytes SQLite returned: no copy (analyzers make new arrays, never write into these)
+        return {name: np.frombuffer(data, dtype=np.int64) for name, data in zip(exprs, texts, strict=True)}
     result = {}
     for name, text in zip(exprs, texts, strict=True):
         with warnings.catch_warnings():  # older numpy warns (and stops) where newer numpy raises
@@ -133,7 +129,9 @@ def packed_scan(
 def span(start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
     """end - start, or None when a difference overflows int64 (SQLite's arithmetic would have turned it REAL)."""
     duration = end - start
-    if (((end ^ start) & (end ^ duration)) < 0).any():
+    # Two non-negative values cannot overflow: the sign test (temporaries of the column's size) only with negatives.
+    negative = len(start) and min(int(start.min()), int(end.min())) < 0
+    if negative and (((end ^ start) & (end ^ duration)) < 0).any():
         return None
     return duration
 
