@@ -1,4 +1,4 @@
-# nsyskit image: BASE_IMAGE + nsys + the example's Python side + (per flag) OpenMPI/SSH, EFA, NCCL tests,
+# nsyskit image: BASE_IMAGE + nsys + the example's Python side + (per flag) OpenMPI/SSH, EFA, NCCL tests, ncu,
 # then Container-Root/ (the nsys wrapper and the example) as the last layer.
 # Build it with 'invoke build' (build args from .env and the profile); a plain 'docker build' works too
 # with the same --build-arg names. One component per layer, heavy and rarely changed first, so that
@@ -59,6 +59,15 @@ ARG NCCL_TESTS_SHA256=
 ARG NCCL_TESTS_GENCODE="-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90"
 COPY Container-Root/nsyskit/install/nccl-tests.sh /nsyskit/install/nccl-tests.sh
 RUN bash /nsyskit/setup.sh nccl-tests
+
+# Nsight Compute (PROFILER=ncu): after the heavy layers, so adding or changing it rebuilds only this one.
+ARG INSTALL_NCU=true
+ARG NCU_SOURCE=base
+ARG NCU_VERSION=2025.2.1
+ARG NCU_URL=
+ARG NCU_SHA256=
+COPY Container-Root/nsyskit/install/ncu.sh /nsyskit/install/ncu.sh
+RUN bash /nsyskit/setup.sh ncu
 
 # Last: the wrapper, the example and the rest of Container-Root (rebuilds in seconds).
 COPY Container-Root/ /

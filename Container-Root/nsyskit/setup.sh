@@ -9,7 +9,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=install/lib.sh
 source "$HERE/install/lib.sh"
 
-ALL=(base python nsys mpi efa nccl-tests)
+ALL=(base python nsys mpi efa nccl-tests ncu)
 
 # flag_of COMPONENT: the setting that switches it on (empty: always installed).
 flag_of() {
@@ -17,6 +17,7 @@ flag_of() {
         mpi) echo INSTALL_MPI ;;
         efa) echo INSTALL_EFA ;;
         nccl-tests) echo INSTALL_TESTS ;;
+        ncu) echo INSTALL_NCU ;;
         *) echo "" ;;
     esac
 }

@@ -3,7 +3,7 @@
 Every host-side install of the kit and its tests goes through here, so one test can check them all in a fresh
 container of the base image (only `main` enabled), as a fresh machine starts:
 
-    python3 -m nsyskit.hostpkgs all      # or: nsys, docker, debootstrap, registry, shellcheck, kubectl
+    python3 -m nsyskit.hostpkgs all      # or: nsys, ncu, docker, debootstrap, registry, shellcheck, kubectl
 """
 
 from __future__ import annotations
@@ -20,13 +20,14 @@ from nsyskit.errors import CommandError, NsyskitError
 # dependencies live in contrib: both components must be enabled (a fresh bookworm lists only main).
 HOST_PACKAGES: dict[str, tuple[str, ...]] = {
     "nsys": ("nsight-systems", "nsight-systems-target", "libnvtoolsext1"),
+    "ncu": ("nsight-compute", "nsight-compute-target"),  # 'invoke analyze' of PROFILER=ncu runs (ncu --import)
     "docker": ("docker.io",),
     "debootstrap": ("debootstrap",),
     "registry": ("docker-registry", "apache2-utils"),
     "shellcheck": ("shellcheck",),
     "kubectl": ("kubernetes-client",),
 }
-NEEDS_COMPONENTS: dict[str, tuple[str, ...]] = {"nsys": ("contrib", "non-free")}
+NEEDS_COMPONENTS: dict[str, tuple[str, ...]] = {"nsys": ("contrib", "non-free"), "ncu": ("contrib", "non-free")}
 EXTRA_SOURCES = Path("/etc/apt/sources.list.d/nsyskit.sources")
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
 LOCK_TIMEOUT_S = 600

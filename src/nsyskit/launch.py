@@ -32,6 +32,14 @@ def wrapper_env(
         "NSYSKIT_EFA_METRICS": "1" if cfg.efa_metrics and cfg.efa_per_node > 0 else "0",
         "NSYSKIT_EXTRA_ARGS": cfg.nsys_extra_args,
     }
+    if cfg.profiler != "nsys":  # only then: nsys runs render exactly as before
+        env["NSYSKIT_PROFILER"] = cfg.profiler
+    if cfg.profiler == "ncu":
+        env.update({
+            "NSYSKIT_NCU_SET": cfg.ncu_set, "NSYSKIT_NCU_KERNEL": cfg.ncu_kernel,
+            "NSYSKIT_NCU_LAUNCH_SKIP": str(cfg.ncu_launch_skip), "NSYSKIT_NCU_LAUNCH_COUNT": str(cfg.ncu_launch_count),
+            "NSYSKIT_NCU_REPLAY_MODE": cfg.ncu_replay_mode,
+        })  # fmt: skip
     if job_id:
         env["NSYSKIT_JOB_ID"] = job_id
     if cfg.uses_gpu and cfg.nccl_debug:
@@ -53,6 +61,8 @@ def rank_command(cfg: Config) -> list[str]:
     ]  # fmt: skip
     if cfg.profile_steps:
         command += ["--profile-steps", f"{cfg.profile_steps[0]}-{cfg.profile_steps[1]}"]
+    if cfg.profiler == "torch":  # the example profiles itself into the wrapper's $NSYSKIT_TORCH_TRACE
+        command.append("--torch-profile")
     return command
 
 

@@ -1,4 +1,4 @@
-"""What is inside the kit image, per flag: nsys, MPI + sshd, EFA, NCCL tests, Python, wrapper, example, no leftovers."""
+"""What is inside the kit image, per flag: nsys, ncu, MPI + sshd, EFA, NCCL tests, Python, wrapper, example, no leftovers."""
 
 from __future__ import annotations
 
@@ -28,6 +28,28 @@ def test_nsys_profile_writes_a_report_not_just_a_qdstrm(host):
     assert host.file("/tmp/nsyskit-probe.nsys-rep").is_file, result.stdout
     assert host.file("/usr/local/bin/QdstrmImporter").is_file
     assert host.run("/usr/local/bin/QdstrmImporter --help").rc == 0
+
+
+def test_ncu_present_exactly_when_install_ncu(host, image_config):
+    result = host.run("ncu --version")
+    if not image_config.install_ncu:
+        assert not host.exists("ncu")
+        return
+    assert result.rc == 0, result.stderr
+    if image_config.ncu_source != "base":  # base keeps whatever the base image ships
+        assert f"Version {image_config.ncu_version}" in result.stdout
+    assert "roofline" in host.run("ncu --list-sets").stdout  # NCU_SET's default exists in this ncu
+
+
+def test_ncu_on_a_process_without_kernels_records_nothing_and_exits_0(host, image_config):
+    # What PROFILER=ncu meets on CPU: the wrapper reports it in one line and the run goes on.
+    if not image_config.install_ncu:
+        pytest.skip("INSTALL_NCU=false: no ncu in this image")
+    result = host.run("cd /tmp && ncu --set roofline --target-processes all --export /tmp/nsyskit-ncu-probe "
+                      "--force-overwrite python3 -c 'print(42)'")  # fmt: skip
+    assert result.rc == 0, result.stdout + result.stderr
+    assert "No kernels were profiled" in result.stdout + result.stderr and "42" in result.stdout
+    assert not host.file("/tmp/nsyskit-ncu-probe.ncu-rep").exists
 
 
 def test_mpi_present_exactly_when_install_mpi(host, image_config):

@@ -19,6 +19,7 @@ BASE_IMAGE = "nsyskit-base:bookworm"  # made by 'invoke setup' (debootstrap minb
 # What each step must leave working: a command that exits 0 only when the program really runs.
 CHECKS = {
     "nsys": "nsys --version",
+    "ncu": "ncu --version",
     "docker": "dockerd --version",
     "debootstrap": "debootstrap --version",
     "registry": "docker-registry --version && command -v htpasswd",

@@ -5,11 +5,14 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from nsyskit import hostpkgs
 
 WRAPPER_PATH = Path(__file__).resolve().parents[2] / "Container-Root/usr/local/bin/nsys-profile"
 
@@ -160,3 +163,76 @@ def test_an_unprofiled_rank_runs_the_command_and_records_its_exit(tmp_path):
     status = json.loads(status_file.read_text())
     assert status["profiled"] is False and status["exit_code"] == 3 and status["efa_metrics"] == "not profiled"
     assert list(tmp_path.glob("*.cmd")) == []
+
+
+# ---- PROFILER=ncu and torch: the same rank selection and report naming, another tool -------------------------
+
+
+def test_the_profiler_setting_is_checked():
+    assert wrapper.profiler_of({}) == "nsys" and wrapper.profiler_of({"NSYSKIT_PROFILER": " NCU "}) == "ncu"
+    with pytest.raises(ValueError, match="NSYSKIT_PROFILER='vtune': use nsys, ncu or torch"):
+        wrapper.profiler_of({"NSYSKIT_PROFILER": "vtune"})
+
+
+def test_ncu_command_from_the_settings():
+    base = "/reports/j_node0_rank3_h"
+    assert wrapper.ncu_command({}, base, ["python3", "t.py"]) == [
+        "ncu", "--set=roofline", "--replay-mode=kernel", "--target-processes=all", f"--export={base}",
+        "--force-overwrite", "python3", "t.py",
+    ]  # fmt: skip
+    env = {"NSYSKIT_NCU_SET": "full", "NSYSKIT_NCU_KERNEL": "regex:gemm|attn", "NSYSKIT_NCU_LAUNCH_SKIP": "100",
+           "NSYSKIT_NCU_LAUNCH_COUNT": "5", "NSYSKIT_NCU_REPLAY_MODE": "application", "NSYSKIT_CAPTURE": "cudaProfilerApi"}  # fmt: skip
+    command = wrapper.ncu_command(env, base, ["app"])
+    assert command[1:3] == ["--set=full", "--replay-mode=application"]
+    assert command[-8:] == ["--profile-from-start=off", "--kernel-name", "regex:gemm|attn",
+                            "--launch-skip", "100", "--launch-count", "5", "app"]  # fmt: skip
+    with pytest.raises(ValueError, match="NSYSKIT_NCU_LAUNCH_COUNT='many'"):
+        wrapper.ncu_command({"NSYSKIT_NCU_LAUNCH_COUNT": "many"}, base, ["app"])
+
+
+def test_torch_ranks_are_told_where_to_write_or_that_they_are_not_profiled():
+    env = {"NSYSKIT_PROFILER": "torch"}
+    assert wrapper.rank_environment(env, ident(1), "/r/j_node0_rank1_h")["NSYSKIT_TORCH_TRACE"] == (
+        "/r/j_node0_rank1_h.pt.trace.json.gz"
+    )
+    assert wrapper.rank_environment(env, ident(1), "/r/x", profiled=False)["NSYSKIT_TORCH_TRACE"] == ""
+    assert "NSYSKIT_TORCH_TRACE" not in wrapper.rank_environment({}, ident(1), "/r/x")
+
+
+def run_wrapper(tmp_path, env: dict, *command: str) -> subprocess.CompletedProcess:
+    base = {"PATH": "/usr/local/bin:/usr/bin:/bin", "NSYSKIT_REPORT_DIR": str(tmp_path), "NSYSKIT_JOB_ID": "p1",
+            "RANK": "0", "LOCAL_RANK": "0"}  # fmt: skip
+    return subprocess.run([sys.executable, str(WRAPPER_PATH), *command], env={**base, **env}, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+
+
+def status_of(tmp_path) -> dict:
+    (path,) = (tmp_path / "logs").glob("p1_node0_rank0_*.status.json")
+    return json.loads(path.read_text())
+
+
+def test_torch_rank_end_to_end_runs_the_command_itself_and_records_its_trace(tmp_path):
+    writes = "import os; open(os.environ['NSYSKIT_TORCH_TRACE'], 'w').write('{}')"
+    done = run_wrapper(tmp_path, {"NSYSKIT_PROFILER": "torch"}, sys.executable, "-c", writes)
+    assert done.returncode == 0, done.stderr
+    status = status_of(tmp_path)
+    assert status["profiler"] == "torch" and status["command"] == [sys.executable, "-c", writes]
+    assert status["report"].endswith("p1_node0_rank0_" + status["host"] + ".pt.trace.json.gz")
+    assert status["efa_metrics"] == "not applicable to torch"
+    # A command that does not profile itself leaves no trace: a problem, exit code 3 (the run itself succeeded).
+    silent = run_wrapper(tmp_path, {"NSYSKIT_PROFILER": "torch", "NSYSKIT_JOB_ID": "p2"}, sys.executable, "-c", "pass")
+    assert silent.returncode == 3 and "no torch trace at" in silent.stderr
+
+
+def test_ncu_rank_end_to_end_without_a_gpu_says_so_in_one_line_and_succeeds(tmp_path):
+    """The real ncu on a command without CUDA kernels: no report, a note, exit code 0."""
+    if shutil.which("ncu") is None:
+        hostpkgs.install("ncu")  # as on a fresh machine: Debian's nsight-compute
+    done = run_wrapper(tmp_path, {"NSYSKIT_PROFILER": "ncu"}, sys.executable, "-c", "print('trained')")
+    assert done.returncode == 0, done.stderr
+    assert "trained" in done.stdout and done.stderr.count("ncu recorded no kernel") == 1
+    status = status_of(tmp_path)
+    assert status["command"][:2] == ["ncu", "--set=roofline"] and status["report"] is None
+    assert status["problems"] == [] and status["notes"][0].startswith("ncu recorded no kernel")
+    # Named like every other report of the rank: the .cmd beside it has the same base name.
+    assert Path(status["command"][4].removeprefix("--export=") + ".cmd").read_text().startswith("ncu --set=roofline")

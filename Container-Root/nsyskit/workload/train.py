@@ -4,8 +4,10 @@
 Runs under torchrun, mpirun or srun (see rankinfo.py); NCCL on GPUs, gloo on CPU, bf16 autocast where the
 GPU supports it. Marks every step ("step N") and phase (data/forward/backward/optimizer) with NVTX, and
 the profiling window (--profile-steps A-B) with an NVTX "profile_window" range plus, on GPU,
-cudaProfilerStart/Stop for nsys --capture-range=cudaProfilerApi. Prints per-step time and tokens/s and, at
-the end, a checksum of the parameters on every rank (equal checksums: the ranks stayed in sync).
+cudaProfilerStart/Stop for nsys --capture-range=cudaProfilerApi. With --torch-profile, torch.profiler
+records the same window into one Kineto (Chrome) trace per rank at $NSYSKIT_TORCH_TRACE (set by the wrapper).
+Prints per-step time and tokens/s and, at the end, a checksum of the parameters on every rank (equal
+checksums: the ranks stayed in sync).
 """
 
 from __future__ import annotations
@@ -40,6 +42,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--cpu", action="store_true", help="stay on CPU even when GPUs are visible")
+    parser.add_argument("--torch-profile", action="store_true",
+                        help="record --profile-steps (else every step) with torch.profiler into $NSYSKIT_TORCH_TRACE "
+                             "(empty: this rank is not profiled; unset: torch_rank<R>.pt.trace.json.gz here)")
+    parser.add_argument("--no-record-shapes", dest="record_shapes", action="store_false",
+                        help="torch profiler: do not record operator input shapes")
+    parser.add_argument("--with-stack", action="store_true", help="torch profiler: record Python stacks (costly)")
     parser.add_argument("--dist-timeout-s", type=int, default=int(os.environ.get("NSYSKIT_DIST_TIMEOUT_S", "300")))
     args = parser.parse_args(argv)
     args.window = parse_window(args.profile_steps, args.steps)
@@ -55,6 +63,32 @@ def parse_window(text: str, steps: int) -> tuple[int | None, int | None]:
     if not 1 <= window[0] <= window[1] <= steps:
         sys.exit(f"--profile-steps {text}: needs 1 <= FIRST <= LAST <= --steps ({steps})")
     return window
+
+
+def torch_profiler(args: argparse.Namespace, info: rankinfo.RankInfo, use_cuda: bool):
+    """A started torch.profiler over the window (or every step) writing one Chrome trace, or None when off."""
+    path = os.environ.get("NSYSKIT_TORCH_TRACE", f"torch_rank{info.rank}.pt.trace.json.gz")
+    if not args.torch_profile or not path:
+        return None
+    import torch.profiler as tp
+
+    first, last = args.window if args.window[0] else (1, args.steps)
+    warmup = 1 if first > 1 else 0  # one step of warm-up when there is one before the window
+    activities = [tp.ProfilerActivity.CPU] + ([tp.ProfilerActivity.CUDA] if use_cuda else [])
+
+    def write(profiler) -> None:
+        profiler.export_chrome_trace(path)  # a .gz name is written compressed
+        log(info, f"torch profiler trace: {path}")
+
+    profiler = tp.profile(
+        activities=activities,
+        schedule=tp.schedule(wait=first - 1 - warmup, warmup=warmup, active=last - first + 1, repeat=1),
+        on_trace_ready=write,
+        record_shapes=args.record_shapes,
+        with_stack=args.with_stack,
+    )
+    profiler.start()
+    return profiler
 
 
 def log(info: rankinfo.RankInfo, message: str) -> None:
@@ -124,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     window = markers.ProfileWindow(*args.window, use_cuda=use_cuda)
+    profiler = torch_profiler(args, info, use_cuda)
     tokens_per_step = args.batch_size * args.seq_len * info.world_size
     step_times, cpu_times = [], []
     for step in range(1, args.steps + 1):
@@ -144,12 +179,16 @@ def main(argv: list[str] | None = None) -> int:
         markers.pop()
         elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
         window.after_step(step)
+        if profiler is not None:
+            profiler.step()  # the schedule counts steps; it writes the trace when the window ends
         step_times.append(elapsed)
         cpu_times.append(cpu)  # this process's CPU time: unlike wall time, barely moved by other load on the machine
         if info.rank == 0:
             log(info, f"step {step}/{args.steps} loss={loss_value:.4f} step_ms={elapsed * 1e3:.1f} "
                       f"tokens_per_s={tokens_per_step / elapsed:.0f} cpu_ms={cpu * 1e3:.1f}")  # fmt: skip
 
+    if profiler is not None:
+        profiler.stop()
     checksum, total = parameter_checksum(model)
     log(info, f"checksum={checksum} param_sum={total:.6f}")
     steady = step_times[1:] or step_times  # the first step pays for warm-up

@@ -55,7 +55,7 @@ def _check_output(output: str | None) -> Path | None:
 @task(
     positional=["path"],
     help={
-        "path": "Run folder (reports/<run-id>) or report files (.nsys-rep, .qdrep, .sqlite, .qdstrm), comma-separated.",
+        "path": "Run folder (reports/<run-id>) or report files (.nsys-rep, .qdrep, .sqlite, .qdstrm; .ncu-rep; .pt.trace.json.gz), comma-separated.",
         "json": "Print the whole analysis as JSON on stdout instead of tables (report.html is still written).",
         "html": "Write report.html, the PNG plots and analysis.json into the run folder (default: yes; --no-html skips).",
         "output": "Folder for report.html and the PNGs (default: the run folder, or the folder of the first report).",
@@ -70,6 +70,7 @@ def analyze(
 ):
     """Kernel summary, GPU compute/communication/memory breakdown and overlap, NCCL sizes, stragglers; report.html."""
     from nsyskit.analysis import diff_runs, report_folder
+    from nsyskit.analysis.profilers import print_profiler_analysis, profiler_of, run_profiler_analysis
     from nsyskit.analysis.terminal import print_analysis, rich_table
     from nsyskit.analysis.trace import analyze_run
 
@@ -94,6 +95,16 @@ def analyze(
         )
     paths = _paths(path)
     folder = _check_output(output) or report_folder(paths)
+    profiler = profiler_of(paths)
+    if profiler != "nsys":  # PROFILER=ncu or torch runs: their own tables, shown the same way
+        other, report = run_profiler_analysis(profiler, paths, folder, html, straggler)
+        if json_:
+            _print_json(other.to_json())
+        else:
+            print_profiler_analysis(other, console.out, top=rows)
+        if report:
+            console.done(f"report: {report}")
+        return
     analysis = analyze_run(paths, straggler_pct=straggler)
     if json_:
         _print_json(analysis.to_json())

@@ -11,12 +11,14 @@ JOB_HELP = "Job to act on (Slurm job id or MPIJob name); default: the last one d
 
 
 @task(help={**TARGET_HELP, "dry_run": "Render and validate only; print where the files are.", "wait": "Wait for the job to end and exit with its exit code.",
-            "nodes": "Override NODES.", "procs_per_node": "Override PROCS_PER_NODE."})
-def deploy(c, k8s=False, slurm=False, dry_run=False, wait=False, profile=None, nodes=None, procs_per_node=None):
+            "nodes": "Override NODES.", "procs_per_node": "Override PROCS_PER_NODE.",
+            "profiler": "Override PROFILER: nsys (timeline), ncu (Nsight Compute per kernel), torch (PyTorch profiler, HTA)."})
+def deploy(c, k8s=False, slurm=False, dry_run=False, wait=False, profile=None, nodes=None, procs_per_node=None,
+           profiler=None):  # fmt: skip
     """Render the job into jobs/<id>/ and submit it (kubectl apply / sbatch); --dry-run stops after rendering."""
     from nsyskit.deploy import target
 
-    cfg = load(c, profile, nodes=nodes, procs_per_node=procs_per_node)
+    cfg = load(c, profile, nodes=nodes, procs_per_node=procs_per_node, profiler=profiler)
     result = target(k8s, slurm).deploy(cfg, project_root(c), dry_run=dry_run, wait=wait)
     for line in result.lines:
         console.out.print(line)

@@ -16,6 +16,7 @@ RUN_HELP = {
     "steps": "Override STEPS.",
     "profile_steps": "Override PROFILE_STEPS (FIRST-LAST, or '' for the whole run).",
     "profile_ranks": "Override PROFILE_RANKS: all, local0 or a list like 0,3.",
+    "profiler": "Override PROFILER: nsys (timeline), ncu (Nsight Compute per kernel), torch (PyTorch profiler, HTA).",
     "model_size": "Override MODEL_SIZE: tiny, gpt2, gpt2-medium.",
     "run_id": "Name of the run folder reports/<run-id>/ (default: UTC time + random suffix).",
     "progress": "Live progress display (default: yes; --no-progress prints only the result).",
@@ -25,8 +26,8 @@ RUN_HELP = {
 
 @task(help=RUN_HELP)
 def run(c, local=False, detach=False, nodes=None, procs_per_node=None, steps=None, profile_steps=None,
-        profile_ranks=None, model_size=None, run_id=None, progress=True, profile=None):  # fmt: skip
-    """Run the DDP example under nsys in local containers; per-rank reports, sqlite, logs and run.json in reports/<run-id>/."""
+        profile_ranks=None, model_size=None, run_id=None, progress=True, profile=None, profiler=None):  # fmt: skip
+    """Run the DDP example under its profiler (nsys, ncu, torch) in local containers; per-rank reports, sqlite, logs and run.json in reports/<run-id>/."""
     from nsyskit.local import dev as local_dev
     from nsyskit.local import run_local
 
@@ -35,7 +36,7 @@ def run(c, local=False, detach=False, nodes=None, procs_per_node=None, steps=Non
             "error: choose where to run: --local (Docker here); clusters: 'invoke deploy --k8s' or '--slurm'", code=2
         )
     cfg = load(c, profile, nodes=nodes, procs_per_node=procs_per_node, steps=steps, profile_steps=profile_steps,
-               profile_ranks=profile_ranks, model_size=model_size)  # fmt: skip
+               profile_ranks=profile_ranks, model_size=model_size, profiler=profiler)  # fmt: skip
     if detach:
         console.out.print(local_dev.start(cfg, project_root(c)))
         return

@@ -107,6 +107,10 @@ def cross_checks(v: dict[str, Any], sources: dict[str, str], root: Path) -> list
         ) >= world:
             err("PROFILE_RANKS", f"names a rank outside the world of {world} ranks (NODES x PROCS_PER_NODE)",
                 f"use ranks 0-{world - 1}, all or local0")
+    if have("profiler", "k8s_profiler") and v["profiler"] != "nsys" and v["k8s_profiler"] != "wrapper":
+        # NVIDIA's injectors start nsys themselves: ncu and torch need the kit's wrapper in the pods.
+        err("PROFILER", f"needs the kit's wrapper but K8S_PROFILER={v['k8s_profiler']} starts nsys itself",
+            "set K8S_PROFILER=wrapper, or PROFILER=nsys")
 
     if have("k8s_mpi_operator_manifest") and (problem := manifest_problem(v["k8s_mpi_operator_manifest"], root)):
         err("K8S_MPI_OPERATOR_MANIFEST", *problem)

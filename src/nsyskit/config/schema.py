@@ -44,6 +44,11 @@ class Config:
     nsys_version: str = setting("2025.2.1", p.version, "components", "Nsight Systems version (>= 2024.4 for EFA metrics); NSYS_SOURCE=nvidia has a pinned URL and sha256 for 2025.2.1, other versions need NSYS_URL.")
     nsys_url: str = setting("", p.text, "components", "Override the nsys package URL or local path (air-gapped mirrors).")
     nsys_sha256: str = setting("", p.sha256, "components", "sha256 of NSYS_URL; empty uses the pinned checksum.")
+    install_ncu: bool = setting("true", p.boolean, "components", "Install the Nsight Compute CLI (ncu) for PROFILER=ncu.")
+    ncu_source: str = setting("base", p.choice("nvidia", "nvidia-apt", "debian", "base"), "components", "Where ncu comes from: base (already in BASE_IMAGE: NGC images ship it; any version), nvidia (NVIDIA's Nsight Compute .deb at NCU_URL, checked against NCU_SHA256), nvidia-apt (NVIDIA's CUDA apt repository, package nsight-compute-VERSION), debian (non-free, 2022.3).")
+    ncu_version: str = setting("2025.2.1", p.version, "components", "Nsight Compute version installed by NCU_SOURCE=nvidia-apt or debian (checked after install); base keeps the base image's.")
+    ncu_url: str = setting("", p.text, "components", "NVIDIA's Nsight Compute .deb for NCU_SOURCE=nvidia: an https:// or file:// URL or a local path (air-gapped mirrors).")
+    ncu_sha256: str = setting("", p.sha256, "components", "sha256 of NCU_URL (required with NCU_SOURCE=nvidia).")
     openmpi_source: str = setting("efa", p.choice("release", "efa", "distro"), "components", "Where OpenMPI comes from: release (pinned tarball built from source), efa (bundled by the EFA installer), distro (OS package).")
     openmpi_version: str = setting("4.1.7", p.version, "components", "OpenMPI release for OPENMPI_SOURCE=release.")
     openmpi_url: str = setting("", p.text, "components", "Override the OpenMPI tarball URL or local path.")
@@ -71,6 +76,7 @@ class Config:
     steps: int = setting("50", p.positive_int, "run", "Training steps.")
 
     # --- profile: what nsys records ---
+    profiler: str = setting("nsys", p.choice("nsys", "ncu", "torch"), "profile", "What profiles the selected ranks: nsys (Nsight Systems timeline), ncu (Nsight Compute per kernel, NCU_* settings), torch (the PyTorch profiler in the example, one Kineto trace per rank, analyzed with HTA).")
     nsys_trace: str = setting("cuda,nvtx,osrt", p.trace_set, "profile", "nsys --trace APIs.")
     nsys_sample: str = setting("none", p.choice("none", "process-tree", "system-wide"), "profile", "CPU sampling (anything but none needs extra container capabilities).")
     nsys_delay: int = setting("0", p.non_negative_int, "profile", "Seconds to wait before collecting (0: off; ignored with PROFILE_STEPS).")
@@ -79,6 +85,11 @@ class Config:
     profile_ranks: str = setting("all", p.rank_selection, "profile", "Ranks to profile: all, local0 (local rank 0 of each node) or a list like 0,3; the others run unprofiled.")
     efa_metrics: bool = setting("true", p.boolean, "profile", "Record EFA NIC metrics (--enable efa_metrics) on local rank 0 of each node.")
     nsys_extra_args: str = setting("", p.word_list, "profile", "Extra arguments appended to 'nsys profile'.")
+    ncu_kernel: str = setting("", p.text, "profile", "ncu -k: kernels to profile by name, 'regex:EXPR' for a regular expression; empty: every kernel.")
+    ncu_set: str = setting("roofline", p.choice("roofline", "detailed", "full"), "profile", "ncu --set: roofline (Speed of Light + roofline charts), detailed (adds occupancy, memory and compute workload), full (every section).")
+    ncu_launch_skip: int = setting("0", p.non_negative_int, "profile", "ncu --launch-skip: matching kernel launches to skip before profiling.")
+    ncu_launch_count: int = setting("20", p.non_negative_int, "profile", "ncu --launch-count: matching kernel launches to profile per rank (0: no limit; each is replayed several times).")
+    ncu_replay_mode: str = setting("kernel", p.choice("kernel", "application", "range"), "profile", "ncu --replay-mode: kernel (replay each kernel launch), application (rerun the whole rank once per pass; needs a deterministic run), range (replay ranges of launches).")
     nccl_debug: str = setting("INFO", p.choice("", "warn", "info", "trace", "version"), "profile", "NCCL_DEBUG level on GPU runs (empty: unset).")
     nccl_debug_subsys: str = setting("INIT,COLL,NET,TUNING", p.nccl_subsystems, "profile", "NCCL_DEBUG_SUBSYS on GPU runs; COLL is what 'invoke nccl-log' reads.")
     report_dir: str = setting("reports", p.text, "profile", "Folder for run folders reports/<run-id>/ (relative to the project root).")
@@ -137,6 +148,11 @@ class Config:
     def uses_gpu(self) -> bool:
         """True when the run uses GPUs (NCCL), False on CPU (gloo)."""
         return self.gpus_per_node > 0
+
+    @property
+    def needs_gpu_counters(self) -> bool:
+        """True when ncu profiles GPU kernels: its performance counters are admin-only with the driver's default."""
+        return self.profiler == "ncu" and self.uses_gpu
 
     def replace(self, **changes: Any) -> Config:
         """A copy with some attributes changed (no re-validation: use load_config for user input)."""

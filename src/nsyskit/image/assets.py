@@ -27,7 +27,7 @@ PORT_ENV, DEFAULT_PORT = "NSYSKIT_ASSETS_PORT", 7489
 DEFAULT_GATEWAY = "172.17.0.1"
 LOCK_ENV, DEFAULT_LOCK = "NSYSKIT_BUILD_LOCK", "/tmp/nsyskit-build.lock"
 # Settings whose value may name a host file instead of a URL: URL key -> the sha256 key that verifies it.
-SOURCE_KEYS = {"NSYS_URL": "NSYS_SHA256", "OPENMPI_URL": "OPENMPI_SHA256",
+SOURCE_KEYS = {"NSYS_URL": "NSYS_SHA256", "NCU_URL": "NCU_SHA256", "OPENMPI_URL": "OPENMPI_SHA256",
                "EFA_INSTALLER_URL": "EFA_INSTALLER_SHA256", "NCCL_TESTS_URL": "NCCL_TESTS_SHA256"}  # fmt: skip
 
 

@@ -132,11 +132,11 @@ def worker_resources(cfg: Config) -> dict[str, str | int]:
 
 
 def capabilities(cfg: Config) -> list[str]:
-    """Linux capabilities the workers need: IPC_LOCK to pin EFA memory, SYS_ADMIN for nsys CPU sampling."""
+    """Linux capabilities the workers need: IPC_LOCK to pin EFA memory, SYS_ADMIN for nsys CPU sampling or ncu on GPUs."""
     caps = []
     if cfg.efa_per_node:
         caps.append("IPC_LOCK")
-    if cfg.nsys_sample != "none":
+    if cfg.nsys_sample != "none" or cfg.needs_gpu_counters:  # ncu: GPU counters are admin-only by default
         caps.append("SYS_ADMIN")
     return caps
 

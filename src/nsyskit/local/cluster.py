@@ -125,8 +125,9 @@ class LocalCluster:
         }
         if self.cfg.uses_gpu:
             options["device_requests"] = [DeviceRequest(count=self.cfg.gpus_per_node, capabilities=[["gpu"]])]
-        if self.cfg.nsys_sample != "none":
-            # CPU sampling needs perf_event_open, which Docker's seccomp profile grants only with CAP_SYS_ADMIN.
+        if self.cfg.nsys_sample != "none" or self.cfg.needs_gpu_counters:
+            # CPU sampling needs perf_event_open, which Docker's seccomp profile grants only with CAP_SYS_ADMIN;
+            # ncu's GPU performance counters are admin-only with the driver's default (ERR_NVGPUCTRPERM otherwise).
             options["cap_add"] = ["SYS_ADMIN"]
         return options
 
@@ -150,6 +151,8 @@ class LocalCluster:
             console.warn(
                 f"NSYS_SAMPLE={self.cfg.nsys_sample}: the containers get capability SYS_ADMIN (perf events for CPU sampling)"
             )
+        elif self.cfg.needs_gpu_counters:
+            console.warn("PROFILER=ncu on GPUs: the containers get capability SYS_ADMIN (GPU performance counters)")
         environment = {**launch.wrapper_env(self.cfg, launch.CONTAINER_REPORT_DIR, "torchrun" if not self.multi_node else "mpirun", job_id=self.run_id),
                        "PYTHONUNBUFFERED": "1"}  # fmt: skip
         if not self.multi_node:

@@ -15,6 +15,7 @@ from nsyskit.local.failure import Failure, blame
 from nsyskit.local.watch import LogFollower, RunProgress, log_path, wait_for_end
 
 LOG_TAIL_LINES = 5
+OTHER_REPORTS = (("ncu_reports", ".ncu-rep"), ("torch_traces", ".pt.trace.json.gz"))  # PROFILER=ncu, torch
 
 
 @dataclass
@@ -38,7 +39,8 @@ class RunResult:
             f"run {self.run_id}: exit code {self.exit_code} after {self.duration_s:.0f} s",
             f"ranks: {len(self.checksums)} reported a checksum; world size {', '.join(map(str, sorted(self.world_sizes))) or '?'}; "
             f"parameters {'in sync' if in_sync else 'NOT in sync' if self.checksums else 'unknown'}",
-            f"reports: {len(files.get('reports', []))} .nsys-rep, {len(files.get('sqlite', []))} .sqlite",
+            f"reports: {len(files.get('reports', []))} .nsys-rep, {len(files.get('sqlite', []))} .sqlite"
+            + "".join(f", {len(files[k])} {suffix}" for k, suffix in OTHER_REPORTS if files.get(k)),
             f"folder: {self.run_dir}",
         ]
         return lines

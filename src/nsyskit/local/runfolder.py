@@ -102,6 +102,8 @@ def outputs(run_dir: Path) -> dict[str, list[str]]:
     return {
         "reports": names("*.nsys-rep"),
         "sqlite": names("*.sqlite"),
+        "ncu_reports": names("*.ncu-rep"),
+        "torch_traces": names("*.pt.trace.json.gz"),
         "commands": names("*.cmd"),
         "nccl_logs": names("*.nccl.log"),
         "logs": names(f"{LOGS}/*.log"),

@@ -153,6 +153,6 @@ def collect(cfg: Config, root: Path, job: str | None) -> Path:
         "files": files,
     }  # fmt: skip
     (dest / "run.json").write_text(json.dumps(run, indent=2) + "\n")
-    if not any(name.endswith((".nsys-rep", ".qdstrm")) for name in files):
-        console.warn(f"no nsys report in {job_dir / REPORTS}: see the job's log {log_path(job_dir, job_id)}")
+    if not any(name.endswith((".nsys-rep", ".qdstrm", ".ncu-rep", ".pt.trace.json.gz")) for name in files):
+        console.warn(f"no profiler report in {job_dir / REPORTS}: see the job's log {log_path(job_dir, job_id)}")
     return dest
