@@ -2,7 +2,8 @@
 
 Two inputs, each written into a temporary folder (deleted afterwards) and read once to warm the page cache:
   synthetic   one NCCL_DEBUG=INFO log of --size-mb (NeMo step lines, an INIT block, COLL lines of 16 GPUs on 2 hosts,
-              TUNING lines, some NCCL_DEBUG_TIMESTAMP prefixes): one file, so 'invoke nccl-log' runs on one core
+              TUNING lines, some NCCL_DEBUG_TIMESTAMP prefixes): one file, which 'invoke nccl-log' splits over the
+              cores (also timed pinned to one core with taskset)
   real mix    a folder of --mix-mb made by repeating each real log of ../shared/real-data/nccl-logs into its own
               file: several files, so 'invoke nccl-log' reads them on several cores
 and times, interleaved (every command sees the same machine load), best of --repeat:
@@ -190,10 +191,11 @@ def report(label: str, size: int, runs: dict[str, tuple[float, float, float, str
         )
 
 
-GREP_ROW, AWK_ROW, OURS_ROW = (
+GREP_ROW, AWK_ROW, OURS_ROW, ONE_CORE_ROW = (
     "grep -c 'NCCL INFO' (I/O ceiling)",
     "awk pipeline (grep + mawk)",
     "invoke nccl-log --json",
+    "  the same on one core (taskset)",
 )
 
 
@@ -225,8 +227,9 @@ def main() -> int:
         )
         window = (steps // 2, steps // 2 + max(1, steps // 10))
         env = dict(os.environ, AWK=awk, LC_ALL="C")
+        taskset = shutil.which("taskset")
         for label, awk_args, our_args in (
-            ("synthetic, whole log (one file: one core)", [], []),
+            ("synthetic, whole log (one file: its parts on the cores)", [], []),
             (
                 f"synthetic, --steps {window[0]}-{window[1]}",
                 [str(window[0]), str(window[1])],
@@ -238,6 +241,12 @@ def main() -> int:
                     GREP_ROW: ["grep", "-c", "NCCL INFO", str(log)],
                     AWK_ROW: [str(PIPELINE), str(log), *awk_args],
                     OURS_ROW: [*INVOKE, str(log), *our_args, "--json"],
+                    # the same pinned to one core (a whole log is otherwise split over the cores)
+                    **(
+                        {ONE_CORE_ROW: [taskset, "-c", "0", *INVOKE, str(log), "--json"]}
+                        if taskset and not our_args
+                        else {}
+                    ),
                 },
                 args.repeat,
                 env,

@@ -12,7 +12,7 @@ import docker
 from docker.errors import DockerException, ImageNotFound
 
 from nsyskit import console, hostpkgs
-from nsyskit.errors import EngineUnavailable, ImageNotBuilt
+from nsyskit.errors import ConfigError, EngineUnavailable, ImageNotBuilt, NsyskitError
 
 DOCKERD_LOG = Path("/var/log/nsyskit/dockerd.log")
 START_TIMEOUT_S = 90
@@ -42,6 +42,18 @@ def require_image(client: docker.DockerClient, ref: str) -> None:
         raise ImageNotBuilt(
             f"image {ref} is not in the local engine; fix: run 'invoke build' (or 'invoke pull') first", [ref]
         ) from None
+
+
+def start_failed(exc: DockerException, gpus_per_node: int, source: str = "") -> NsyskitError:
+    """The one-line error for a container the engine would not start (no GPU support named as such)."""
+    text = " ".join(str(getattr(exc, "explanation", None) or exc).split())[:300]
+    if gpus_per_node and "[[gpu]]" in text:
+        return ConfigError(
+            "GPUS_PER_NODE", gpus_per_node, f"asks for GPUs, but the Docker engine cannot give containers any ({text})",
+            "set GPUS_PER_NODE=0 to run on CPU (e.g. --profile local-cpu), or install the NVIDIA Container Toolkit "
+            "and restart dockerd", source,
+        )  # fmt: skip
+    return EngineUnavailable(f"the Docker engine would not start a container: {text}; fix: act on the engine's message")
 
 
 def _can_start_one() -> bool:

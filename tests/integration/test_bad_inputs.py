@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import subprocess
@@ -25,7 +26,11 @@ from bad_inputs import (  # tests/integration is on sys.path
     run_case,
 )
 
-SECRET = "/tmp/nsyskit-battery-secret.bin"  # a file nobody may see but not read (made by the fixture)
+pytestmark = pytest.mark.engine  # some cases need the Docker engine (run, push, build)
+
+# Per test session (the machine is shared: two batteries at once must not delete each other's files and images).
+SECRET = f"/tmp/nsyskit-battery-secret-{os.getpid()}.bin"
+EMPTY_IMAGE = {"REGISTRY": "", "IMAGE": "nsyskit-battery", "TAG": f"empty-{os.getpid()}"}  # imported by the fixture  # a file nobody may see but not read (made by the fixture)
 
 CASES = [
     # --- .env and profiles: not text, unreadable, a folder, lines that are not KEY=value, bad names ---
@@ -87,6 +92,12 @@ CASES = [
     Case("debian-mirror-bad", BUILD, ("DEBIAN_MIRROR", "deb.debian.org", "http"), env={"DEBIAN_MIRROR": "deb.debian.org/debian"}),
     Case("instance-type-space", K8S, ("INSTANCE_TYPE", "p5 48xlarge", "fix"), env={"INSTANCE_TYPE": "p5 48xlarge"}),
     Case("nccl-subsys-bad", SLURM, ("NCCL_DEBUG_SUBSYS", "INIT;rm", "fix"), env={"NCCL_DEBUG_SUBSYS": "INIT;rm"}),
+    Case("report-dir-empty", "run --local", ("REPORT_DIR", "''", "folder"), env={"REPORT_DIR": ""}),
+    Case("report-dir-comma", "run --local", ("REPORT_DIR", "a,b", "comma"), env={"REPORT_DIR": "a,b"}),
+    Case("wheelhouse-bad-url", BUILD, ("PIP_WHEELHOUSE", "ftp://x", "https://"), env={"PIP_WHEELHOUSE": "ftp://x/wheels"}),
+    Case("manifest-bad-url", "k8s-setup", ("K8S_MPI_OPERATOR_MANIFEST", "http://", "https://"), env={"K8S_MPI_OPERATOR_MANIFEST": "http://"}),
+    Case("pyxis-image-path", SLURM, ("SLURM_CONTAINER_IMAGE", "../x", "fix"), env={"SLURM_CONTAINER_IMAGE": "../x"}),
+    Case("partition-dash", SLURM, ("SLURM_PARTITION", "-p", "fix"), env={"SLURM_PARTITION": "-p"}),
     Case("mounts-comma-in-path", SLURM, ("SLURM_CONTAINER_MOUNTS", "comma", "separate"), env={"SLURM_CONTAINER_MOUNTS": "/data,x:/data"}),
     Case("shared-dir-comma", SLURM, ("SLURM_SHARED_DIR", "/fs,x", "comma"), env={"SLURM_SHARED_DIR": "/fs,x"}),
     # --- control characters and invalid UTF-8 in values that land in YAML or scripts ---
@@ -112,9 +123,13 @@ CASES = [
     Case("ca-bundle-unreadable", BUILD, ("EXTRA_CA_BUNDLE", SECRET, "read"), env={"EXTRA_CA_BUNDLE": SECRET}, nobody=True),
     Case("wheelhouse-unreadable", BUILD, ("PIP_WHEELHOUSE", "wheels", "read"), env={"PIP_WHEELHOUSE": "wheels"},
          files={"wheels/a.whl": "x"}, modes={"wheels": 0o000}, nobody=True),
+    Case("source-relative-path", BUILD, ("OPENMPI_URL", "openmpi.tar.gz", "absolute path"), env={"OPENMPI_URL": "openmpi.tar.gz"}),
+    Case("source-ftp", BUILD, ("NCCL_TESTS_URL", "ftp://", "https://"), env={"NCCL_TESTS_URL": "ftp://x/y.tar.gz"}),
     Case("ca-bundle-not-pem", BUILD, ("EXTRA_CA_BUNDLE", "PEM", "fix"), env={"EXTRA_CA_BUNDLE": "tasks.py"}),
     # --- accepted before, broken later: settings that cannot work together ---
     Case("endpoint-without-registry", BUILD, ("REGISTRY_ENDPOINT", "REGISTRY", "fix"), env={"REGISTRY": "", "REGISTRY_ENDPOINT": "localhost:5000"}),
+    Case("ncu-nvidia-without-url", BUILD, ("NCU_SOURCE", "nvidia", "NCU_URL"), env={"NCU_SOURCE": "nvidia"}),
+    Case("ncu-url-relative", BUILD, ("NCU_URL", "ncu.deb", "absolute path"), env={"NCU_URL": "ncu.deb"}),
     Case("nsys-version-unpinned", BUILD, ("NSYS_VERSION", "2024.1.1", "NSYS_URL"), env={"NSYS_VERSION": "2024.1.1"}),
     # --- AWS / ECR ---
     Case("ecr-endpoint-junk", "login", ("AWS_ENDPOINT_URL_ECR", "not a url", "fix"), env={"REGISTRY": ECR, "AWS_ENDPOINT_URL_ECR": "not a url"}),
@@ -125,13 +140,16 @@ CASES = [
     Case("ecr-endpoint-refused", "login", ("127.0.0.1:9", "AWS_ENDPOINT_URL_ECR"),
          env={"REGISTRY": ECR, "AWS_ENDPOINT_URL_ECR": "http://127.0.0.1:9", "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
               "AWS_SECRET_ACCESS_KEY": "x", "AWS_MAX_ATTEMPTS": "1"}),
+    Case("docker-config-corrupt", "login", ("dockercfg/config.json", "JSON", "docker login"),
+         env={"DOCKER_CONFIG": "dockercfg"}, files={"dockercfg/config.json": "{bad"}),
     # --- engine ---
     Case("setup-docker-host-nobody", "setup", ("DOCKER_HOST", "unix:///nonexistent.sock", "fix"),
          env={"DOCKER_HOST": "unix:///nonexistent.sock"}, nobody=True),
     Case("docker-host-junk", "run --local --no-progress", ("DOCKER_HOST", "tcp://:x", "fix"), env={"DOCKER_HOST": "tcp://:x"}),
     Case("run-engine-missing", "run --local --no-progress", ("DOCKER_HOST", "fix"), env={"DOCKER_HOST": "unix:///nonexistent.sock"}),
+    Case("setup-engine-denied", "setup", ("docker.sock", "docker group"), nobody=True),
     Case("run-engine-denied", "run --local --no-progress", ("docker.sock", "docker group"), nobody=True),
-    Case("report-dir-unwritable", "run --local --no-progress", ("REPORT_DIR", "/proc/nsyskit", "writable"), env={"REPORT_DIR": "/proc/nsyskit"}),
+    Case("report-dir-unwritable", "run --local --no-progress", ("REPORT_DIR", "/proc/nsyskit", "writable"), env={"REPORT_DIR": "/proc/nsyskit", **EMPTY_IMAGE}),
     Case("report-dir-through-file", "run --local --no-progress", ("REPORT_DIR", "afile/runs", "file"), env={"REPORT_DIR": "afile/runs"}, files={"afile": "x"}),
     # --- flags ---
     Case("run-id-traversal", "run --local --run-id ../escape", ("--run-id", "../escape", "fix")),
@@ -166,6 +184,7 @@ CASES = [
     Case("last-pointer-binary", "status --k8s", ("last-k8s", "fix"), files={"jobs/last-k8s": b"\xff\xfe"}),
     Case("never-submitted", "collect --slurm", ("never submitted", "fix"), files={"jobs/slurm-x/job.json": "{}", "jobs/last-slurm": "slurm-x\n"}),
     Case("jobs-is-a-file", SLURM, ("jobs", "fix"), files={"jobs": "x"}),
+    Case("jobs-not-writable", K8S, ("jobs", "Permission denied", "writable"), nobody=True),
     Case("status-no-slurm-client", "status --slurm", ("scontrol", "SLURM_SUBMIT_PREFIX"),
          files={"jobs/slurm-x/job.json": '{"job_id": "12"}', "jobs/last-slurm": "slurm-x\n"}),
     Case("collect-no-slurm-client", "collect --slurm", ("scontrol", "SLURM_SUBMIT_PREFIX"),
@@ -204,6 +223,9 @@ def results():
     secret = Path(SECRET)
     secret.write_bytes(b"secret")
     secret.chmod(0o600)
+    empty_tar = b"\0" * 1024  # a tar archive with no members
+    empty_ref = f"{EMPTY_IMAGE['IMAGE']}:{EMPTY_IMAGE['TAG']}"
+    subprocess.run(["docker", "import", "-", empty_ref], input=empty_tar, check=True, capture_output=True)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _NotFound)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}"
@@ -212,7 +234,8 @@ def results():
             return dict(zip([c.id for c in CASES], pool.map(lambda c: run_case(c, url), CASES), strict=True))
     finally:
         server.shutdown()
-        secret.unlink()
+        secret.unlink(missing_ok=True)
+        subprocess.run(["docker", "rmi", empty_ref], capture_output=True)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
@@ -277,3 +300,19 @@ def test_build_dry_run_prints_a_command_safe_to_paste(project):
     args = dict(words[i + 1].split("=", 1) for i, word in enumerate(words) if word == "--build-arg")
     assert args["NCCL_TESTS_GENCODE"] == gencode
     assert words[:2] == ["docker", "build"] and "localhost:5000/nsyskit:v1" in words
+
+
+def test_gpus_asked_of_an_engine_without_gpu_support_name_the_setting(project):
+    runtimes = subprocess.run(["docker", "info", "--format", "{{json .Runtimes}}"], capture_output=True, text=True).stdout
+    if "nvidia" in runtimes:
+        pytest.skip("this engine has the NVIDIA runtime: GPU containers start here")
+    subprocess.run(["docker", "import", "-", "nsyskit-battery:gpu"], input=b"\0" * 1024, check=True, capture_output=True)
+    try:
+        result = _invoke(project, "run", "--local", "--no-progress", "--nodes", "1", "--procs-per-node", "1",
+                         REGISTRY="", IMAGE="nsyskit-battery", TAG="gpu", GPUS_PER_NODE="8")  # fmt: skip
+    finally:
+        subprocess.run(["docker", "rmi", "-f", "nsyskit-battery:gpu"], capture_output=True)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        "error: GPUS_PER_NODE=8 (from environment): asks for GPUs, but the Docker engine cannot give containers any"
+    ), result.stderr

@@ -89,5 +89,5 @@ def test_unreachable_engine_is_one_line():
         "build", "--profile", "local-cpu", env={"DOCKER_HOST": "unix:///tmp/nsyskit-no-engine.sock"}, timeout=120
     )
     assert result.returncode != 0
-    assert result.stderr.strip().startswith("error: no Docker engine reachable (unix:///tmp/nsyskit-no-engine.sock)")
+    assert result.stderr.strip().startswith("error: no Docker engine reachable at DOCKER_HOST=unix:///tmp/nsyskit-no-engine.sock")
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr

@@ -327,7 +327,7 @@ def test_generic_aws_endpoint_url_is_honoured(ecr_registry):
     env["AWS_ENDPOINT_URL"] = ecr_registry.moto.endpoint_url  # boto3's all-services override
     result = invoke("login", env=env)
     assert result.returncode == 0, result.stderr
-    assert f"ECR API endpoint: {ecr_registry.moto.endpoint_url}" in result.stderr
+    assert f"from the ECR API at {ecr_registry.moto.endpoint_url}" in result.stdout  # named in the result line
     assert "reported expiry 2015-01-01 is past; ignored" in result.stdout  # moto's fixed expiry does not break the flow
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from nsyskit.errors import NcclLogError
 from nsyskit.nccllog import Window, analyze, parse_range, resolve_logs
-from nsyskit.nccllog import scan as scan_module
+from nsyskit.nccllog import blocks as blocks_module
 from nsyskit.nccllog.dtypes import DATATYPES, algorithm_name, protocol_name, size_bucket
 from nsyskit.nccllog.facts import MAX_DISTINCT, Facts
 from nsyskit.nccllog.render import human_bytes, render_html
@@ -368,7 +368,7 @@ def test_garbled_lines_are_counted_with_examples():
 
 
 def test_overlong_line_is_dropped_not_buffered(tmp_path, monkeypatch):
-    monkeypatch.setattr(scan_module, "MAX_LINE", 1000)
+    monkeypatch.setattr(blocks_module, "MAX_LINE", 1000)
     log = tmp_path / "long.log"
     good = GARBLED.read_text(errors="replace").splitlines()[0] + "\n"
     log.write_text(good + "x" * 5000 + "\n" + good)

@@ -114,7 +114,11 @@ def test_non_utf8_report_html_is_left_unchanged(tmp_path):
     "name, content, holds",
     [
         ("empty.log", b"", "the file is empty"),
-        ("utf16.log", (DATA / "kit_mpirun.log").read_text().encode("utf-16"), "the file is UTF-16 text (convert it: iconv"),
+        (
+            "utf16.log",
+            (DATA / "kit_mpirun.log").read_text().encode("utf-16"),
+            "the file is UTF-16 text (convert it: iconv",
+        ),
         ("core.bin", bytes(range(256)) * 64, "the file is binary data"),
         ("plain.log", b"epoch 1 loss 0.5\nepoch 2 loss 0.4\n", "the file is text without NCCL INFO lines"),
     ],

@@ -365,6 +365,7 @@ def test_step_statistics_are_per_job(tmp_path):
     ]  # fmt: skip
     run = tmp_path / "run-1"
     run.mkdir()
+    (run / "run.json").write_text("{}")  # a run folder: its rank logs are one job
     _megatron(run / "rank0.log", 200.0, 100.0, range(1, 3))
     _megatron(run / "rank8.log", 400.0, 300.0, range(1, 3))
     jobs = resolve_jobs([str(run)])
@@ -377,6 +378,8 @@ def test_real_logs_of_two_jobs_are_not_averaged():
     # 22: one step of 306.5 ms at 33.65 TFLOPs; 29: three steps of 5361.6, 5470.7, 5829.9 ms at 243.6, 238.7, 224.0
     steps = analyze([real("22"), real("29")]).steps
     assert steps["avg_step_time_s"] is None and len(steps["jobs"]) == 2
+    jobs = resolve_jobs([str(REAL)])  # a folder that is no run folder: each file is its own job
+    assert set(jobs.values()) == {str(p) for p in jobs} and len(jobs) == len(list(REAL.glob("*.log")))
     assert [round(j["avg_tflops_per_gpu"], 4) for j in steps["jobs"]] == [33.65, round((243.6 + 238.7 + 224.0) / 3, 4)]
 
 
@@ -417,3 +420,68 @@ def test_several_files_on_several_cores_match_one_core():
     one, several = analyze(paths, window, workers=1).to_dict(), analyze(paths, window, workers=2).to_dict()
     one["seconds"] = several["seconds"] = 0
     assert several == one
+
+
+def test_lines_cut_inside_a_value_do_not_swallow_the_next_line(tmp_path):
+    full = [coll("gb200-1", 7, d, "AllReduce", 512 * (d + 1), 7, "0x5", 4, d) for d in range(4)]
+    cut = [
+        "gb200-1:7:7 [0] NCCL INFO AllReduce: opCount 1",  # inside the opCount value
+        "gb200-1:7:7 [0] NCCL INFO AllReduce: opCount 2 sendbuff 0x7f",  # inside the sendbuff value
+        "gb200-1:7:7 [0] NCCL INFO AllReduce: opCount 3 sendbuff 0x7f recvbuff 0x7e",  # inside the recvbuff value
+        "gb200-1:7:7 [0] NCCL INFO AllReduce: opCount 4 sendbuff 0x7f recvbuff 0x7e cou",  # inside 'count'
+    ]
+    log = tmp_path / "cut.log"
+    log.write_text("\n".join(line for pair in zip(cut, full, strict=True) for line in pair) + "\n")
+    report = analyze([log])
+    assert gpus(report) == {f"gb200-1[{d}]": 1 for d in range(4)} and report.lines["collective"] == 4
+    assert report.lines["garbled_collective"] == 4 and report.lines["unrecognized_nccl"] == 0
+
+
+def test_lines_without_spaces_between_nccl_lines(tmp_path):
+    """CloudWatch copies put the timestamp on a line of its own (12-cloudwatch-ofi-efa-p4d.log); separators too."""
+    lines = []
+    for k in range(6):
+        lines += [
+            f"2024-12-04T07:19:43.{480 + k}Z",
+            "=" * (k * 7),  # an empty line, then lines of '=' only
+            coll(f"algo-{k % 3}", 18560 + k, k, "AllGather", 4096 << k, 9, f"0x{k}", 8, k),
+        ]
+    log = tmp_path / "cloudwatch.log"
+    log.write_text("\n".join(lines) + "\n")
+    report = analyze([log])
+    assert gpus(report) == {f"algo-{k % 3}[{k}]": 1 for k in range(6)}
+    assert report.init["nnodes_from_hostnames"] == 3 and report.lines["unrecognized_nccl"] == 0
+
+
+def test_space_less_line_before_a_tagged_nccl_line(tmp_path):
+    log = tmp_path / "mpirun.log"
+    log.write_text(
+        "".join(
+            f"-----\n[1,{k}]<stdout>:" + coll("worker-3", 27 + k, k, "AllReduce", 64, 7, f"0x{k}", 2) + "\n"
+            for k in range(2)
+        )
+    )
+    assert gpus(analyze([log])) == {"worker-3[0]": 1, "worker-3[1]": 1}
+
+
+def test_a_big_file_split_over_cores_counts_as_read_in_one_pass(tmp_path, monkeypatch):
+    from nsyskit.nccllog import parallel
+
+    monkeypatch.setattr(parallel, "PART_MIN_BYTES", 2000)  # parts of a few kB: the fixtures are small
+    data = ROOT / "tests" / "data" / "nccl"
+    log = tmp_path / "big.log"
+    log.write_bytes(
+        b"".join((data / name).read_bytes() for name in ("nemo_4gpu.log", "garbled.log", "kit_mpirun.log")) * 3
+    )
+    lines = log.read_text(errors="replace").splitlines()  # garbled.log holds binary junk
+    for paths in ([log], [log, real("01"), real("22")]):
+        one = analyze(paths, workers=1).to_dict()
+        split = analyze(paths, workers=4).to_dict()
+        one["seconds"] = split["seconds"] = 0
+        examples = split.pop("examples")
+        one.pop("examples")
+        assert split == one
+        for example in (e for kept in examples.values() for e in kept if e.startswith(f"{log}:")):
+            number, text = example[len(f"{log}:") :].split(": ", 1)  # the file's line number, not the part's
+            assert lines[int(number) - 1].startswith(text[:40]), example
+    assert len(parallel.plan([log], Window(), 4)) == 4 and len(parallel.plan([log], Window(steps=(1, 2)), 4)) == 1

@@ -145,3 +145,15 @@ def test_rank_statuses_skip_files_that_are_not_a_wrapper_status(tmp_path):
     (logs / "d.status.json").write_text('{"host": "x"}')
     (logs / "e.status.json").write_bytes(b"\xff")
     assert [s.rank for s in runfolder.rank_statuses(tmp_path)] == [1]
+
+
+def test_an_engine_without_gpu_support_is_named_with_the_fix():
+    from docker.errors import APIError
+
+    from nsyskit import engine
+
+    refused = APIError("500 Server Error", explanation='could not select device driver "" with capabilities: [[gpu]]')
+    line = str(engine.start_failed(refused, 8, ".env"))
+    assert line.startswith("GPUS_PER_NODE=8 (from .env): asks for GPUs") and "fix: set GPUS_PER_NODE=0" in line
+    other = str(engine.start_failed(APIError("500", explanation="no space left on device"), 0))
+    assert "no space left on device" in other and "fix:" in other

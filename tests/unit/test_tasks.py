@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 INVOKE = [sys.executable, "-m", "invoke"]
 
@@ -89,3 +91,32 @@ def test_unreachable_engine_is_one_line_naming_it_and_the_fix():
     assert lines[0].startswith("error: no Docker engine reachable at DOCKER_HOST=tcp://127.0.0.1:9")
     assert "fix: start the engine DOCKER_HOST names" in lines[0]
     assert ("unset DOCKER_HOST" in lines[0]) == (os.geteuid() == 0)  # only root can have 'invoke setup' start one
+
+
+def test_an_unforeseen_error_is_one_line_and_the_traceback_only_on_request(tmp_path, monkeypatch):
+    # A full disk, a permission or a bug no check foresaw: one line, and the traceback only with NSYSKIT_DEBUG=1.
+    from invoke import Context, Exit
+
+    from nsyskit.cli import task
+
+    @task()
+    def boom(c):
+        """Fail the way a bug would."""
+        raise ZeroDivisionError("division by zero")
+
+    @task()
+    def disk(c):
+        """Fail the way a full disk would."""
+        raise OSError(28, "No space left on device", str(tmp_path / "x"))
+
+    for body, code, words in ((boom, 70, "unexpected ZeroDivisionError: division by zero; fix: rerun with NSYSKIT_DEBUG=1"),
+                              (disk, 1, f"{tmp_path / 'x'}: No space left on device; fix:")):  # fmt: skip
+        try:
+            body(Context())
+        except Exit as exit_:
+            assert exit_.code == code and words in exit_.message and "\n" not in exit_.message
+        else:
+            raise AssertionError("no Exit")
+    monkeypatch.setenv("NSYSKIT_DEBUG", "1")
+    with pytest.raises(ZeroDivisionError):
+        boom(Context())

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import invoke
+from docker.errors import DockerException
 from invoke import Exit
+from invoke.exceptions import Failure
 
 from nsyskit import console
 from nsyskit.errors import NsyskitError
@@ -18,8 +21,28 @@ if TYPE_CHECKING:
 PROFILE_HELP = "Profile overlay from profiles/ (e.g. local-cpu); default: $NSYSKIT_PROFILE, else none."
 
 
+DEBUG_ENV = "NSYSKIT_DEBUG"  # set (to anything) to see the traceback of an unexpected error
+
+
+def _unexpected(exc: Exception) -> Exit:
+    """One line for an error no check foresaw: the machine's own complaint (disk, permissions, engine) or a bug."""
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f" {exc.filename}" if exc.filename else ""
+        return Exit(f"error:{where}: {exc.strerror}; fix: check that path, its permissions and the free space", code=1)
+    if isinstance(exc, DockerException):
+        text = " ".join(str(exc).split())[:300]
+        return Exit(f"error: the Docker engine refused: {text}; fix: act on the engine's message", code=1)
+    text = " ".join(str(exc).split())[:300]
+    return Exit(f"error: unexpected {type(exc).__name__}: {text}; fix: rerun with {DEBUG_ENV}=1 for the "
+                "traceback and report it", code=70)  # fmt: skip
+
+
 def task(*args: Any, **kwargs: Any):
-    """invoke.task whose NsyskitErrors become a one-line message on stderr and a non-zero exit."""
+    """invoke.task whose errors become a one-line message on stderr and a non-zero exit (never a traceback).
+
+    NsyskitErrors carry their own message and fix; anything else (a full disk, a refusing engine, a bug) gets
+    one line too, and the traceback only with NSYSKIT_DEBUG=1.
+    """
 
     def decorate(body):
         @functools.wraps(body)
@@ -30,6 +53,14 @@ def task(*args: Any, **kwargs: Any):
                 raise Exit(f"error: {exc.one_line()}", code=exc.exit_code) from None
             except KeyboardInterrupt:
                 raise Exit("interrupted", code=130) from None
+            except (Exit, Failure):  # invoke's own ways out (a command run by c.run failing keeps its exit code)
+                raise
+            except BrokenPipeError:  # the reader of our output went away (| head): nothing to say
+                raise Exit(code=141) from None
+            except Exception as exc:  # noqa: BLE001 - the promise: one line, never a traceback
+                if os.environ.get(DEBUG_ENV):
+                    raise
+                raise _unexpected(exc) from None
 
         return invoke.task(*args, **kwargs)(run)
 

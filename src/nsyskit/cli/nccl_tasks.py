@@ -12,7 +12,7 @@ from nsyskit.cli import task
     positional=["logs"],
     help={
         "logs": "Logs to read: files (plain or .gz), globs, or a run folder; several comma-separated (e.g. 'a.log,b.log.gz'). "
-        "A folder's files form one job (one set of step statistics); each file given on its own is its own job.",
+        "A run folder's logs form one job (one set of step statistics); any other file is its own job.",
         "steps": "Only the step window A-B: from the step line of iteration A up to the first step line after B "
         "(NeMo 'Training epoch .. iteration N/M', Megatron 'iteration N/M', the example's '[rank 0] step N/M').",
         "lines": "Only lines A-B (1-based, inclusive) of each file; combined with --steps, lines in both.",

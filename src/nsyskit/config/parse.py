@@ -81,6 +81,40 @@ def word_list(raw: str) -> str:
     return value
 
 
+def source(raw: str) -> str:
+    """Empty (the pinned default), an http(s):// URL, a file:// URL or an absolute path of a host file."""
+    value = raw.strip()
+    if not value or value.startswith("/"):
+        return value
+    parts = urlsplit(value) if " " not in value else None
+    ok = parts and ((parts.scheme in ("http", "https") and parts.netloc) or (parts.scheme == "file" and parts.path.startswith("/")))
+    if not ok:
+        raise Problem("is not an http(s) URL, a file:// URL or an absolute path",
+                      "use e.g. https://mirror.example.com/x.tar.gz, file:///srv/x.tar.gz or /srv/x.tar.gz (empty: the pinned download)")  # fmt: skip
+    return value
+
+
+def folder(raw: str) -> str:
+    """A non-empty folder path (relative to the project root or absolute), without commas."""
+    value = raw.strip()
+    if not value:
+        raise Problem("is empty", "name a folder, e.g. reports (relative to the project root) or an absolute path")
+    if "," in value:
+        raise Problem("contains a comma, but commas separate paths (invoke analyze RUN[,RUN...])",
+                      "use a folder path without commas")  # fmt: skip
+    return value
+
+
+def wheelhouse(raw: str) -> str:
+    """Empty (PyPI), a folder path, or the http(s)/file URL of a wheel listing."""
+    value = raw.strip()
+    if "://" in value:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https", "file") or not (parts.netloc or parts.path.startswith("/")):
+            raise Problem("is not a URL of a wheel listing", "use https://HOST/PATH/, a folder path, or leave it empty for PyPI")
+    return value
+
+
 def debian_suite(raw: str) -> str:
     """A Debian suite or code name such as bookworm, trixie or stable."""
     value = raw.strip()

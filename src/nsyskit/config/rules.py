@@ -6,6 +6,7 @@ import os
 import shlex
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from nsyskit.config import parse as p
 from nsyskit.errors import ConfigError
@@ -33,7 +34,12 @@ def report_dir_problem(report_dir: str, root: Path) -> tuple[str, str] | None:
 
 def manifest_problem(manifest: str, root: Path) -> tuple[str, str] | None:
     """(problem, fix) when K8S_MPI_OPERATOR_MANIFEST names a local file (not a URL) that kubectl could not read."""
-    if not manifest or "://" in manifest:
+    if not manifest:
+        return None
+    if "://" in manifest:
+        parts = urlsplit(manifest)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            return "is not an http(s) URL", "use https://HOST/PATH.yaml or a local file, or leave it empty for the pinned release"
         return None
     path = Path(manifest) if Path(manifest).is_absolute() else Path(root) / manifest
     if not os.path.isfile(path):
@@ -88,6 +94,11 @@ def cross_checks(v: dict[str, Any], sources: dict[str, str], root: Path) -> list
             and v["nsys_version"] not in NSYS_PINNED:
         err("NSYS_VERSION", f"has no pinned download (pinned: {', '.join(NSYS_PINNED)})",
             f"set NSYS_URL (and NSYS_SHA256) to that version's CLI .deb, or use NSYS_VERSION={NSYS_PINNED[0]}")
+    if have("install_ncu", "ncu_source", "ncu_url", "ncu_sha256") and v["install_ncu"] and v["ncu_source"] == "nvidia" \
+            and not (v["ncu_url"] and v["ncu_sha256"]):
+        missing = " and ".join(k for k in ("NCU_URL", "NCU_SHA256") if not v[k.lower()])
+        err("NCU_SOURCE", f"needs NVIDIA's Nsight Compute .deb, but {missing} {'are' if ' and ' in missing else 'is'} empty",
+            "set NCU_URL and NCU_SHA256, or use NCU_SOURCE=nvidia-apt, debian or base")
     if have("registry", "image", "tag"):
         name = f"{v['registry']}/{v['image']}" if v["registry"] else v["image"]
         if len(name) > p.IMAGE_NAME_MAX:

@@ -9,7 +9,7 @@ from nsyskit.config.parse import Problem
 
 # Slurm's --time forms: MIN, MIN:SEC, H:MIN:SEC, D-H, D-H:MIN, D-H:MIN:SEC (sbatch(1)).
 _TIME = re.compile(r"[0-9]+(:[0-9]{1,2}){0,2}|[0-9]+-[0-9]+(:[0-9]{1,2}){0,2}")
-_WORD = re.compile(r"[A-Za-z0-9_.-]+")
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _MOUNT = re.compile(r"/[^,:\s]*:/[^,:\s]*(:[a-z+]+)?")
 
 
@@ -28,7 +28,7 @@ def slurm_name(raw: str) -> str:
     value = raw.strip()
     if value and not _WORD.fullmatch(value):
         raise Problem(
-            "is not a Slurm name", "use a single name of letters, digits, '_', '.' or '-' (empty: cluster default)"
+            "is not a Slurm name", "use a single name of letters, digits, '_', '.' or '-', starting with a letter or digit (empty: cluster default)"
         )
     return value
 
@@ -61,7 +61,7 @@ def container_image(raw: str) -> str:
     value = raw.strip()
     if value in ("registry", "sqsh") or (value.startswith("/") and value.endswith(".sqsh")):
         return value
-    if not re.fullmatch(r"([\w.-]+@)?([\w.:-]+#)?[\w./-]+(:[\w.-]+)?", value):
+    if not re.fullmatch(r"([\w.-]+@)?([\w.:-]+#)?[a-z0-9][\w./-]*(:[\w.-]+)?", value, re.ASCII):
         raise Problem(
             "is not a container image for Pyxis",
             "use registry, sqsh, an absolute .sqsh path or [USER@][REGISTRY#]IMAGE[:TAG]",

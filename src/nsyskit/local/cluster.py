@@ -184,7 +184,10 @@ class LocalCluster:
                 "hostfile": hostfile(self.cfg).splitlines(),
             }  # fmt: skip
         for member in self.members:
-            member.container.start()
+            try:
+                member.container.start()
+            except APIError as exc:
+                raise engine.start_failed(exc, self.cfg.gpus_per_node, self.cfg.sources.get("GPUS_PER_NODE", "")) from None
 
     @property
     def launcher(self) -> Member:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
 from pathlib import Path
 
-from docker.errors import NotFound
+from docker.errors import APIError, NotFound
 from docker.types import DeviceRequest
 
 from nsyskit import engine, launch
@@ -40,12 +41,17 @@ def start(cfg: Config, root: Path) -> str:
     options: dict = {"shm_size": SHM_SIZE}
     if cfg.uses_gpu:
         options["device_requests"] = [DeviceRequest(count=cfg.gpus_per_node, capabilities=[["gpu"]])]
-    client.containers.run(
-        cfg.image_ref, ["sleep", "infinity"], name=DEV_NAME, hostname="dev", detach=True, init=True,
-        labels={LABEL_RUN: DEV_RUN_ID, LABEL_ROLE: "dev"},
-        environment=launch.wrapper_env(cfg, launch.CONTAINER_REPORT_DIR, "torchrun", job_id=DEV_RUN_ID),
-        volumes={str(reports.resolve()): {"bind": launch.CONTAINER_REPORT_DIR, "mode": "rw"}}, **options,
-    )  # fmt: skip
+    try:
+        client.containers.run(
+            cfg.image_ref, ["sleep", "infinity"], name=DEV_NAME, hostname="dev", detach=True, init=True,
+            labels={LABEL_RUN: DEV_RUN_ID, LABEL_ROLE: "dev"},
+            environment=launch.wrapper_env(cfg, launch.CONTAINER_REPORT_DIR, "torchrun", job_id=DEV_RUN_ID),
+            volumes={str(reports.resolve()): {"bind": launch.CONTAINER_REPORT_DIR, "mode": "rw"}}, **options,
+        )  # fmt: skip
+    except APIError as exc:
+        with contextlib.suppress(NotFound):
+            client.containers.get(DEV_NAME).remove(force=True)  # created but not started: leave no husk
+        raise engine.start_failed(exc, cfg.gpus_per_node, cfg.sources.get("GPUS_PER_NODE", "")) from None
     example = " ".join(launch.torchrun_command(cfg))
     return f"started {DEV_NAME} from {cfg.image_ref}; reports in {reports}\ntry: invoke exec --command '{example}'"
 

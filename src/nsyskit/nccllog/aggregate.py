@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
 from nsyskit.nccllog.dtypes import BUCKET_NAMES, datatype, size_bucket
 
 
 class CallGroup(NamedTuple):
-    """Identical collective calls on one GPU: same op, element count, datatype and communicator size."""
+    """Identical collective calls: same op, element count, datatype and communicator size."""
 
-    gpu: str
     op: str
     count: int
     dtype_code: int
@@ -27,27 +26,30 @@ def gpu_label(host: str, dev: int | str) -> str:
     return f"{host}[{dev}]"
 
 
-def call_groups(coll: Mapping[tuple[bytes, ...], int], gpu_of: Callable[[bytes, bytes | None], str]) -> list[CallGroup]:
-    """Decode the scanner's counts {(source, op, count, datatype, nranks, comm): calls} into CallGroups; gpu_of
-    names the GPU of a (source, comm): the communicator's device where its init line was logged."""
+def call_groups(coll: Mapping[tuple, int]) -> list[CallGroup]:
+    """Decode the scanner's counts {(op, count, datatype, nranks): calls} into CallGroups."""
     groups = []
-    for (source, op, count, dtype, nranks, comm), calls in coll.items():
+    for (op, count, dtype, nranks), calls in coll.items():
         code = int(dtype)
         known = datatype(code)
-        n = int(count)
         groups.append(
             CallGroup(
-                gpu=gpu_of(source, comm),
                 op=op.decode("utf-8", "replace"),
-                count=n,
+                count=count,
                 dtype_code=code,
                 dtype=known[0] if known else None,
-                bytes=n * known[1] if known else None,
+                bytes=count * known[1] if known else None,
                 nranks=int(nranks) if nranks else None,
                 calls=calls,
             )
         )
     return groups
+
+
+def bucket_of(count: int, dtype: bytes) -> str | None:
+    """The size bucket of one call, or None when the byte statistics leave it out (unknown datatype, count 0)."""
+    known = datatype(int(dtype))
+    return size_bucket(count * known[1]) if known and count > 0 else None
 
 
 def sized(groups: Iterable[CallGroup]) -> list[CallGroup]:
@@ -71,10 +73,24 @@ def per_op_stats(groups: Iterable[CallGroup]) -> list[dict]:
     return sorted(rows, key=lambda r: (-r["total_bytes"], r["op"]))
 
 
-def _histogram(groups: Iterable[CallGroup], key: str) -> list[dict]:
+def histogram_per_op(groups: Iterable[CallGroup]) -> list[dict]:
+    """Calls per op in each message-size bucket (<64KB, 64KB-1MB, 1MB-16MB, >16MB); most calls first."""
     counts: dict[str, Counter] = defaultdict(Counter)
     for g in sized(groups):
-        counts[getattr(g, key)][size_bucket(g.bytes)] += g.calls
+        counts[g.op][size_bucket(g.bytes)] += g.calls
+    return sorted(_bucket_rows("op", counts), key=lambda r: (-r["calls"], r["op"]))
+
+
+def histogram_per_gpu(per_gpu: Mapping[tuple[str, str | None], int]) -> list[dict]:
+    """Calls per GPU (host[dev]) in each message-size bucket, from {(gpu, bucket or None): calls}; by GPU name."""
+    counts: dict[str, Counter] = defaultdict(Counter)
+    for (gpu, bucket), calls in per_gpu.items():
+        if bucket is not None:
+            counts[gpu][bucket] += calls
+    return sorted(_bucket_rows("gpu", counts), key=lambda r: r["gpu"])
+
+
+def _bucket_rows(key: str, counts: Mapping[str, Counter]) -> list[dict]:
     rows = []
     for name, buckets in counts.items():
         row = {key: name}
@@ -82,16 +98,6 @@ def _histogram(groups: Iterable[CallGroup], key: str) -> list[dict]:
         row["calls"] = sum(buckets.values())
         rows.append(row)
     return rows
-
-
-def histogram_per_op(groups: Iterable[CallGroup]) -> list[dict]:
-    """Calls per op in each message-size bucket (<64KB, 64KB-1MB, 1MB-16MB, >16MB); most calls first."""
-    return sorted(_histogram(groups, "op"), key=lambda r: (-r["calls"], r["op"]))
-
-
-def histogram_per_gpu(groups: Iterable[CallGroup]) -> list[dict]:
-    """Calls per GPU (host[dev]) in each message-size bucket; by GPU name."""
-    return sorted(_histogram(groups, "gpu"), key=lambda r: r["gpu"])
 
 
 def aggregate_table(groups: Iterable[CallGroup]) -> list[dict]:
@@ -122,7 +128,7 @@ def unknown_datatypes(groups: Iterable[CallGroup]) -> list[dict]:
     return [{"op": op, "datatype": code, "calls": calls} for (op, code), calls in sorted(acc.items())]
 
 
-def totals(groups: Iterable[CallGroup]) -> dict:
+def totals(groups: Iterable[CallGroup], gpus: int) -> dict:
     """Calls in all, sized calls, zero-count calls, total bytes, GPUs, communicator sizes seen in collective lines."""
     groups = list(groups)
     good = sized(groups)
@@ -132,6 +138,6 @@ def totals(groups: Iterable[CallGroup]) -> dict:
         "zero_count_calls": sum(g.calls for g in groups if g.count == 0),
         "unknown_datatype_calls": sum(g.calls for g in groups if g.bytes is None),
         "total_bytes": sum(g.calls * g.bytes for g in good),
-        "gpus": len({g.gpu for g in groups}),
+        "gpus": gpus,
         "nranks": sorted({g.nranks for g in groups if g.nranks is not None}),
     }

@@ -43,6 +43,7 @@ ENV_SETTING = re.compile(r"^(NCCL_\w+) set by environment to (.+?)\.?\s*$")
 # '262144 Bytes -> Algo 0 proto 1 time 54.707825' (numbers, no op name).
 TUNING = re.compile(r"^(?:(\w+): )?(\d+) Bytes -> Algo (\w+) proto (\w+)")
 MAX_COMMS = 1 << 16  # communicators remembered (host, pid, comm) -> (rank, cudaDev)
+MAX_SOURCES = 1 << 15  # (host, pid) and (host, pid, dev) remembered: hosts and GPUs of jobs of thousands of ranks
 
 
 def transport_of(via: str) -> str:
@@ -226,7 +227,7 @@ class Facts:
                 for key, n in theirs.items():
                     _bounded_add(mine, key, n)
             elif isinstance(mine, set):
-                mine.update(list(theirs)[: max(0, 4096 - len(mine))])
+                mine.update(list(theirs)[: max(0, MAX_SOURCES - len(mine))])
             elif isinstance(mine, dict):
                 for key, value in theirs.items():
                     if key in mine or len(mine) < (MAX_COMMS if name == "comms" else MAX_DISTINCT):

@@ -51,7 +51,8 @@ def _not_found(item: str, argument: str) -> NcclLogError:
 
 
 def _expand(item: str, argument: str) -> tuple[list[Path], str | None]:
-    """The files one path, folder or glob names, and the job they form (a folder: one job; files: None)."""
+    """The files one path, folder or glob names, and the job they form (a run folder, one with run.json: one job;
+    None: each file is its own job)."""
     path = Path(item)
     if path.is_dir():
         found = logs_in_folder(path)
@@ -62,7 +63,7 @@ def _expand(item: str, argument: str) -> tuple[list[Path], str | None]:
                 "the folder holds no log files (*.log, *.txt, *.out, *nccl*, .gz)",
                 "name the log files themselves",
             )
-        return found, str(path)
+        return found, str(path) if (path / "run.json").is_file() else None  # a run's rank logs: one job
     if path.is_file():
         return [path], None
     if glob.has_magic(item):
@@ -75,7 +76,7 @@ def _expand(item: str, argument: str) -> tuple[list[Path], str | None]:
 
 def resolve_jobs(arguments: list[str]) -> dict[Path, str]:
     """Each log file the arguments name (files, folders, globs; several may be comma-separated), in order, with the
-    job it belongs to: the folder for the files of a folder argument, else the file itself. A file reached twice
+    job it belongs to: the run folder for the files of a run folder argument (one with run.json), else the file. A file reached twice
     (named twice, through symlinks, or by a glob over a symlink loop) is read once."""
     jobs: dict[Path, str] = {}
     seen: set[tuple[int, int]] = set()

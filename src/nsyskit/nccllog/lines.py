@@ -14,16 +14,22 @@ import re
 #   torchrun '[default0]:', ISO dates with or without 'T', fraction, offset or 'Z' (kubectl logs --timestamps,
 #   CloudWatch, Loki/Fluent Bit), the CRI stream tag 'stdout F ', Python logging ' - INFO - ' (a level or logger
 #   word followed by ' - '), Ray '(RayTrainWorker pid=615, ip=10.72.7.6) ', epoch seconds, '|' separators.
-# Possessive, so a line costs one pass; no token can take a host name (it is followed by ':pid:tid').
+# Possessive, so a line costs one pass; no token can take a host name (it is followed by ':pid:tid'). Brackets are
+# closed by runs of one negated character (fast): one left open runs into the next line and the match fails there.
 _PREFIX = (
-    rb"[ \t|]*+(?:(?:\[[^\]\n]*+\]|<\w++>|\([^)\n]*+\)|\d++:|\d{4}-\d\d-\d\d(?:[T ][\d:.,]*+)?(?:Z|[+\-]\d\d:?\d\d)?"
+    rb"[ \t|]*+(?:(?:\[[^\]]*+\]|<\w++>|\([^)]*+\)|\d++:|\d{4}-\d\d-\d\d(?:[T ][\d:.,]*+)?(?:Z|[+\-]\d\d:?\d\d)?"
     rb"|(?:stdout|stderr) [FP]|[A-Za-z_][\w.]*+(?= - )|-(?= )|\d++(?:\.\d++)?(?=[ \t|]))[ \t:|]*+)*+"
 )
-# The source 'host:pid:tid [dev]' as one span (split only for the distinct ones).
-_SOURCE = rb"([^ \n]++ \[\d++\]) NCCL INFO "
+# The source 'host:pid:tid [dev]' as one span (split only for the distinct ones). A run of one negated character
+# (fast, see _COLL) may start on earlier lines that hold no space (bare timestamps): the source is what follows
+# its last newline (clean_source); such lines hold no NCCL line, so nothing is lost.
+_SOURCE = rb"([^ ]++ \[\d++\]) NCCL INFO "
 # A collective: op, then the fields after recvbuff as one span (RCCL puts 'acc (nil)' first; buffers may be
-# '(nil)'); the span is split per distinct value by TAIL. Two groups: few groups make findall cheap.
-_COLL = rb"([A-Z][A-Za-z]++): opCount [^ \n]++ sendbuff [^ \n]++ recvbuff [^ \n]++ ([^\n]*+)"
+# '(nil)'); the span is split per distinct value by TAIL. Two groups: few groups make findall cheap. The values
+# are '[^ ]' runs (one negated character is a tight loop in the engine; a class is a call per character): a line
+# cut inside one runs into the next line, where the following field name or the 'count'/'acc' that must start
+# the span cannot match, so the cut line falls to the message branch (counted as garbled), the next read whole.
+_COLL = rb"([A-Z][A-Za-z]++): opCount [^ ]++ sendbuff [^ ]++ recvbuff [^ ]++ ((?:count|acc) [^\n]*+)"
 # Other INFO messages are kept only when they may carry a fact (else the empty message: counted as 'other').
 _FACT_WORDS = (
     rb"(?=NCCL version|Using |NET/|Channel|Ring|Trees|Connected|NCCL_|comm |ncclCommInit|nranks|Init |\d"
@@ -31,14 +37,23 @@ _FACT_WORDS = (
 )
 # Groups: source, op, tail (collective lines) | message (other INFO lines).
 INFO_LINE = re.compile(
-    rb"\n(?:(?=[ \t|\[<\d(])" + _PREFIX + rb")?" + _SOURCE + rb"(?:" + _COLL + rb"|" + _FACT_WORDS + rb"([^\n]*+))?"
-)
+    rb"\n(?:(?=[ \t|\[<\d(])"
+    + _PREFIX
+    + rb")?"
+    + _SOURCE
+    + rb"(?:"
+    + _COLL
+    + rb"|"
+    + _FACT_WORDS
+    + rb"([^\n]*+)|[^\n]*+)"
+)  # the last branch walks a message of no interest to its end (faster than findall's search for the next line)
 # A line holding 'NCCL INFO' that does not start as above (another program's output before the NCCL part, an unknown
 # prefix), for read_missed_line; looked for only in blocks where INFO_LINE found fewer lines than 'NCCL INFO's.
 # Unrolled (runs of a class, no per-character retry).
 MISSED_LINE = re.compile(
     rb"\n(?!(?:(?=[ \t|\[<\d(])" + _PREFIX + rb")?" + _SOURCE + rb")[^N\n]*+(?:N(?!CCL INFO)[^N\n]*+)*+NCCL INFO[^\n]*+"
 )
+_PREFIX_ONLY = re.compile(_PREFIX)
 # 'count N datatype D' and, unless the line was cut short, 'op O root R comm 0x.. [nranks=N]'.
 TAIL = re.compile(rb"(?:acc \S+ )?count (\d+) datatype (\d+)(?: op -?\d+ root -?\d+ comm (\S+) \[nranks=(\d+)\])?")
 SOURCE = re.compile(rb"(.*):(\d+):\d+ \[(\d+)\]")
@@ -48,6 +63,15 @@ _EMBEDDED = re.compile(rb"([^\s:\[\]|<>()]+:\d+:\d+ \[\d+\]) NCCL INFO (.*)")
 _EMBEDDED_COLL = re.compile(_COLL)
 # A host glued to the end of a table row ('-1mew0', '0mew0'): the row's last number before the real host name.
 GLUED_NUMBER = re.compile(r"^[-+]?[\d.]+")
+
+
+def clean_source(source: bytes) -> bytes:
+    """The 'host:pid:tid [dev]' of a matched source span (without the space-less lines it may start on, nor the
+    space-less prefix of its own line, e.g. mpirun's '[1,0]<stdout>:')."""
+    if b"\n" not in source:
+        return source
+    line = source.rpartition(b"\n")[2]
+    return line[_PREFIX_ONLY.match(line).end() :]
 
 
 def split_source(source: bytes) -> tuple[str, str, int]:

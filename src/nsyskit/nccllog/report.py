@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from nsyskit.nccllog import aggregate
-from nsyskit.nccllog.lines import fix_glued_hosts, split_source
-from nsyskit.nccllog.scan import BLOCK_SIZE, Scan, Window, scan_files
+from nsyskit.nccllog.blocks import BLOCK_SIZE
+from nsyskit.nccllog.lines import fix_glued_hosts
+from nsyskit.nccllog.parallel import scan_files
+from nsyskit.nccllog.scan import Scan, Window
 from nsyskit.nccllog.steps import StepStats
 
 
@@ -69,40 +72,38 @@ class GpuNames:
     def __init__(self, scan: Scan) -> None:
         self.comms = scan.facts.comms
         hosts_by_pid: dict[str, set[str]] = {}
-        for source in {key[0] for key in scan.coll}:
-            host, pid, _ = split_source(source)
+        for host, pid in {key[:2] for key in scan.coll_gpus}:
             hosts_by_pid.setdefault(pid, set()).add(host)
         for host, pid in {key[:2] for key in self.comms}:
             hosts_by_pid.setdefault(pid, set()).add(host)
         self.fixed = fix_glued_hosts(hosts_by_pid)
-        self.cache: dict[tuple[bytes, bytes | None], str] = {}
+        self.cache: dict[tuple[str, str, int, bytes | None], str] = {}
 
     def host(self, host: str, pid: str) -> str:
         """The real host of a (host, pid) seen in the log."""
         return self.fixed.get((host, pid), host)
 
-    def __call__(self, source: bytes, comm: bytes | None) -> str:
-        key = (source, comm)
+    def __call__(self, host: str, pid: str, dev: int, comm: bytes | None) -> str:
+        key = (host, pid, dev, comm)
         name = self.cache.get(key)
         if name is None:
-            host, pid, dev = split_source(source)
             host = self.host(host, pid)
             known = self.comms.get((host, pid, comm.decode())) if comm else None
             name = self.cache[key] = aggregate.gpu_label(host, known[1] if known else dev)
         return name
 
 
-def init_facts(scan: Scan, groups: list[aggregate.CallGroup]) -> dict:
+def init_facts(scan: Scan, groups: list[aggregate.CallGroup], gpus: set[str]) -> dict:
     """Init facts; nranks falls back on the collective lines' [nranks=N], nnodes on the distinct hostnames."""
     facts = scan.facts.summary()
-    hosts = set(scan.facts.hosts) | {g.gpu.rsplit("[", 1)[0] for g in groups}
+    hosts = set(scan.facts.hosts) | {gpu.rsplit("[", 1)[0] for gpu in gpus}
     facts["nnodes_from_hostnames"] = len(hosts) or None
     sizes = {g.nranks for g in groups if g.nranks is not None}
     if facts["nranks"] is None and sizes:
         facts["nranks"] = max(sizes)
         facts["communicator_sizes"] = sorted(sizes)
-    gpus = {aggregate.gpu_label(host, dev) for host, dev in scan.facts.gpus}
-    facts["gpus_seen"] = len(gpus | {g.gpu for g in groups})
+    logging = {aggregate.gpu_label(host, dev) for host, dev in scan.facts.gpus}
+    facts["gpus_seen"] = len(logging | gpus)
     return facts
 
 
@@ -120,7 +121,11 @@ def analyze(
     names = GpuNames(scan)
     scan.facts.hosts = {names.host(host, pid) for host, pid in scan.facts.hosts}
     scan.facts.gpus = {(names.host(host, pid), dev) for host, pid, dev in scan.facts.gpus}
-    groups = aggregate.call_groups(scan.coll, names)
+    groups = aggregate.call_groups(scan.coll)
+    per_gpu: Counter = Counter()
+    for (host, pid, dev, comm, bucket), calls in scan.coll_gpus.items():
+        per_gpu[(names(host, pid, dev, comm), bucket)] += calls
+    gpus = {gpu for gpu, _ in per_gpu}
     warnings = list(scan.warnings)
     if scan.files_without_steps:
         listed = ", ".join(scan.files_without_steps[:3]) + (" ..." if len(scan.files_without_steps) > 3 else "")
@@ -140,7 +145,7 @@ def analyze(
         )
     if scan.overlong_lines:
         warnings.append(f"{scan.overlong_lines} line(s) longer than 16 MiB were skipped")
-    totals = aggregate.totals(groups)
+    totals = aggregate.totals(groups, len(gpus))
     if totals["unknown_datatype_calls"]:
         warnings.append(
             f"{totals['unknown_datatype_calls']} collective call(s) with a datatype NCCL 2.28 does not define were left out of the byte statistics"
@@ -165,11 +170,11 @@ def analyze(
         totals=totals,
         per_op=aggregate.per_op_stats(groups),
         histogram_per_op=aggregate.histogram_per_op(groups),
-        histogram_per_gpu=aggregate.histogram_per_gpu(groups),
+        histogram_per_gpu=aggregate.histogram_per_gpu(per_gpu),
         aggregate=aggregate.aggregate_table(groups),
         unknown_datatypes=aggregate.unknown_datatypes(groups),
         steps=step_summary(scan, jobs or {}),
-        init=init_facts(scan, groups),
+        init=init_facts(scan, groups, gpus),
         tuning=scan.facts.tuning_rows(),
         warnings=warnings,
         examples=scan.examples,

@@ -7,25 +7,19 @@ findings in C, and only the distinct findings are looked at one by one.
 
 from __future__ import annotations
 
-import gzip
-import os
 import re
-import zlib
 from collections import Counter
-from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nsyskit.nccllog.facts import VERSION, Facts
-from nsyskit.nccllog.lines import INFO_LINE, MISSED_LINE, TAIL, read_missed_line, split_source
+from nsyskit.nccllog.aggregate import bucket_of
+from nsyskit.nccllog.blocks import BLOCK_SIZE, read_blocks, what_it_holds
+from nsyskit.nccllog.facts import MAX_SOURCES, VERSION, Facts
+from nsyskit.nccllog.lines import INFO_LINE, MISSED_LINE, TAIL, clean_source, read_missed_line, split_source
 from nsyskit.nccllog.steps import NEEDLES, STEP_FIELDS, StepLine, StepStats, parse_step_line, step_of
 
-BLOCK_SIZE = 8 << 20
-MAX_LINE = 16 << 20  # a "line" longer than this is garbage (binary junk): counted and dropped, never buffered
 MAX_EXAMPLES = 3
 MERGED_LINES = re.compile(rb"\n[^\n]*?NCCL INFO[^\n]*?NCCL INFO[^\n]*+")  # two NCCL lines on one (examples)
-PARALLEL_MIN_BYTES = 16 << 20  # below this the files are read in this process (starting workers costs more)
 
 
 @dataclass(frozen=True)
@@ -47,8 +41,8 @@ class Window:
 
 @dataclass
 class Scan:
-    """Everything counted; `coll` maps (source 'host:pid:tid [dev]', op, count, datatype, nranks, comm) bytes to
-    calls; `steps` holds each file's step sums (files of different jobs are never averaged together)."""
+    """Everything counted; `coll` maps (op, count, datatype, nranks) to calls, `coll_gpus` each GPU's calls per
+    size bucket; `steps` holds each file's step sums (files of different jobs are never averaged together)."""
 
     window: Window = field(default_factory=Window)
     files: list[str] = field(default_factory=list)
@@ -62,6 +56,7 @@ class Scan:
     garbled_coll_lines: int = 0
     overlong_lines: int = 0
     coll: Counter = field(default_factory=Counter)
+    coll_gpus: Counter = field(default_factory=Counter)  # (host, pid, dev, comm, size bucket or None) -> calls
     facts: Facts = field(default_factory=Facts)
     steps: dict[str, StepStats] = field(default_factory=dict)
     files_without_steps: list[str] = field(default_factory=list)
@@ -88,8 +83,10 @@ class Scan:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.files += other.files
         self.coll.update(other.coll)
+        self.coll_gpus.update(other.coll_gpus)
         self.facts.merge(other.facts)
-        self.steps.update(other.steps)
+        for file, stats in other.steps.items():  # the parts of one file add up
+            self.steps.setdefault(file, StepStats()).merge(stats)
         self.files_without_steps += other.files_without_steps
         self.files_without_nccl.update(other.files_without_nccl)
         self.warnings += other.warnings
@@ -98,92 +95,50 @@ class Scan:
             kept += lines[: MAX_EXAMPLES - len(kept)]
 
 
-def what_it_holds(path: Path) -> str:
-    """What a file without any NCCL line is, in words: empty, UTF-16 text, binary data or other text."""
-    with (gzip.open if is_gzip(path) else open)(path, "rb") as f:
-        try:
-            head = f.read(4096)
-        except (OSError, EOFError, zlib.error):
-            return "is unreadable data"
-    if not head:
-        return "is empty"
-    if head[:2] in (b"\xff\xfe", b"\xfe\xff") or head[1:200:2].count(0) > len(head[1:200:2]) // 2:
-        return "is UTF-16 text (convert it: iconv -f UTF-16 -t UTF-8)"
-    if b"\0" in head or sum(byte < 9 or 13 < byte < 32 for byte in head) > len(head) // 10:
-        return "is binary data"
-    return "is text without NCCL INFO lines (was NCCL_DEBUG=INFO set?)"
-
-
-def is_gzip(path: Path) -> bool:
-    """True when the file starts with gzip's magic bytes (whatever its name)."""
-    with open(path, "rb") as f:
-        return f.read(2) == b"\x1f\x8b"
-
-
-def read_blocks(path: Path, scan: Scan, block_size: int = BLOCK_SIZE) -> Iterator[tuple[bytearray, int]]:
-    """The file as blocks of whole lines: (buffer, end), the block being buffer[:end]; it starts with b'\\n' (so
-    every line follows a newline) and ends with one. One buffer is reused (read into, never re-allocated per
-    block), so a consumer must copy what it keeps. gzip is read with readinto1, so a damaged stream still gives
-    what came before the damage."""
-    compressed = is_gzip(path)
-    buf = bytearray(block_size + 1)
-    buf[0] = 10  # the newline before the first line
-    have = 1  # valid bytes: the leading newline and the partial line carried over from the previous block
-    with (gzip.open if compressed else open)(path, "rb") as f:
-        fill = f.readinto1 if compressed else f.readinto
-        eof = False
-        while not eof:
-            end = have
-            try:
-                while end < len(buf):
-                    with memoryview(buf) as view:
-                        n = fill(view[end:])
-                    if not n:
-                        eof = True
-                        break
-                    end += n
-                    scan.bytes_read += n
-                    if not compressed:
-                        break
-            except (OSError, EOFError, zlib.error) as exc:
-                scan.warnings.append(f"{path}: read stopped early ({exc}); analyzed what came before")
-                eof = True
-            cut = buf.rfind(b"\n", 1, end)
-            if cut >= 0:
-                yield buf, cut + 1
-                rest = end - cut - 1
-                buf[1 : 1 + rest] = buf[cut + 1 : end]
-                have = 1 + rest
-            elif end > MAX_LINE:  # no line ends in the buffer and the line is past any sense: drop it
-                scan.overlong_lines += 1
-                have = 1
-            else:  # one line longer than the buffer: make room for it
-                if not eof:
-                    buf.extend(bytes(block_size))
-                have = end
-        if have > 1:  # the last line has no newline
-            buf[have : have + 1] = b"\n"
-            yield buf, have + 1
+def first_step(block: bytearray, at: int, end: int) -> tuple[int, int, StepLine] | None:
+    """The first step line of block[at:end] (any format): (newline before it, its end, the StepLine), or None."""
+    while True:
+        hits = [hit for hit in (block.find(needle, at, end) for needle in NEEDLES) if hit >= 0]
+        if not hits:
+            return None
+        line_start = block.rfind(b"\n", 0, min(hits))
+        line_end = block.find(b"\n", min(hits), end)
+        step = parse_step_line(block[line_start + 1 : line_end].decode("utf-8", "replace"))
+        if step is not None:
+            return line_start, line_end, step
+        at = line_end
 
 
 class FileScanner:
     """Scans one file block by block, keeping the per-file state: line number, current iteration, window."""
 
-    def __init__(self, path: Path, scan: Scan, block_size: int = BLOCK_SIZE) -> None:
-        self.path, self.scan, self.window, self.block_size = path, scan, scan.window, block_size
+    def __init__(
+        self,
+        path: Path,
+        scan: Scan,
+        block_size: int = BLOCK_SIZE,
+        span: tuple[int, int] | None = None,
+        fmt: str | None = None,
+    ) -> None:
+        """span: only bytes [start, stop) of the file (one part of a file read by several processes); fmt: the
+        file's step-line format when known beforehand (the parts after the first read the first part's)."""
+        self.path, self.scan, self.window, self.block_size, self.span = path, scan, scan.window, block_size, span
         self.line_no = 0  # lines before the current block
         self.iteration: int | None = None
         self.saw_step = False
-        self.fmt: str | None = None  # the file's step-line format, once it showed one
+        self.fmt = fmt  # the file's step-line format, once it showed one
         lines = self.window.lines
         self.in_lines = lines is None or lines[0] <= 1 <= lines[1]
         self.stats = scan.steps.setdefault(str(path), StepStats())
+        self.sources: dict[bytes, tuple[str, str, int]] = {}
+        self.values: dict[bytes, bytes] = {}
         self.saw_nccl = False  # any NCCL INFO/WARN line or bare version line in the file
-        self.look_for_version = True  # until the file's version or first collective line: NCCL <= 2.21's bare line
+        # until the file's version or first collective line: NCCL <= 2.21's bare line (in a file's first part)
+        self.look_for_version = span is None or span[0] == 0
 
     def run(self) -> None:
         """Scan the whole file."""
-        for block, end in read_blocks(self.path, self.scan, self.block_size):
+        for block, end in read_blocks(self.path, self.scan, self.block_size, self.span):
             self.block(block, end)
         self.scan.lines_total += self.line_no
         if self.window.steps and not self.saw_step:
@@ -266,21 +221,15 @@ class FileScanner:
     def _first_step(self, block: bytearray) -> tuple[int, list[tuple[int, str, StepLine]]]:
         """Look for the file's first step line (any format); once found, self.fmt is its format. Returns where
         the rest of the block starts and the event of that line."""
-        at, end = 0, self.end
-        while True:
-            hits = [hit for hit in (block.find(needle, at, end) for needle in NEEDLES.values()) if hit >= 0]
-            if not hits:
-                return end, []
-            line_start = block.rfind(b"\n", 0, min(hits))
-            line_end = block.find(b"\n", min(hits), end)
-            step = parse_step_line(block[line_start + 1 : line_end].decode("utf-8", "replace"))
-            if step is not None:
-                self.saw_step, self.fmt = True, step.fmt
-                if self.window.steps is None and self.window.lines is None:
-                    self.stats.add(step)
-                    return line_end, []
-                return line_end, [(line_start, "step", step)]
-            at = line_end
+        found = first_step(block, 0, self.end)
+        if found is None:
+            return self.end, []
+        line_start, line_end, step = found
+        self.saw_step, self.fmt = True, step.fmt
+        if self.window.steps is None and self.window.lines is None:
+            self.stats.add(step)
+            return line_end, []
+        return line_end, [(line_start, "step", step)]
 
     def _line_events(self, block: bytearray, nlines: int) -> list[tuple[int, str, bool]]:
         if self.window.lines is None:
@@ -345,6 +294,7 @@ class FileScanner:
         scan = self.scan
         coll, facts = scan.coll, scan.facts
         for (source, op, tail, message), calls in findings.items():
+            source = clean_source(source)
             if op:
                 if facts_only:
                     continue
@@ -356,10 +306,15 @@ class FileScanner:
                         self._example_of(block, start, end, tail, "garbled")
                     continue
                 count, dtype, comm, nranks = fields.groups()
-                coll[(source, op, count, dtype, nranks, comm)] += calls
+                # the sizes once for all GPUs, and per GPU only its size buckets (keyed by process, device and
+                # communicator, not the thread; each part one shared object): a log of thousands of ranks x
+                # communicators x sizes stays small
+                share, n = self.shared, int(count)
+                coll[(share(op), n, share(dtype), share(nranks))] += calls
+                scan.coll_gpus[(*self._source(source), share(comm), bucket_of(n, dtype))] += calls
                 continue
-            host, pid, dev = split_source(source)
-            if len(facts.hosts) < 4096:
+            host, pid, dev = self._source(source)
+            if len(facts.gpus) < MAX_SOURCES:
                 facts.hosts.add((host, pid))
                 facts.gpus.add((host, pid, dev))
             if not message:
@@ -374,6 +329,26 @@ class FileScanner:
             elif not facts.add(message.decode("utf-8", "replace").rstrip(), calls, origin=(host, pid)):
                 scan.other_info_lines += calls
 
+    def _source(self, source: bytes) -> tuple[str, str, int]:
+        """(host, pid, dev) of a source, the same tuple (and strings) for the same source (bounded cache)."""
+        known = self.sources.get(source)
+        if known is None:
+            known = split_source(source)
+            if len(self.sources) < MAX_SOURCES:
+                self.sources[source] = known
+        return known
+
+    def shared(self, value: bytes | None) -> bytes | None:
+        """One object per distinct short value (op, datatype, nranks, comm), so that keys share them (bounded)."""
+        if value is None:
+            return None
+        known = self.values.get(value)
+        if known is None:
+            known = value
+            if len(self.values) < MAX_SOURCES:
+                self.values[value] = value
+        return known
+
     def _where(self, block: bytearray, newline: int) -> str:
         line = self.line_no + 1 + block.count(b"\n", 0, newline)
         return f"{self.path}:{line}"
@@ -383,35 +358,3 @@ class FileScanner:
         newline = block.rfind(b"\n", 0, at)
         line_end = block.find(b"\n", at)
         self.scan.example(kind, self._where(block, newline), block[newline + 1 : line_end])
-
-
-def scan_file(path: Path, window: Window, block_size: int = BLOCK_SIZE) -> Scan:
-    """One file's counts."""
-    scan = Scan(window=window, files=[str(path)])
-    FileScanner(path, scan, block_size).run()
-    return scan
-
-
-def workers_for(paths: list[Path]) -> int:
-    """Processes to read the files with: one per core (at most one per file); 1 for small inputs."""
-    total = sum(path.stat().st_size for path in paths)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return 1 if total < PARALLEL_MIN_BYTES else max(1, min(cores, len(paths)))
-
-
-def scan_files(
-    paths: list[Path], window: Window | None = None, block_size: int = BLOCK_SIZE, workers: int | None = None
-) -> Scan:
-    """Scan the logs (each file has its own line numbers and step state) and return the counts, in file order;
-    several files are read by several processes (one per core), each in constant memory."""
-    window = window or Window()
-    workers = workers_for(paths) if workers is None else workers
-    if workers <= 1 or len(paths) <= 1:
-        parts = [scan_file(path, window, block_size) for path in paths]
-    else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            parts = list(pool.map(scan_file, paths, [window] * len(paths), [block_size] * len(paths)))
-    scan = Scan(window=window)
-    for part in parts:
-        scan.merge(part)
-    return scan

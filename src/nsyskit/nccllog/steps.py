@@ -6,10 +6,10 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-# Candidate step lines are found with bytes.find of a literal each format's line contains (the fastest search
-# Python has); the line is then checked against the formats. Once a file showed its format, the scanner looks for
-# that format's literal only, so out-of-window parts of a log cost a single pass.
-NEEDLES: dict[str, bytes] = {"nemo": b"Training epoch", "megatron": b"per iteration (ms)", "nsyskit": b"step_ms="}
+# Until a file shows its format, candidate step lines are found with bytes.find of literals the formats' lines
+# contain (the fastest search Python has: 'iteration' is in NeMo's and Megatron's lines, 'step_ms=' in the
+# example's), each candidate checked by parse_step_line; then its lines are read with STEP_FIELDS in C.
+NEEDLES: tuple[bytes, ...] = (b"iteration", b"step_ms=")
 ITERATION = re.compile(r"iteration\s*(\d+)\s*/\s*(\d+)")
 
 # NeMo: 'Training epoch 0, iteration 45/99 | lr: ... | train_step_timing in s: 1.23 | TFLOPS_per_GPU: 412.3'

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -10,6 +11,7 @@ from datetime import UTC, datetime
 
 import docker
 import docker.auth
+import docker.utils.config
 from docker.errors import ImageNotFound
 
 from nsyskit import console, engine
@@ -109,12 +111,28 @@ def credentials(target: Target, ecr_client=None) -> RegistryCredentials | None:
             target.host,
             "login",
         )
+    _check_docker_config(target.host)
     found = docker.auth.load_config().resolve_authconfig(target.host) or {}
     # 'auths' entries come back as username/password, credential helpers as Username/Secret-derived Password.
     username, password = found.get("username") or found.get("Username"), found.get("password") or found.get("Password")
     if username and password:
         return RegistryCredentials(username, password, source="Docker config")
     return None
+
+
+def _check_docker_config(host: str) -> None:
+    """A Docker config file that is not JSON is an error (docker-py would silently read it as having no logins)."""
+    path = docker.utils.config.find_config_file()
+    if not path:
+        return
+    try:
+        with open(path, encoding="utf-8") as handle:
+            json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise RegistryAuthError(
+            f"the Docker config {path} cannot be read as JSON ({exc}); fix: repair it, or move it away and run "
+            f"'docker login {host}'", host, "login",
+        ) from None  # fmt: skip
 
 
 def expiry_note(creds: RegistryCredentials, now: datetime | None = None) -> str:

@@ -66,7 +66,7 @@ def _submitted(root: Path, job: str | None) -> tuple[Path, str]:
     job_dir = find_job_dir(root, TARGET, job)
     job_id = read_record(job_dir).get("job_id")
     if not job_id:
-        raise NsyskitError(f"{job_dir} was rendered with --dry-run and never submitted; fix: 'invoke deploy --slurm'")
+        raise NsyskitError(f"{job_dir} was never submitted (rendered with --dry-run, or sbatch failed); fix: run 'invoke deploy --slurm', or pass --job")
     return job_dir, str(job_id)
 
 
