@@ -93,7 +93,7 @@ class RankTrace:
 
         Kernels already given (a process's share of the whole file's) are kept; `with_pid` reads their globalPids.
         """
-        wants_correlation = self.wants_correlation()
+        wants_correlation = self.reader.has_launches() and self.reader.has_nvtx_ranges()
         side = [ExportReader(self.reader.path) for _ in range(2)]
 
         def nvtx_and_calls():
@@ -115,10 +115,6 @@ class RankTrace:
                 reader.close()
         if calls is not None:
             self.__dict__["launches"] = join_launches(*calls, self.kernels)
-
-    def wants_correlation(self) -> bool:
-        """Whether the NVTX-to-GPU join needs the kernels' correlation ids (the file has launches and NVTX ranges)."""
-        return self.reader.has_launches() and self.reader.has_nvtx_ranges()
 
     @property
     def host(self) -> str:

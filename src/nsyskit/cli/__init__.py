@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import invoke
-from docker.errors import DockerException
 from invoke import Exit
 from invoke.exceptions import Failure
 
@@ -26,6 +25,8 @@ DEBUG_ENV = "NSYSKIT_DEBUG"  # set (to anything) to see the traceback of an unex
 
 def _unexpected(exc: Exception) -> Exit:
     """One line for an error no check foresaw: the machine's own complaint (disk, permissions, engine) or a bug."""
+    from docker.errors import DockerException  # imported on error only: `invoke --list` stays fast
+
     if isinstance(exc, OSError) and exc.strerror:
         where = f" {exc.filename}" if exc.filename else ""
         return Exit(f"error:{where}: {exc.strerror}; fix: check that path, its permissions and the free space", code=1)
