@@ -261,7 +261,10 @@ def nvtx_labels(nvtx: NvtxRanges) -> np.ndarray:
     if len(nvtx) == 0:
         return np.empty(0, dtype=object)
     pairs, codes = nvtx.names
-    labels = [PER_CALL_SUFFIX.sub("", str(text)) + (f"@{domain}" if domain else "") for text, domain in pairs]
+    labels = [
+        (PER_CALL_SUFFIX.sub("", text) if "=" in text else text) + (f"@{domain}" if domain else "")
+        for text, domain in ((str(text), domain) for text, domain in pairs)
+    ]  # the suffix has an '=': a substring test spares the regex most texts
     return np.asarray(labels, dtype=object)[codes]
 
 

@@ -6,13 +6,15 @@ Kept apart from report.py so that printing needs neither matplotlib nor the HTML
 from __future__ import annotations
 
 import math
-
-from rich.console import Console
-from rich.table import Table as RichTable
+from typing import TYPE_CHECKING
 
 from nsyskit.analysis import units
 from nsyskit.analysis.result import Analysis
 from nsyskit.analysis.table import Table
+
+if TYPE_CHECKING:  # rich is imported when a table is printed: JSON output does without it
+    from rich.console import Console
+    from rich.table import Table as RichTable
 
 BREAKDOWN_SHOWN = [
     "rank", "device", "window_ns", "busy_pct", "compute_pct", "comm_pct", "memory_pct", "idle_pct",
@@ -49,6 +51,8 @@ def header(name: str) -> str:
 def rich_table(title: str, table: Table, columns: list[str] | None = None, limit: int | None = None) -> RichTable:
     """A rich table of some columns of a Table (units that fit); at most `limit` rows, the rest counted in the caption."""
     columns = [c for c in (columns or table.names) if c in table]
+    from rich.table import Table as RichTable
+
     out = RichTable(title=title, title_justify="left")
     for name in columns:
         out.add_column(header(name), justify="left" if name in TEXT_COLUMNS else "right", overflow="fold")

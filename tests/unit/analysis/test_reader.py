@@ -148,3 +148,81 @@ def test_ranks_from_names_and_preferred_formats(tmp_path):
         (2, "profile_rank_2.sqlite"),
         (10, "profile_rank_10.sqlite"),
     ]
+
+
+def _bad_values_export(tmp_path):
+    """An export whose kernel, memcpy and runtime rows hold text, a BLOB, a REAL or NULL where integers belong."""
+    kernels = [Kernel(100 + 10 * i, 105 + 10 * i, f"k{i % 4}", device=i % 2) for i in range(40)]
+    memops = [Memop(1000 + 10 * i, 1004 + 10 * i, 64 * (i + 1), 1 + i % 2) for i in range(20)]
+    ranges = [Range(50, 600, "step 0")]
+    path = write_export(tmp_path / "bad.sqlite", Export(kernels=kernels, memops=memops, ranges=ranges))
+    con = sqlite3.connect(path)
+    for sql in (
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = 'late' WHERE rowid = 3",
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = 'gpu' WHERE rowid = 5",
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 170.5 WHERE rowid = 8",
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET demangledName = x'01' WHERE rowid = 11",
+        "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = '12 B' WHERE rowid = 2",
+        "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET end = x'02' WHERE rowid = 4",
+    ):
+        con.execute(sql)
+    con.commit()
+    con.close()
+    return path
+
+
+def _columns(activities):
+    return {
+        "start": activities.start.tolist(),
+        "end": activities.end.tolist(),
+        "device": activities.device.tolist(),
+        **{k: v.tolist() for k, v in activities.extra.items()},
+    }
+
+
+@pytest.mark.parametrize("shape", ["bad values", "clean"])
+def test_binary_and_text_aggregates_read_the_same(tmp_path, shape):
+    # int64s (the compiled aggregate, when this machine can build it) and group_concat must give the same columns
+    # and the same warnings, bad rows included: the first is only a faster way to the second's result.
+    path = (
+        _bad_values_export(tmp_path)
+        if shape == "bad values"
+        else write_export(
+            tmp_path / "ok.sqlite", Export(kernels=[Kernel(10**15 + i, 10**15 + 2 * i + 1, "k") for i in range(50)])
+        )
+    )
+    results = []
+    for blob in (True, False):
+        reader = ExportReader(path)
+        if blob and not reader.blob:
+            pytest.skip("no C compiler or sqlite3ext.h here: only the group_concat path exists")
+        reader.blob = blob
+        results.append(
+            (
+                _columns(reader.kernels(correlation=True)),
+                [a.tolist() for a in reader.kernel_durations()],
+                _columns(reader.memcpys()),
+                _columns(reader.memsets()),
+                [a.tolist() for a in reader.launch_calls(np.array([281474976711890]))],
+                reader.warnings,
+            )
+        )
+    assert results[0] == results[1]
+    if shape == "bad values":
+        kernels, _, memcpys, *_, warnings = results[0]
+        # text/REAL start, end or device: the row is left out; a BLOB name: kept as an unnamed kernel (name 0)
+        assert len(kernels["start"]) == 37 and kernels["name"].count(0) == 1 and len(memcpys["start"]) == 18
+        assert any("3 of 40 rows of CUPTI_ACTIVITY_KIND_KERNEL" in w for w in warnings)
+        assert any("2 of 20 rows of CUPTI_ACTIVITY_KIND_MEMCPY" in w for w in warnings)
+
+
+def test_without_a_compiler_the_reader_uses_group_concat(tmp_path, monkeypatch):
+    from nsyskit.analysis import blobagg
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # nothing built there yet
+    monkeypatch.setenv("PATH", str(tmp_path))  # no cc, no gcc
+    monkeypatch.setattr(blobagg, "_library", [])
+    path = write_export(tmp_path / "r.sqlite", Export(kernels=[Kernel(5, 9, "k"), Kernel(10, 20, "k", device=1)]))
+    reader = ExportReader(path)
+    assert not reader.blob and blobagg.library() is None
+    assert list(reader.kernels().end) == [9, 20] and list(reader.kernel_durations()[1]) == [4, 10]
