@@ -41,3 +41,31 @@ def done(message: str) -> None:
 def warn(message: str) -> None:
     """A warning on stderr; never fatal."""
     _err().print(f"[yellow]warning:[/] {message}")
+
+
+def elapsed(seconds: float) -> str:
+    """'45 s', '3 min 05 s', '1 h 02 min': how long a wait has lasted."""
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60:02d} s"
+    return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
+
+
+class Phases:
+    """Progress of a long wait on stderr: a line when the phase changes, and one every `every_s` while it lasts."""
+
+    def __init__(self, what: str, every_s: float = 30.0, clock=None) -> None:
+        import time
+
+        self.what, self.every_s, self.clock = what, every_s, clock or time.monotonic
+        self.started = self.last_line = self.clock()
+        self.phase: str | None = None
+
+    def update(self, phase: str) -> None:
+        """Say the phase and the time since the start, when it changed or `every_s` passed since the last line."""
+        now = self.clock()
+        if phase != self.phase or now - self.last_line >= self.every_s:
+            info(f"{self.what}: {phase} ({elapsed(now - self.started)} elapsed)")
+            self.phase, self.last_line = phase, now
