@@ -25,6 +25,7 @@ import markers
 import rankinfo
 
 # name -> GPT2Config overrides; 'tiny' keeps a CPU step in the tens of milliseconds.
+GLOO_SETTLE_S = 0.5  # see the end of main()
 MODEL_SIZES = {
     "tiny": {"n_layer": 2, "n_head": 2, "n_embd": 64, "vocab_size": 1024},
     "gpt2": {"n_layer": 12, "n_head": 12, "n_embd": 768, "vocab_size": 50257},
@@ -200,6 +201,10 @@ def main(argv: list[str] | None = None) -> int:
         log(info, f"summary world_size={info.world_size} steps={args.steps} median_step_ms={median * 1e3:.2f} "
                   f"tokens_per_s={tokens_per_step / median:.0f} median_cpu_ms={median_cpu * 1e3:.2f}")  # fmt: skip
     dist.barrier()
+    # gloo's worker thread drops the Python objects a finished collective held (which takes the GIL) just after
+    # the collective completes. Destroying the group then deadlocks: its destructor joins that thread while this
+    # one holds the GIL (seen as a rank hanging at exit under nsys). Sleeping hands the GIL over for that moment.
+    time.sleep(GLOO_SETTLE_S)
     dist.destroy_process_group()
     return 0
 
