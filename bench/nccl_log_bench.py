@@ -13,7 +13,7 @@ and times, interleaved (every command sees the same machine load), best of --rep
   invoke nccl-log --json       this command (process start included)
 for the whole log and a --steps window (synthetic) and the whole folder (real mix), printing MB/s of wall and CPU
 time, the ratio to the awk pipeline, the peak memory (largest process), and whether both report the same per-op
-totals.  Usage: .venv/bin/python bench/nccl_log_bench.py [--size-mb 1024] [--mix-mb 256] [--repeat 3]
+totals; and first both tools' start-up (a one-line log: the fixed cost of every run).  Usage: .venv/bin/python bench/nccl_log_bench.py [--size-mb 1024] [--mix-mb 256] [--repeat 3]
 """
 
 from __future__ import annotations
