@@ -2,22 +2,70 @@
 
 from __future__ import annotations
 
-from rich.console import Console
+from typing import TYPE_CHECKING
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    out: Console
+    err: Console
+
+
+def __getattr__(name: str) -> Console:
+    """`out` and `err`, made on first use: importing rich costs ~0.1 s that `invoke --list` and JSON output skip."""
+    if name not in ("out", "err"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from rich.console import Console
+
+    made = Console(stderr=name == "err", highlight=False, soft_wrap=True)
+    globals()[name] = made
+    return made
+
+
+def _err() -> Console:
+    """The stderr console (a test or caller may have replaced it)."""
+    made = globals().get("err")
+    return __getattr__("err") if made is None else made
 
 
 def info(message: str) -> None:
     """A progress line on stderr."""
-    err.print(f"[cyan]•[/] {message}")
+    _err().print(f"[cyan]•[/] {message}")
 
 
 def done(message: str) -> None:
     """A step that finished, on stderr."""
-    err.print(f"[green]✓[/] {message}")
+    _err().print(f"[green]✓[/] {message}")
 
 
 def warn(message: str) -> None:
     """A warning on stderr; never fatal."""
-    err.print(f"[yellow]warning:[/] {message}")
+    _err().print(f"[yellow]warning:[/] {message}")
+
+
+def elapsed(seconds: float) -> str:
+    """'45 s', '3 min 05 s', '1 h 02 min': how long a wait has lasted."""
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60:02d} s"
+    return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
+
+
+class Phases:
+    """Progress of a long wait on stderr: a line when the phase changes, and one every `every_s` while it lasts."""
+
+    def __init__(self, what: str, every_s: float = 30.0, clock=None) -> None:
+        import time
+
+        self.what, self.every_s, self.clock = what, every_s, clock or time.monotonic
+        self.started = self.last_line = self.clock()
+        self.phase: str | None = None
+
+    def update(self, phase: str) -> None:
+        """Say the phase and the time since the start, when it changed or `every_s` passed since the last line."""
+        now = self.clock()
+        if phase != self.phase or now - self.last_line >= self.every_s:
+            info(f"{self.what}: {phase} ({elapsed(now - self.started)} elapsed)")
+            self.phase, self.last_line = phase, now

@@ -6,14 +6,17 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from nsyskit import console
 from nsyskit.config import Config
 from nsyskit.errors import CommandError, ConfigError, EnrootMissing
 from nsyskit.slurm.render import pull_host, sqsh_path
 
 ECR_LOGIN = "AWS"  # the user name of every ECR authorization token
+IMPORT_POLL_S = 2.0
 
 
 def credentials_file(environ: Mapping[str, str] | None = None) -> Path:
@@ -147,7 +150,15 @@ def import_image(cfg: Config, force: bool = False) -> tuple[Path, bool]:
             return target, False
         target.unlink()
     target.parent.mkdir(parents=True, exist_ok=True)
-    result = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    if result.returncode != 0:
-        raise CommandError("importing the image with enroot", command, result.returncode, result.stderr)
+    phases = console.Phases(f"enroot import of {image_uri(cfg)}")
+    with tempfile.TemporaryFile() as errors:  # a file, not a pipe: enroot's long output never blocks it
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors, stdin=subprocess.DEVNULL)
+        while process.poll() is None:
+            phases.update("importing")
+            time.sleep(IMPORT_POLL_S)
+        errors.seek(0)
+        stderr = errors.read().decode(errors="replace")
+    if process.returncode != 0:
+        raise CommandError("importing the image with enroot", command, process.returncode, stderr)
+    phases.update("done")
     return target, True

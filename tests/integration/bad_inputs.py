@@ -16,9 +16,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fixtures.unprivileged import AS_NOBODY
+
 ROOT = Path(__file__).resolve().parents[2]
 INVOKE = ROOT / ".venv" / "bin" / "invoke"
-NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 DIR = None  # in Case.files: make a directory at that path
 ECR = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
 # Environment every case starts from: nothing of the caller's settings, AWS files or Docker host leaks in.
@@ -93,7 +94,7 @@ def run_case(case: Case, http_404: str = "", timeout: float = 120) -> subprocess
         home.chmod(0o777)
         env: dict[str, str | bytes] = {**BASE_ENV, "HOME": str(home), **case.env}
         env = {k: v.replace(HTTP_404, http_404) if isinstance(v, str) else v for k, v in env.items()}
-        argv = [*(NOBODY if case.nobody else []), str(INVOKE), *shlex.split(case.args)]
+        argv = [*(AS_NOBODY if case.nobody else []), str(INVOKE), *shlex.split(case.args)]
         environb = {os.fsencode(k): v if isinstance(v, bytes) else os.fsencode(v) for k, v in env.items()}
         result = subprocess.run(argv, cwd=project, env=environb, capture_output=True, timeout=timeout)
         out, err = (result.stdout.decode(errors="replace"), result.stderr.decode(errors="replace"))

@@ -1,3 +1,3 @@
 """Fixtures of the integration tests (tests/integration is on sys.path: rootdir-relative imports)."""
 
-from unprivileged import world_dir  # noqa: F401  (a fixture: a folder an unprivileged user can use)
+from fixtures.unprivileged import world_dir  # noqa: F401  (a fixture: a folder an unprivileged user can use)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -119,7 +120,7 @@ def test_analyze_real_cpu_reports(cpu_run):
     assert sizes == {("AllReduce", "1MB-16MB"): 12}  # payloads 1..4 MiB, 4 per rank
     html = (cpu_run / "report.html").read_text()
     assert html.count("data:image/png;base64,") == 2  # CPU only: step times + NCCL histograms
-    assert "<tr class='straggler'><td>2</td>" in html
+    assert '<tr class="straggler"><td>2</td>' in html
     assert (cpu_run / "step_times.png").read_bytes().startswith(b"\x89PNG")
 
     second = subprocess.run(
@@ -180,7 +181,7 @@ def test_diff_gate_and_recipes_message(nsys_cli, tmp_path):
         capture_output=True,
         text=True,
     )
-    assert gate.returncode == 3 and "step_time_mean_ns" in gate.stderr
+    assert gate.returncode == 3 and "step_time" in gate.stderr
     recipes = subprocess.run([*INVOKE, "recipes", str(fast / "r_rank_0.sqlite")], capture_output=True, text=True)
     if nsys.has_recipes(nsys_cli):
         assert "recipes" in (recipes.stdout + recipes.stderr)
@@ -195,3 +196,14 @@ def test_diff_gate_and_recipes_message(nsys_cli, tmp_path):
 def test_reader_on_real_export_tables(cpu_run):
     reader = open_export(discover([cpu_run])[0][1])
     assert reader.nsys_version and reader.kernels().start.size == 0 and reader.gpus() == {}
+
+
+def test_big_report_export_says_what_runs_and_how_long(cpu_run, tmp_path, monkeypatch, capsys):
+    report = next(cpu_run.glob("*.nsys-rep"), None) or nsys.import_qdstrm(next(cpu_run.glob("*.qdstrm")))
+    copy = tmp_path / report.name
+    copy.write_bytes(report.read_bytes())
+    monkeypatch.setattr(nsys, "BIG_REPORT_BYTES", 1)  # every report counts as big here
+    assert nsys.export_sqlite(copy).exists()
+    err = capsys.readouterr().err
+    assert f"exporting {copy.name} (0.0 GB) to SQLite with nsys export" in err
+    assert re.search(rf"exported {re.escape(copy.name)} in \d+ s", err)

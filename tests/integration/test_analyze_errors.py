@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from unprivileged import as_nobody
+from fixtures.unprivileged import as_nobody
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "analysis"))
 

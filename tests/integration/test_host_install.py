@@ -25,6 +25,7 @@ CHECKS = {
     "registry": "docker-registry --version && command -v htpasswd",
     "shellcheck": "shellcheck --version",
     "kubectl": "kubectl version --client",
+    "sqlite-ext": "cc --version && test -f /usr/include/sqlite3ext.h",
 }
 SCRIPT = r"""
 set -eu

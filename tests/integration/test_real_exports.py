@@ -15,7 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from unprivileged import as_nobody
+from fixtures.unprivileged import as_nobody
 
 from nsyskit.analysis import nsys, run_analysis
 

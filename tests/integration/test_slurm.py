@@ -96,6 +96,9 @@ def test_host_mode_job_profiles_every_rank_on_two_nodes(project, cluster):
     assert result.returncode == 0, explain(cluster, result, job_dir)
     job_id = job_id_of(result)
     assert slurm_exit_code(cluster, job_id) == ("COMPLETED", 0)  # --wait returned the job's exit code: 0
+    # progress while waiting: the phase and the time elapsed, ending with the final state
+    assert re.search(rf"job {job_id}: RUNNING \(\d+ (s|min \d+ s) elapsed\)", result.stderr), result.stderr
+    assert re.search(rf"job {job_id}: COMPLETED \(.* elapsed\)", result.stderr), result.stderr
 
     # Four per-rank reports named with the job id, the node and the rank (and the host it ran on).
     reports = job_dir / "reports"

@@ -14,16 +14,16 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from fixtures.unprivileged import AS_NOBODY
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "nccl"
-NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 
 def _interpreter_for_nobody() -> str:
     """A Python of this version that uid 65534 may execute (this venv's may live under root's home)."""
     for candidate in (sys.executable, f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"):
-        done = subprocess.run([*NOBODY, candidate, "-c", "pass"], capture_output=True, check=False)
+        done = subprocess.run([*AS_NOBODY, candidate, "-c", "pass"], capture_output=True, check=False)
         if done.returncode == 0:
             return candidate
     raise AssertionError("no Python that uid 65534 can run: install python3 for the permission tests")
@@ -39,7 +39,7 @@ def invoke(*args: str, as_nobody: bool = False) -> subprocess.CompletedProcess:
             "PYTHONPATH": f"{ROOT / 'src'}:{site}",
             "PYTHONDONTWRITEBYTECODE": "1",
         }
-        command = [*NOBODY, _interpreter_for_nobody(), *command[1:]]
+        command = [*AS_NOBODY, _interpreter_for_nobody(), *command[1:]]
     return subprocess.run(command, cwd=ROOT, env=environ, capture_output=True, text=True, timeout=120)
 
 

@@ -53,6 +53,27 @@ apt_purge() {
 # is_debian: the image is Debian proper (where non-free holds nsys), not Ubuntu.
 is_debian() { [ -r /etc/os-release ] && grep -qx 'ID=debian' /etc/os-release; }
 
+# enable_debian_non_free: Debian's contrib and non-free, where the Nsight tools live (minbase images list only
+# main); the next apt_install refreshes the lists.
+enable_debian_non_free() {
+    local suite mirror
+    suite=$(. /etc/os-release && echo "$VERSION_CODENAME")
+    mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+    echo "deb $mirror $suite contrib non-free non-free-firmware" >/etc/apt/sources.list.d/nsyskit-non-free.list
+    NSYSKIT_APT_UPDATED=""
+}
+
+# add_nvidia_apt_repo URL KEY NAME: NVIDIA's apt repository at URL, signed by the key at URL/KEY, as list NAME;
+# the next apt_install refreshes the lists.
+add_nvidia_apt_repo() {
+    local url=$1 key=$2 name=$3
+    apt_install gnupg
+    curl -fsSL "$url/$key" | gpg --dearmor --yes -o "/usr/share/keyrings/$name.gpg" ||
+        die "cannot fetch NVIDIA's repository key from $url/$key"
+    echo "deb [signed-by=/usr/share/keyrings/$name.gpg] $url/ /" >"/etc/apt/sources.list.d/$name.list"
+    NSYSKIT_APT_UPDATED=""
+}
+
 # sha256_of FILE
 sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
 

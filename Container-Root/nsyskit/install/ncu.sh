@@ -43,21 +43,14 @@ install_nvidia_apt() {
     arch=$(dpkg --print-architecture)
     [ "$arch" = amd64 ] && arch=x86_64
     url="https://developer.download.nvidia.com/compute/cuda/repos/$os/$arch"
-    apt_install gnupg
-    curl -fsSL "$url/3bf863cc.pub" | gpg --dearmor --yes -o /usr/share/keyrings/nvidia-cuda.gpg ||
-        die "cannot fetch NVIDIA's CUDA repository key from $url"
-    echo "deb [signed-by=/usr/share/keyrings/nvidia-cuda.gpg] $url/ /" >/etc/apt/sources.list.d/nvidia-cuda.list
-    NSYSKIT_APT_UPDATED="" apt_install "nsight-compute-$NCU_VERSION"
+    add_nvidia_apt_repo "$url" 3bf863cc.pub nvidia-cuda
+    apt_install "nsight-compute-$NCU_VERSION"
 }
 
 install_debian() {
     is_debian || die "NCU_SOURCE=debian needs a Debian base image (Debian non-free has nsight-compute)"
-    # minbase images list only 'main'; nsight-compute is in non-free (nsys.sh may have added the list already).
-    local suite mirror
-    suite=$(. /etc/os-release && echo "$VERSION_CODENAME")
-    mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
-    echo "deb $mirror $suite contrib non-free non-free-firmware" >/etc/apt/sources.list.d/nsyskit-non-free.list
-    NSYSKIT_APT_UPDATED="" apt_install nsight-compute nsight-compute-target
+    enable_debian_non_free
+    apt_install nsight-compute nsight-compute-target
 }
 
 existing=$(find_ncu || true)

@@ -56,23 +56,16 @@ install_nvidia_apt() {
     os=$(. /etc/os-release && echo "${ID}${VERSION_ID/./}")
     arch=$(dpkg --print-architecture)
     url="https://developer.download.nvidia.com/devtools/repos/$os/$arch"
-    apt_install gnupg
-    curl -fsSL "$url/nvidia.pub" | gpg --dearmor --yes -o /usr/share/keyrings/nvidia-devtools.gpg ||
-        die "cannot fetch NVIDIA's devtools key from $url"
-    echo "deb [signed-by=/usr/share/keyrings/nvidia-devtools.gpg] $url/ /" >/etc/apt/sources.list.d/nvidia-devtools.list
-    NSYSKIT_APT_UPDATED="" apt_install "nsight-systems-cli-$NSYS_VERSION"
+    add_nvidia_apt_repo "$url" nvidia.pub nvidia-devtools
+    apt_install "nsight-systems-cli-$NSYS_VERSION"
 }
 
 install_debian() {
     is_debian || die "NSYS_SOURCE=debian needs a Debian base image (Debian non-free has nsight-systems)"
-    # minbase images list only 'main'; nsight-systems is in non-free.
-    local suite mirror
-    suite=$(. /etc/os-release && echo "$VERSION_CODENAME")
-    mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
-    echo "deb $mirror $suite contrib non-free non-free-firmware" >/etc/apt/sources.list.d/nsyskit-non-free.list
+    enable_debian_non_free
     # libnvtoolsext1: the NVTX v2 library the example marks its ranges with when torch is a CPU build; nsys
     # 2022.4 records those, but drops the ranges of the 'nvtx' package (NVTX v3 registered strings).
-    NSYSKIT_APT_UPDATED="" apt_install nsight-systems nsight-systems-target libnvtoolsext1
+    apt_install nsight-systems nsight-systems-target libnvtoolsext1
 }
 
 # link_importer NSYS: nsys runs QdstrmImporter from ../host-linux-x64 next to its real target dir;

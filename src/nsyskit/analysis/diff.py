@@ -1,59 +1,228 @@
-"""Compare two analyses (baseline A, candidate B) metric by metric, and find regressions beyond a threshold."""
+"""Compare two runs' profiled windows (baseline A, candidate B) metric by metric, gate regressions, write Markdown.
+
+Either side is a run folder (its analysis.json when 'invoke analyze' wrote one, else its reports, analyzed now),
+an analysis.json file, or report files. Durations regress by percent slower; shares (already percentages:
+exposed_comm, comm_share, gpu_idle, step_cv, small_msg_comm) by percentage points more.
+"""
 
 from __future__ import annotations
 
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
 import numpy as np
 
+from nsyskit.analysis import units
+from nsyskit.analysis.metrics import METRICS
 from nsyskit.analysis.table import Table
-from nsyskit.analysis.trace import Analysis
+from nsyskit.errors import AnalysisError
 
-# Metrics where a larger value is worse; checked by --fail-on-regression.
-GATED = ("step_time_mean_ns", "step_time_max_rank_ns", "gpu_busy_per_step_ns")
+DURATION_METRICS = ("step_time", "step_time_slowest_rank", "nccl_time_per_step")
+ANALYSIS_JSON = "analysis.json"
+MIN_SCHEMA = 2
 
 
-def metrics(analysis: Analysis) -> dict[str, float]:
-    """The run-level numbers a diff compares (NaN when the run has none, e.g. GPU metrics of a CPU run)."""
-    steps = analysis.steps["duration_ns"] if analysis.steps is not None else np.empty(0)
-    ranks = analysis.ranks
-    busy = float(analysis.breakdown["busy_ns"].sum()) if analysis.has_gpu else np.nan
-    step_count = len(steps)
-    per_rank_means = ranks["step_mean_ns"] if ranks is not None and len(ranks) else np.empty(0)
+@dataclass(frozen=True)
+class Side:
+    """One side of a diff: what was given, and its window metrics."""
+
+    label: str
+    metrics: dict[str, float]
+
+
+def parse_thresholds(text: str | None) -> dict[str, float]:
+    """'step_time=5,exposed_comm=10' -> {'step_time': 5.0, 'exposed_comm': 10.0}; names checked against METRICS."""
+    found: dict[str, float] = {}
+    for part in (p.strip() for p in (text or "").split(",")):
+        if not part:
+            continue
+        name, _, value = part.partition("=")
+        name = name.strip()
+        if name not in METRICS:
+            raise AnalysisError(f"--fail-on {part}", f"unknown metric '{name}'", f"use one of: {', '.join(METRICS)}")
+        try:
+            found[name] = float(value)
+        except ValueError:
+            raise AnalysisError(
+                f"--fail-on {part}", f"'{value}' is not a number", f"write {name}=PERCENT, e.g. {name}=5"
+            ) from None
+    return found
+
+
+def _metrics_from_json(path: Path) -> dict[str, float] | None:
+    """The metrics of an analysis.json, None when it predates them (schema 1)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise AnalysisError(
+            path, f"not readable as JSON ({exc})", "pass a run folder or the analysis.json that 'invoke analyze' wrote"
+        ) from None
+    if (
+        not isinstance(data, dict)
+        or int(data.get("schema", 1)) < MIN_SCHEMA
+        or not isinstance(data.get("metrics"), dict)
+    ):
+        return None
     return {
-        "step_time_mean_ns": float(steps.mean()) if step_count else np.nan,
-        "step_time_max_rank_ns": float(np.nanmax(per_rank_means))
-        if len(per_rank_means) and not np.isnan(per_rank_means).all()
-        else np.nan,
-        "gpu_busy_ns": busy,
-        "gpu_busy_per_step_ns": busy / step_count if step_count and analysis.has_gpu else busy,
-        "compute_ns": float(analysis.breakdown["compute_ns"].sum()) if analysis.has_gpu else np.nan,
-        "comm_ns": float(analysis.breakdown["comm_ns"].sum()) if analysis.has_gpu else np.nan,
-        "exposed_comm_ns": float(analysis.breakdown["exposed_comm_ns"].sum()) if analysis.has_gpu else np.nan,
-        "kernel_time_ns": float(analysis.top_kernels["total_ns"].sum())
-        if analysis.top_kernels is not None and len(analysis.top_kernels)
-        else np.nan,
-        "ranks": float(len(analysis.sources)),
+        name: float("nan") if data["metrics"].get(name) is None else float(data["metrics"][name]) for name in METRICS
     }
 
 
-def compare(baseline: Analysis, candidate: Analysis, threshold_pct: float | None = None) -> Table:
-    """Per metric: A, B, change % and whether it is a regression (a gated metric worse by more than threshold_pct)."""
-    a, b = metrics(baseline), metrics(candidate)
-    names = list(a)
-    change = np.asarray(
-        [(b[n] - a[n]) * 100.0 / a[n] if a[n] and not np.isnan(a[n]) and not np.isnan(b[n]) else np.nan for n in names]
-    )
+def load_side(paths: list[str]) -> Side:
+    """A diff side from run folders, report files or an analysis.json (analyzing the reports when needed)."""
+    label = ",".join(paths)
+    if len(paths) == 1:
+        path = Path(paths[0])
+        candidate = path / ANALYSIS_JSON if path.is_dir() else path
+        if candidate.name.endswith(".json"):
+            if not candidate.exists() and not path.is_dir():
+                raise AnalysisError(path, "no such file", "pass a run folder or an analysis.json")
+            metrics = _metrics_from_json(candidate) if candidate.exists() else None
+            if metrics is not None:
+                return Side(label, metrics)
+            if not path.is_dir():
+                raise AnalysisError(
+                    path, "has no window metrics (written by an older nsyskit)", "run 'invoke analyze' on the run again"
+                )
+    from nsyskit.analysis.metrics import run_metrics, view_of
+    from nsyskit.analysis.trace import analyze_run
+
+    return Side(label, run_metrics(view_of(analyze_run(paths))))
+
+
+def change(name: str, a: float, b: float) -> float:
+    """B against A: percent change for durations, percentage points for shares (NaN when either is missing)."""
+    if math.isnan(a) or math.isnan(b):
+        return float("nan")
+    if name in DURATION_METRICS:
+        return (b - a) * 100.0 / a if a else float("nan")
+    return b - a
+
+
+def compare(a: Side, b: Side, thresholds: dict[str, float] | None = None) -> Table:
+    """Per metric: A, B, change, the gate's threshold and whether B regressed past it (higher is worse for all)."""
+    thresholds = thresholds or {}
+    names = list(METRICS)
+    changes = np.asarray([change(n, a.metrics[n], b.metrics[n]) for n in names], dtype=np.float64)
+    limits = np.asarray([thresholds.get(n, np.nan) for n in names], dtype=np.float64)
     regression = np.asarray(
-        [
-            threshold_pct is not None and n in GATED and not np.isnan(c) and c > threshold_pct
-            for n, c in zip(names, change, strict=True)
-        ]
+        [not np.isnan(lim) and not np.isnan(c) and c > lim for c, lim in zip(changes, limits, strict=True)]
     )
     return Table(
         {
             "metric": np.asarray(names, dtype=object),
-            "a": np.asarray([a[n] for n in names], dtype=np.float64),
-            "b": np.asarray([b[n] for n in names], dtype=np.float64),
-            "change_pct": change,
+            "a": np.asarray([a.metrics[n] for n in names], dtype=np.float64),
+            "b": np.asarray([b.metrics[n] for n in names], dtype=np.float64),
+            "change": changes,
+            "threshold": limits,
             "regression": regression,
         }
     )
+
+
+def _value(name: str, value: float) -> str:
+    return units.duration(value) if name in DURATION_METRICS else units.percent(value)
+
+
+def _change(name: str, value: float) -> str:
+    if np.isnan(value):
+        return "-"
+    return f"{value:+.1f}%" if name in DURATION_METRICS else f"{value:+.1f} pp"
+
+
+def regressions(table: Table) -> list[str]:
+    """The metrics that regressed past their thresholds."""
+    return [row["metric"] for row in table.rows() if row["regression"]]
+
+
+def markdown(table: Table, a: Side, b: Side) -> str:
+    """A Markdown summary of the diff (for a CI job summary): verdict, then one row per metric."""
+    failed = regressions(table)
+    verdict = f"**regression**: {', '.join(failed)}" if failed else "no regression past the thresholds"
+    lines = [
+        "## nsyskit diff (profiled window)", "", f"A = `{a.label}`  \nB = `{b.label}`", "", verdict, "",
+        "| metric | A | B | change | fail above | |", "|---|---:|---:|---:|---:|---|",
+    ]  # fmt: skip
+    for row in table.rows():
+        name = row["metric"]
+        limit = "-" if row["threshold"] is None else _change(name, row["threshold"]).lstrip("+")
+        lines.append(
+            f"| {name} | {_value(name, row['a'])} | {_value(name, row['b'])} | "
+            f"{_change(name, float('nan') if row['change'] is None else row['change'])} | {limit} | "
+            f"{'REGRESSION' if row['regression'] else ''} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def write_step_summary(text: str) -> Path | None:
+    """Append `text` to $GITHUB_STEP_SUMMARY when set (GitHub Actions shows it on the run page); the file, or None."""
+    target = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not target:
+        return None
+    with open(target, "a", encoding="utf-8") as out:
+        out.write(text)
+    return Path(target)
+
+
+@dataclass
+class DiffResult:
+    """A finished diff: both sides, the per-metric table and the Markdown summary."""
+
+    a: Side
+    b: Side
+    table: Table
+
+    @property
+    def regressions(self) -> list[str]:
+        """The metrics past their thresholds."""
+        return regressions(self.table)
+
+    def markdown(self) -> str:
+        """The Markdown summary."""
+        return markdown(self.table, self.a, self.b)
+
+    def to_json(self) -> dict:
+        """The diff as JSON data."""
+        return {"a": self.a.label, "b": self.b.label, "metrics": self.table.to_json(), "regressions": self.regressions}
+
+    def rows(self) -> list[list[str]]:
+        """The table as formatted cells: metric, A, B, change, threshold, verdict."""
+        out = []
+        for row in self.table.rows():
+            name = row["metric"]
+            limit = "-" if row["threshold"] is None else _change(name, row["threshold"]).lstrip("+")
+            change_value = float("nan") if row["change"] is None else row["change"]
+            out.append([name, _value(name, row["a"]), _value(name, row["b"]), _change(name, change_value), limit,
+                        "REGRESSION" if row["regression"] else ""])  # fmt: skip
+        return out
+
+
+def run_diff(
+    baseline: list[str], candidate: list[str], fail_on: str | None = None, fail_on_regression: float | None = None
+) -> DiffResult:
+    """Diff two runs' windows with the gates of --fail-on (and --fail-on-regression PCT as step_time=PCT).
+
+    The Markdown summary is appended to $GITHUB_STEP_SUMMARY when that is set.
+    """
+    thresholds = parse_thresholds(fail_on)
+    if fail_on_regression is not None:
+        thresholds.setdefault("step_time", float(fail_on_regression))
+    result = DiffResult(load_side(baseline), load_side(candidate), Table({}))
+    result.table = compare(result.a, result.b, thresholds)
+    write_step_summary(result.markdown())
+    return result
+
+
+def diff_table(result: DiffResult):
+    """The diff as a rich table for the terminal (A, B, change, threshold, verdict per metric)."""
+    from rich.table import Table as RichTable
+
+    table = RichTable(title=f"A = {result.a.label}   B = {result.b.label}   (profiled window)", title_justify="left")
+    for name in ("metric", "A", "B", "change", "fail above", ""):
+        table.add_column(name, justify="left" if name == "metric" else "right")
+    for cells in result.rows():
+        table.add_row(*cells, style="bold red" if cells[-1] else "")
+    return table

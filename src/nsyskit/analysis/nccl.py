@@ -32,13 +32,14 @@ COLLECTIVES = {
     "barrier": "Barrier",
 }  # fmt: skip
 VARIANT_SUFFIXES = re.compile(r"(?:base|coalesced|intotensor|tensor)+$")
+NAME_HEAD_END = re.compile(r"[,(\s]")  # a name's head ends at its first comma, parenthesis or space
 NCCL_OPS_COLUMNS = ("op", "origin", "start_ns", "duration_ns", "size_bytes", "bucket", "source")
 
 
 def collective(name: str) -> str | None:
     """The collective an NCCL range or kernel name stands for (ncclAllReduce, nccl:all_gather_into_tensor,
     ncclDevKernel_SendRecv -> AllReduce, AllGather, Send/Recv); None for NCCL calls that move no data (GroupStart)."""
-    return _collective_of(re.split(r"[,(\s]", name.strip(), maxsplit=1)[0].lower())
+    return _collective_of(NAME_HEAD_END.split(name.strip(), maxsplit=1)[0].lower())
 
 
 @functools.lru_cache(maxsize=4096)

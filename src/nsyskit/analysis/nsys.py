@@ -9,8 +9,10 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
+from nsyskit import console
 from nsyskit.errors import NsysUnavailable, ReportFileError
 
 NSYS_CANDIDATES = (
@@ -113,6 +115,9 @@ def import_qdstrm(qdstrm: Path) -> Path:
     return rep
 
 
+BIG_REPORT_BYTES = 200 << 20  # reports from this size on get a line before and after their export
+
+
 def export_sqlite(rep: Path) -> Path:
     """X.nsys-rep (or X.qdrep) -> X.sqlite beside it (reused while newer than the report), with 'nsys export'.
 
@@ -137,7 +142,12 @@ def export_sqlite(rep: Path) -> Path:
     if rep.stat().st_size == 0:
         raise ReportFileError(rep, "is empty (0 bytes)", "the profile did not finish: record it again")
     cmd = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(target), str(rep)]
+    size, started = rep.stat().st_size, time.monotonic()
+    if size >= BIG_REPORT_BYTES:  # big exports take minutes: say what runs, once, and how long it took
+        console.info(f"exporting {rep.name} ({size / 1e9:.1f} GB) to SQLite with nsys export (once; cached)…")
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=EXPORT_TIMEOUT_S)
+    if size >= BIG_REPORT_BYTES and result.returncode == 0:
+        console.info(f"exported {rep.name} in {time.monotonic() - started:.0f} s")
     if result.returncode != 0 or not target.exists():
         target.unlink(missing_ok=True)
         _raise_newer_report(rep, nsys)

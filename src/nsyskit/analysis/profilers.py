@@ -11,14 +11,14 @@ import html
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any
 
 from nsyskit.analysis import ncu, torchprof
-from nsyskit.analysis.report import STYLE, html_table
 from nsyskit.analysis.table import Table
 from nsyskit.analysis.terminal import rich_table
+
+if TYPE_CHECKING:  # rich, and report.py's matplotlib, only when tables are printed or a report is written
+    from rich.console import Console
 
 NSYS_SUFFIXES = (".nsys-rep", ".qdrep", ".sqlite", ".qdstrm")
 
@@ -109,6 +109,7 @@ def print_profiler_analysis(analysis: ProfilerAnalysis, console: Console, top: i
 def write_profiler_report(analysis: ProfilerAnalysis, folder: Path, top: int = 20) -> Path:
     """Write report.html (self-contained), the PNGs and analysis.json into `folder`; returns report.html's path."""
     from nsyskit.analysis import plots  # matplotlib only when a report is written
+    from nsyskit.analysis.report import STYLE, html_table
 
     render = {"step_times.png": plots.step_times_per_rank, "top_kernels.png": plots.top_kernels}
     folder.mkdir(parents=True, exist_ok=True)

@@ -9,10 +9,12 @@ schemas 2.9 … 3.25) and is handled here, and only here:
 - values of the wrong type (text, BLOB or NULL where an integer belongs) and activities ending before they start:
   left out with a warning, never a wrong number;
 - several processes (ranks) in one file: every read can be scoped to one process (`pid`, a globalPid).
+The NVTX read lives in nvtxread.py, a part of this reader.
 
-Large tables are read columnar (sqlitefile.packed_scan: one scan, a `group_concat` per column, parsed by numpy).
+Large tables are read columnar (sqlitefile.packed_scan: one scan, an aggregate per column: blobagg's int64s BLOB of
+int64s where it can be built, else `group_concat` text parsed by numpy).
 A kernel's duration and name id travel as ONE integer (duration * 2^b + name, b the bit length of the largest
-StringId): the text conversion of each value is what such a read spends its time on.
+StringId): one value less to aggregate.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from nsyskit.analysis.records import Intervals, Launches, NvtxRanges, distinct, empty_nvtx, join_launches
-from nsyskit.analysis.sqlitefile import REEXPORT, connect, decode_text, packed_scan, read_ints, sqlite3, type_check
+from nsyskit.analysis import blobagg, sqlitefile
+from nsyskit.analysis.nvtxread import NVTX_RANGE_TYPES, NVTX_TABLES, PID_SHIFT, read_nvtx_ranges
+from nsyskit.analysis.records import Intervals, Launches, NvtxRanges, distinct, join_launches
+from nsyskit.analysis.sqlitefile import REEXPORT, connect, decode_text, packed_scan, read_ints, sqlite3
 from nsyskit.analysis.sqlitefile import as_text as _text
 from nsyskit.errors import ReportFileError
 
@@ -34,15 +38,10 @@ KERNEL_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_CONCURRENT_K
 MEMCPY_TABLES = ("CUPTI_ACTIVITY_KIND_MEMCPY",)
 MEMSET_TABLES = ("CUPTI_ACTIVITY_KIND_MEMSET",)
 RUNTIME_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME",)
-NVTX_TABLES = ("NVTX_EVENTS",)
 GPU_TABLES = ("TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU", "TARGET_INFO_CUDA_DEVICE")
 META_TABLES = ("EXPORT_META_DATA", "META_DATA_EXPORT")  # renamed in 2023.x exports
 # Kernel name columns, best first: what `nsys stats` summarizes by default (the demangled, templated name).
 KERNEL_NAME_COLUMNS = ("demangledName", "shortName", "mangledName")
-# NVTX event types of ranges: push/pop, start/end, and their NVTX-T (imported .nvtxt) twins.
-NVTX_RANGE_TYPES = (59, 60, 70, 71)
-NVTX_DOMAIN_CREATE = 75
-PAYLOAD_COLUMNS = ("uint64Value", "int64Value", "uint32Value", "int32Value", "doubleValue", "floatValue")
 # CUPTI's CUpti_ActivityMemcpyKind, the values of `copyKind` in every export version.
 MEMCPY_KINDS = {
     0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
@@ -54,7 +53,6 @@ NSYS_MARKER_TABLES = ("StringIds", *META_TABLES, "TARGET_INFO_SESSION_START_TIME
 # StringId, up to MAX_NAME_BITS (durations up to +-2^40 ns then still fit an int64; longer ones fall back).
 MAX_NAME_BITS = 23
 MAX_CASE_THREADS = 32  # NVTX threads up to which the runtime read sends thread indices instead of globalTids
-PID_SHIFT = 24  # globalTid / globalPid: the process id sits above the low 24 bits (the thread id)
 
 
 class ExportReader:
@@ -67,6 +65,7 @@ class ExportReader:
         self.path = Path(path)
         self.warnings: list[str] = []
         self.con = connect(self.path)
+        self.blob = blobagg.load(self.con)  # int64s(): integer columns read without text conversion
         try:
             self.tables = {
                 row[0] for row in self.con.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')")
@@ -117,7 +116,7 @@ class ExportReader:
         self, table: str, exprs: dict[str, str], raw: tuple[str, ...], where: str = ""
     ) -> dict[str, np.ndarray]:
         """Integer expressions over `table`'s rows as int64 columns; rows with a non-integer in `raw` left out, warned."""
-        return read_ints(self._query, self.warn, self.path, table, exprs, raw, where)
+        return read_ints(self._query, self.warn, self.path, table, exprs, raw, where, self.blob)
 
     @cached_property
     def _name_bits(self) -> int | None:
@@ -135,10 +134,19 @@ class ExportReader:
         """
         raw = ("start", "end", *(c for c in more.values() if c.isidentifier() and c not in ("start", "end")))
         bits = self._name_bits
-        if bits is not None and name_col:
-            checks = type_check(("end", name_col))  # the others are read as is (see _read_ints)
+        if self.blob and name_col:  # raw columns, each checked by int64s itself: no arithmetic, no type check
+            cols = packed_scan(self._query, table, {"start": "start", **more, "end": "end", "name": name_col}, where,
+                               blob=True)  # fmt: skip
+            duration = None if cols is None else sqlitefile.span(cols["start"], cols["end"])
+            if duration is not None:
+                cols["duration"] = duration
+                if "start" not in more:  # `end` stays with `start`: callers need not add them up again
+                    del cols["start"], cols["end"]
+                return cols
+        elif bits is not None and name_col:
+            checks = sqlitefile.type_check(("end", name_col))  # the others are read as is (see _read_ints)
             exprs = {**more, "packed": f"(end - start) * {1 << bits} + {name_col}"}
-            cols = packed_scan(self._query, table, exprs, where, checks)
+            cols = packed_scan(self._query, table, exprs, where, checks, self.blob)
             if cols is not None:
                 packed = cols.pop("packed")
                 cols["duration"] = packed >> bits  # arithmetic shift: exact for negative durations too
@@ -206,10 +214,17 @@ class ExportReader:
             return {}
         return {int(i): _text(n) for i, n in self._query(f"SELECT {id_col}, name FROM {table}") if isinstance(i, int)}
 
-    def processes(self) -> list[int]:
-        """The globalPids with GPU activity (kernels, memcpys, memsets), sorted; one per rank recorded in this file."""
+    def processes(self, kernels: Intervals | None = None) -> list[int]:
+        """The globalPids with GPU activity (kernels, memcpys, memsets), sorted; one per rank recorded in this file.
+
+        `kernels`: the whole file's kernels read with their `pid` (see kernels()), which spares a scan of the table.
+        """
         pids: set[int] = set()
-        for table in (self.table(KERNEL_TABLES), self.table(MEMCPY_TABLES), self.table(MEMSET_TABLES)):
+        tables = [self.table(KERNEL_TABLES), self.table(MEMCPY_TABLES), self.table(MEMSET_TABLES)]
+        if kernels is not None and "pid" in kernels.extra:
+            pids.update(int(p) for p in distinct(kernels.extra["pid"]) if p != 0)  # 0: not an integer in the file
+            tables = tables[1:]
+        for table in tables:
             if table and "globalPid" in self.columns(table):
                 pids.update(p for (p,) in self._query(f"SELECT DISTINCT globalPid FROM {table}") if isinstance(p, int))
         return sorted(pids)
@@ -237,17 +252,22 @@ class ExportReader:
             )
         return name
 
-    def kernels(self, pid: int | None = None, correlation: bool = False) -> Intervals:
-        """CUDA kernels: start, end, device, `name` (StringId of the demangled name) and, when asked, `correlation`."""
+    def kernels(
+        self, pid: int | None = None, correlation: bool = False, stream: bool = False, with_pid: bool = False
+    ) -> Intervals:
+        """CUDA kernels: start, end, device, `name` (StringId of the demangled name) and, when asked, `correlation`,
+        `stream` and `pid` (the globalPid, 0 where it is not an integer), each only when the table has the column."""
         table = self.table(KERNEL_TABLES)
         if not table:
             return Intervals.empty("name")
         more = {"start": "start", "device": "deviceId"}
-        if correlation and "correlationId" in self.columns(table):
-            more["correlation"] = "correlationId"
+        asked = {"correlation": ("correlationId", correlation), "stream": ("streamId", stream)}
+        more.update({key: col for key, (col, want) in asked.items() if want and col in self.columns(table)})
+        if with_pid and "globalPid" in self.columns(table):
+            more["pid"] = "CASE WHEN typeof(globalPid) = 'integer' THEN globalPid ELSE 0 END"
         cols = self._durations_and_names(table, self.kernel_name_column(), self._scope(table, pid), **more)
-        extra = {"name": cols["name"], **({"correlation": cols["correlation"]} if "correlation" in cols else {})}
-        return self._valid(table, Intervals(cols["start"], cols["start"] + cols["duration"], cols["device"], extra))
+        extra = {"name": cols["name"], **{k: cols[k] for k in ("correlation", "stream", "pid") if k in cols}}
+        return self._valid(table, Intervals(cols["start"], self._end(cols), cols["device"], extra))
 
     def kernel_durations(self, pid: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(name StringId, duration) of every kernel: all a kernel summary needs, read in one narrow scan."""
@@ -259,31 +279,31 @@ class ExportReader:
         return cols["name"][keep], cols["duration"][keep]
 
     def memcpys(self, pid: int | None = None) -> Intervals:
-        """CUDA memcpys: start, end, device, `bytes`, `kind` (CUpti_ActivityMemcpyKind)."""
+        """CUDA memcpys: start, end, device, `bytes`, `kind` (CUpti_ActivityMemcpyKind), `pageable` (srcKind/dstKind 0)."""
         table = self.table(MEMCPY_TABLES)
-        if not table:
-            return Intervals.empty("bytes", "kind")
-        exprs = {
-            "start": "start",
-            "duration": "end - start",
-            "device": "deviceId",
-            "bytes": "bytes",
-            "kind": "copyKind",
-        }
-        cols = self._read_ints(table, exprs, ("start", "end", "deviceId", "bytes", "copyKind"), self._scope(table, pid))
-        extra = {"bytes": cols["bytes"], "kind": cols["kind"]}
-        return self._valid(table, Intervals(cols["start"], cols["start"] + cols["duration"], cols["device"], extra))
+        pageable = "coalesce(srcKind = 0 OR dstKind = 0, 0)" if table and "srcKind" in self.columns(table) else "0"
+        return self._activities(MEMCPY_TABLES, pid, bytes="bytes", kind="copyKind", pageable=pageable)
 
     def memsets(self, pid: int | None = None) -> Intervals:
         """CUDA memsets: start, end, device, `bytes`."""
-        table = self.table(MEMSET_TABLES)
+        return self._activities(MEMSET_TABLES, pid, bytes="bytes")
+
+    def _activities(self, tables: tuple[str, ...], pid: int | None, **extra: str) -> Intervals:
+        """start, end, device and the `extra` integer columns of a GPU activity table (raw end with int64s; as text,
+        end - start has fewer digits)."""
+        table = self.table(tables)
         if not table:
-            return Intervals.empty("bytes")
-        exprs = {"start": "start", "duration": "end - start", "device": "deviceId", "bytes": "bytes"}
-        cols = self._read_ints(table, exprs, ("start", "end", "deviceId", "bytes"), self._scope(table, pid))
-        return self._valid(
-            table, Intervals(cols["start"], cols["start"] + cols["duration"], cols["device"], {"bytes": cols["bytes"]})
-        )
+            return Intervals.empty(*extra)
+        span = {"start": "start", "end": "end"} if self.blob else {"start": "start", "duration": "end - start"}
+        raw = ("start", "end", "deviceId", *(column for column in extra.values() if column.isidentifier()))
+        cols = self._read_ints(table, {**span, "device": "deviceId", **extra}, raw, self._scope(table, pid))
+        extras = {name: cols[name] for name in extra}
+        return self._valid(table, Intervals(cols["start"], self._end(cols), cols["device"], extras))
+
+    @staticmethod
+    def _end(cols: dict[str, np.ndarray]) -> np.ndarray:
+        """The end column of a read of `end` or of `duration`."""
+        return cols["end"] if "end" in cols else cols["start"] + cols["duration"]
 
     def _valid(self, table: str, activities: Intervals) -> Intervals:
         """The activities that end at or after their start; the others are left out with a warning."""
@@ -322,6 +342,11 @@ class ExportReader:
         runtime, threads = self.table(RUNTIME_TABLES), np.unique(threads)
         if not runtime or not len(threads):
             return (np.empty(0, dtype=np.int64),) * 3
+        if self.blob:  # globalTids cost no digits in int64s: read them as they are
+            where = f"correlationId IS NOT NULL AND globalTid IN ({', '.join(str(int(t)) for t in threads)})"
+            exprs = {"thread": "globalTid", "start": "start", "corr": "correlationId"}
+            cols = self._read_ints(runtime, exprs, ("globalTid", "start", "correlationId"), where)
+            return cols["thread"], cols["start"], cols["corr"]
         if len(threads) > MAX_CASE_THREADS:  # a long CASE per row would cost more than the digits it saves
             where = "correlationId IS NOT NULL AND globalTid IS NOT NULL"
             exprs = {"thread": "globalTid", "start": "start", "corr": "correlationId"}
@@ -340,60 +365,4 @@ class ExportReader:
 
     def nvtx_ranges(self, pid: int | None = None) -> NvtxRanges:
         """NVTX push/pop and start/end ranges that ended, text resolved from `text` or `textId`; bad rows left out."""
-        table = self.table(NVTX_TABLES)
-        if not table:
-            return empty_nvtx()
-        cols = self.columns(table)
-        has_ids = "textId" in cols and "StringIds" in self.tables
-        text_sql = (
-            "coalesce(e.text, s.value, CASE WHEN e.textId IS NOT NULL THEN '<string ' || e.textId || '>' END)"
-            if has_ids
-            else "e.text"
-        )
-        join = "LEFT JOIN StringIds AS s ON e.textId = s.id" if has_ids else ""
-        payload_cols = [
-            f"CASE WHEN typeof(e.{c}) IN ('integer', 'real') THEN e.{c} END" for c in PAYLOAD_COLUMNS if c in cols
-        ]
-        payload_sql = f"coalesce({', '.join(payload_cols)}, NULL)" if payload_cols else "NULL"
-        json_sql = "e.jsonText" if "jsonText" in cols else "NULL"
-        domain_sql, domain_join = "''", ""
-        if "domainId" in cols:
-            # Domain names come from the domain-create events of the same process (globalTid >> 24 is the process).
-            domain_join = (
-                f"LEFT JOIN (SELECT domainId, globalTid >> {PID_SHIFT} AS proc, max(text) AS name FROM "
-                f"{table} WHERE eventType = {NVTX_DOMAIN_CREATE} GROUP BY 1, 2) AS d "
-                f"ON e.domainId = d.domainId AND (e.globalTid >> {PID_SHIFT}) = d.proc"
-            )
-            # A domain whose create event a derived file cut off is still a domain: named by its id.
-            domain_sql = "coalesce(d.name, CASE WHEN e.domainId > 0 THEN 'domain ' || e.domainId ELSE '' END)"
-        types = ",".join(str(t) for t in NVTX_RANGE_TYPES)
-        scope = self._scope(table, pid, column="globalTid", alias="e.")
-        where = f"e.eventType IN ({types}) AND e.end IS NOT NULL{' AND ' + scope if scope else ''}"
-        valid = "typeof(e.start) = 'integer' AND typeof(e.end) = 'integer'"
-        rows = self._query(
-            f"SELECT e.start, e.end, {text_sql}, {domain_sql}, "
-            f"CASE WHEN typeof(e.globalTid) = 'integer' THEN e.globalTid ELSE 0 END, {payload_sql}, {json_sql} "
-            f"FROM {table} AS e {join} {domain_join} WHERE {where} AND {valid} ORDER BY e.start"
-        )
-        dropped = self._query(f"SELECT count(*) FROM {table} AS e WHERE {where} AND NOT ({valid})")[0][0]
-        if dropped:
-            self.warn(f"{self.path}: {dropped} NVTX ranges with a non-integer start/end were left out; fix: {REEXPORT}")
-        if not rows:
-            return empty_nvtx()
-        start, end, text, domain, thread, payload, json_text = zip(*rows, strict=True)
-        ranges = NvtxRanges(
-            np.asarray(start, dtype=np.int64),
-            np.asarray(end, dtype=np.int64),
-            np.asarray([t if t.__class__ is str else _text(t) for t in text], dtype=object),
-            np.asarray([d if d.__class__ is str else _text(d) for d in domain], dtype=object),
-            np.asarray(thread, dtype=np.int64),
-            np.asarray(payload, dtype=np.float64),  # NULL -> NaN
-            np.asarray([j if j.__class__ is str else None for j in json_text], dtype=object),
-        )
-        backwards = ranges.end < ranges.start
-        if backwards.any():
-            self.warn(
-                f"{self.path}: {int(backwards.sum())} NVTX ranges end before they start and were left out; fix: {REEXPORT}"
-            )
-            ranges = ranges.take(~backwards)
-        return ranges
+        return read_nvtx_ranges(self, pid)

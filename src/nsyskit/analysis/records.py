@@ -61,6 +61,10 @@ class NvtxRanges:
     @cached_property
     def names(self) -> tuple[list[tuple[str, str]], np.ndarray]:
         """(distinct (text, domain) pairs, code of each range)."""
+        if len(set(self.domain.tolist())) <= 1:  # one domain (usually the default): the pairs follow the texts
+            texts, codes = self.texts
+            domain = self.domain[0] if len(self) else ""
+            return [(text, domain) for text in texts], codes
         return factorize(zip(self.text, self.domain, strict=True), len(self))
 
 
@@ -119,9 +123,11 @@ def join_launches(thread: np.ndarray, start: np.ndarray, correlation: np.ndarray
 
 def factorize(values: Iterable, count: int | None = None) -> tuple[list, np.ndarray]:
     """(distinct values in first-seen order, index of each value among them): a hash pass, no sort of strings."""
-    index: dict = {}
-    if count is None:
+    if not isinstance(values, list | np.ndarray):
         values = list(values)
-        count = len(values)
-    codes = np.fromiter((index.setdefault(v, len(index)) for v in values), dtype=np.int64, count=count)
+    # dict.fromkeys and map(dict.__getitem__) run in C: only the distinct values see Python code.
+    index = dict.fromkeys(values)
+    for code, value in enumerate(index):
+        index[value] = code
+    codes = np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values))
     return list(index), codes

@@ -82,22 +82,36 @@ def where_clause(condition: str) -> str:
 
 
 def packed_scan(
-    query: Callable[[str], list[tuple]], table: str, exprs: dict[str, str], where: str = "", checks: str = ""
+    query: Callable[[str], list[tuple]],
+    table: str,
+    exprs: dict[str, str],
+    where: str = "",
+    checks: str = "",
+    blob: bool = False,
 ) -> dict[str, np.ndarray] | None:
-    """Integer SQL expressions over the rows of `table` as int64 columns, in one scan (a group_concat per column).
+    """Integer SQL expressions over the rows of `table` as int64 columns, in one scan (an aggregate per column).
+
+    The aggregate is int64s (blobagg.py: the 8 bytes of each value, when `blob`: the connection has it), else
+    group_concat (each value as text, parsed by numpy): same results, int64s without the text conversion.
 
     `checks` (see type_check) are aggregates in the same scan that say 'integer' unless a value is text or a BLOB,
     which SQLite's arithmetic would silently turn into a number. A NULL (group_concat skips it: the count differs),
     a REAL or an overflow (numpy cannot parse it as an integer) are caught on parsing. Then the result is None and
     the caller reads again with a filter.
     """
-    concats = ", ".join(f"group_concat({expr}, ',')" for expr in exprs.values())
+    aggregate = "int64s({})" if blob else "group_concat({}, ',')"
+    aggregates, width = ", ".join(aggregate.format(expr) for expr in exprs.values()), len(exprs)
     row = query(
-        f"SELECT count(*), {concats}{', ' + checks if checks else ''} FROM {table} NOT INDEXED{where_clause(where)}"
+        f"SELECT count(*), {aggregates}{', ' + checks if checks else ''} FROM {table} NOT INDEXED{where_clause(where)}"
     )[0]
-    count, texts, flags = row[0], row[1 : 1 + len(exprs)], row[1 + len(exprs) :]
+    count, texts, flags = row[0], row[1 : 1 + width], row[1 + width :]
     if any(kind not in ("integer", "real", "null") for kind in flags):
         return None
+    if blob:  # NULL: a value was not an INTEGER (see blobagg)
+        if any(data is None or len(data) != 8 * count for data in texts):
+            return None
+        # Read-only views of the bytes SQLite returned: no copy (analyzers make new arrays, never write into these)
+        return {name: np.frombuffer(data, dtype=np.int64) for name, data in zip(exprs, texts, strict=True)}
     result = {}
     for name, text in zip(exprs, texts, strict=True):
         with warnings.catch_warnings():  # older numpy warns (and stops) where newer numpy raises
@@ -110,6 +124,16 @@ def packed_scan(
             return None
         result[name] = column
     return result
+
+
+def span(start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
+    """end - start, or None when a difference overflows int64 (SQLite's arithmetic would have turned it REAL)."""
+    duration = end - start
+    # Two non-negative values cannot overflow: the sign test (temporaries of the column's size) only with negatives.
+    negative = len(start) and min(int(start.min()), int(end.min())) < 0
+    if negative and (((end ^ start) & (end ^ duration)) < 0).any():
+        return None
+    return duration
 
 
 def type_check(columns: tuple[str, ...]) -> str:
@@ -129,6 +153,7 @@ def read_ints(
     exprs: dict[str, str],
     raw: tuple[str, ...],
     where: str = "",
+    blob: bool = False,
 ) -> dict[str, np.ndarray]:
     """Integer SQL expressions over the rows of `table` as int64 columns (row order kept), read columnar.
 
@@ -138,12 +163,12 @@ def read_ints(
     # A column read as is checks itself (text or a BLOB does not parse as an integer); only those read inside
     # arithmetic, where SQLite would turn text into a number, need the aggregate check (it costs a scan's worth).
     hidden = tuple(c for c in raw if c not in exprs.values())
-    columns = packed_scan(query, table, exprs, where, type_check(hidden) if hidden else "")
+    columns = packed_scan(query, table, exprs, where, type_check(hidden) if hidden else "", blob)
     if columns is not None:
         return columns
     valid = " AND ".join(f"typeof({c}) = 'integer'" for c in raw)
     total = query(f"SELECT count(*) FROM {table}{where_clause(where)}")[0][0]
-    columns = packed_scan(query, table, exprs, f"({where}) AND {valid}" if where else valid)
+    columns = packed_scan(query, table, exprs, f"({where}) AND {valid}" if where else valid, blob=blob)
     if columns is None:  # an expression overflowed (integer arithmetic turned REAL)
         raise ReportFileError(path, f"table {table} has values out of range in {', '.join(raw)}", REEXPORT)
     kept = len(next(iter(columns.values()))) if columns else 0

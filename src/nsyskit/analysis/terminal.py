@@ -5,46 +5,54 @@ Kept apart from report.py so that printing needs neither matplotlib nor the HTML
 
 from __future__ import annotations
 
-from rich.console import Console
-from rich.table import Table as RichTable
+import math
+from typing import TYPE_CHECKING
 
+from nsyskit.analysis import units
 from nsyskit.analysis.result import Analysis
 from nsyskit.analysis.table import Table
+
+if TYPE_CHECKING:  # rich is imported when a table is printed: JSON output does without it
+    from rich.console import Console
+    from rich.table import Table as RichTable
 
 BREAKDOWN_SHOWN = [
     "rank", "device", "window_ns", "busy_pct", "compute_pct", "comm_pct", "memory_pct", "idle_pct",
     "compute_comm_overlap_pct", "compute_memory_overlap_pct", "comm_memory_overlap_pct", "exposed_comm_pct",
 ]  # fmt: skip
 TEXT_COLUMNS = ("name", "kind", "op", "bucket", "host", "origin", "metric")
+SIZE_COLUMNS = ("bytes", "avg_bytes", "size_bytes")
 
 
 def fmt(value, name: str) -> str:
-    """A cell: ns as ms, percentages with one decimal, counts with separators, None as '-'."""
-    if value is None:
+    """A cell: durations and sizes in the unit that fits (ns/us/ms/s, B..GB), percentages with one decimal."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if isinstance(value, bool):
         return "yes" if value else ""
+    if name.endswith("_ns"):
+        return units.duration(value)
+    if name in SIZE_COLUMNS:
+        return units.size(value)
+    if name.endswith("_pct"):
+        return f"{value:.1f}"
     if isinstance(value, float):
-        if name.endswith("_pct"):
-            return f"{value:.1f}"
-        if name.endswith("_ns"):
-            return f"{value / 1e6:,.3f}"
         return f"{value:,.2f}"
-    if isinstance(value, int) and name.endswith("_ns"):
-        return f"{value / 1e6:,.3f}"
     if isinstance(value, int):
         return f"{value:,}"
     return str(value)
 
 
 def header(name: str) -> str:
-    """A column heading: units spelled out (ms, %, GB/s)."""
-    return name.replace("_ns", " (ms)").replace("_pct", " %").replace("_gbps", " GB/s").replace("_", " ")
+    """A column heading: 'total_ns' -> 'total' (the cells carry their unit), 'busy_pct' -> 'busy %'."""
+    return name.removesuffix("_ns").replace("_pct", " %").replace("_gbps", " GB/s").replace("_", " ")
 
 
 def rich_table(title: str, table: Table, columns: list[str] | None = None, limit: int | None = None) -> RichTable:
-    """A rich table of some columns of a Table (ns shown as ms); at most `limit` rows, the rest counted in the caption."""
+    """A rich table of some columns of a Table (units that fit); at most `limit` rows, the rest counted in the caption."""
     columns = [c for c in (columns or table.names) if c in table]
+    from rich.table import Table as RichTable
+
     out = RichTable(title=title, title_justify="left")
     for name in columns:
         out.add_column(header(name), justify="left" if name in TEXT_COLUMNS else "right", overflow="fold")

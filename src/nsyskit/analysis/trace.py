@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
@@ -20,7 +21,7 @@ from nsyskit.analysis import analyzers, nccl
 from nsyskit.analysis.discover import RANK_IN_NAME, REPORT_SUFFIXES, discover, open_export  # noqa: F401
 from nsyskit.analysis.projection import project
 from nsyskit.analysis.reader import ExportReader
-from nsyskit.analysis.records import join_launches
+from nsyskit.analysis.records import Intervals, join_launches
 from nsyskit.analysis.result import Analysis, combine_kernel_summaries, concat, with_rank
 from nsyskit.analysis.table import Table
 from nsyskit.errors import NsyskitError
@@ -88,8 +89,11 @@ class RankTrace:
         """The summary label of each NVTX range."""
         return analyzers.nvtx_labels(self.nvtx)
 
-    def prefetch(self) -> None:
-        """Read the big tables at once, each on its own connection: SQLite releases the GIL while it scans."""
+    def prefetch(self, with_pid: bool = False) -> None:
+        """Read the big tables at once, each on its own connection: SQLite releases the GIL while it scans.
+
+        Kernels already given (a process's share of the whole file's) are kept; `with_pid` reads their globalPids.
+        """
         wants_correlation = self.reader.has_launches() and self.reader.has_nvtx_ranges()
         side = [ExportReader(self.reader.path) for _ in range(2)]
 
@@ -101,7 +105,8 @@ class RankTrace:
             with ThreadPoolExecutor(max_workers=2) as pool:
                 first = pool.submit(nvtx_and_calls)
                 second = pool.submit(lambda: (side[1].memcpys(self.pid), side[1].memsets(self.pid)))
-                self.__dict__["kernels"] = self.reader.kernels(self.pid, correlation=wants_correlation)
+                if "kernels" not in self.__dict__:
+                    self.__dict__["kernels"] = self.reader.kernels(self.pid, correlation=wants_correlation, with_pid=with_pid)
                 self.__dict__["nvtx"], calls = first.result()
                 self.__dict__["memcpys"], self.__dict__["memsets"] = second.result()
         finally:
@@ -190,14 +195,23 @@ def analyze_file(rank: int, path: Path) -> list[dict[str, Any]]:
     """The per-rank results of one report: one per process with GPU activity (one for the whole file otherwise)."""
     reader = open_export(path)
     try:
-        pids = reader.processes()
-        traces = (
-            [RankTrace(rank, path, reader, pid) for pid in pids] if len(pids) > 1 else [RankTrace(rank, path, reader)]
-        )
+        whole = RankTrace(rank, path, reader)
+        if len(reader.processes(Intervals.empty("pid"))) > 1:  # no kernels given: memcpy/memset processes only
+            pids = reader.processes()
+        else:  # usually one process: the whole file is read, its kernels' globalPids tell, no scan for them alone
+            whole.prefetch(with_pid=True)
+            pids = reader.processes(whole.kernels)
+        traces = [whole]
+        if len(pids) > 1:
+            traces = [RankTrace(rank, path, reader, pid) for pid in pids]
+            if "kernels" in whole.__dict__ and "pid" in whole.kernels.extra:  # each process's share of those read
+                for trace in traces:
+                    trace.__dict__["kernels"] = whole.kernels.take(whole.kernels.extra["pid"] == trace.pid)
         results = []
         for offset, trace in enumerate(traces):
             trace.rank = rank + offset
-            trace.prefetch()
+            if "memcpys" not in trace.__dict__:  # not read yet (the whole file's trace was, when it is the rank)
+                trace.prefetch()
             results.append(trace.results())
         results[-1]["warnings"] = list(reader.warnings)
         return results
@@ -205,20 +219,23 @@ def analyze_file(rank: int, path: Path) -> list[dict[str, Any]]:
         reader.close()
 
 
-def analyze_run(paths: list[str | Path], straggler_pct: float = 5.0, workers: int | None = None) -> Analysis:
+def analyze_run(
+    paths: list[str | Path], straggler_pct: float = 5.0, workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Analysis:  # fmt: skip
     """Read every rank's export under `paths` and run every analyzer; several files at once in worker processes.
 
     Processes, not threads: the Python parts of an analysis (NVTX text, tables) hold the GIL. A file holding
-    several ranks gives them consecutive rank numbers from the file's own.
+    several ranks gives them consecutive rank numbers from the file's own. `progress(done, total)` follows the files.
     """
     found = discover(paths)
     workers = workers or max(1, min(len(found), os.cpu_count() or 1, MAX_WORKERS))
     if workers == 1:
-        per_file = [analyze_file(rank, path) for rank, path in found]
+        per_file = list(_counted((analyze_file(rank, path) for rank, path in found), len(found), progress))
     else:
         context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            per_file = list(pool.map(_analyze_in_worker, *zip(*found, strict=True)))
+            per_file = list(_counted(pool.map(_analyze_in_worker, *zip(*found, strict=True)), len(found), progress))
         for outcome in per_file:
             if isinstance(outcome, str):  # the first file that failed, as its one-line message
                 raise NsyskitError(outcome)
@@ -243,6 +260,14 @@ def _analyze_in_worker(rank: int, path: Path) -> list[dict[str, Any]] | str:
         return analyze_file(rank, path)
     except NsyskitError as exc:
         return exc.one_line()
+
+
+def _counted(items: Iterable[Any], total: int, progress: Callable[[int, int], None] | None) -> Iterator[Any]:
+    """The items, calling progress(done, total) after each (as results arrive, in order)."""
+    for done, item in enumerate(items, start=1):
+        yield item
+        if progress:
+            progress(done, total)
 
 
 def _renumber(per_file: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:

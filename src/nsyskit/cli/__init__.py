@@ -5,16 +5,17 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import invoke
-from docker.errors import DockerException
 from invoke import Exit
 from invoke.exceptions import Failure
 
 from nsyskit import console
-from nsyskit.config import Config, load_config
 from nsyskit.errors import NsyskitError
+
+if TYPE_CHECKING:
+    from nsyskit.config import Config
 
 PROFILE_HELP = "Profile overlay from profiles/ (e.g. local-cpu); default: $NSYSKIT_PROFILE, else none."
 
@@ -24,6 +25,8 @@ DEBUG_ENV = "NSYSKIT_DEBUG"  # set (to anything) to see the traceback of an unex
 
 def _unexpected(exc: Exception) -> Exit:
     """One line for an error no check foresaw: the machine's own complaint (disk, permissions, engine) or a bug."""
+    from docker.errors import DockerException  # imported on error only: `invoke --list` stays fast
+
     if isinstance(exc, OSError) and exc.strerror:
         where = f" {exc.filename}" if exc.filename else ""
         return Exit(f"error:{where}: {exc.strerror}; fix: check that path, its permissions and the free space", code=1)
@@ -73,6 +76,8 @@ def project_root(c: invoke.Context) -> Path:
 
 def load(c: invoke.Context, profile: str | None = None, **flags: Any) -> Config:
     """Load the config for a task; `flags` maps setting names (lower case) to flag values (None: not given)."""
+    from nsyskit.config import load_config  # imported per task: `invoke --list` stays fast
+
     overrides = {key.upper(): value for key, value in flags.items() if value is not None}
     cfg = load_config(project_root(c), profile=profile, overrides=overrides)
     for warning in cfg.warnings:

@@ -11,6 +11,8 @@ from nsyskit import console
 from nsyskit.cli import task
 from nsyskit.errors import AnalysisError, ConfigError, RegressionFound
 
+PROGRESS_FROM = 8  # reports in a run from which analyze and --timeline print their progress
+
 
 def _paths(path: str) -> list[str]:
     parts = [p.strip() for p in (path or "").split(",") if p.strip()]
@@ -56,45 +58,51 @@ def _check_output(output: str | None) -> Path | None:
     positional=["path"],
     help={
         "path": "Run folder (reports/<run-id>) or report files (.nsys-rep, .qdrep, .sqlite, .qdstrm; .ncu-rep; .pt.trace.json.gz), comma-separated.",
-        "json": "Print the whole analysis as JSON on stdout instead of tables (report.html is still written).",
+        "json": "Print the whole analysis (findings first) as JSON on stdout instead of tables (report.html is still written).",
         "html": "Write report.html, the PNG plots and analysis.json into the run folder (default: yes; --no-html skips).",
         "output": "Folder for report.html and the PNGs (default: the run folder, or the folder of the first report).",
-        "diff": "Baseline run to compare PATH against: 'invoke analyze --diff A B' prints metric changes from A to B.",
-        "fail_on_regression": "With --diff: exit 3 when step time or GPU busy time per step got worse by more than this percent.",
+        "timeline": "Also write timeline.json.gz: every rank's profiled window for ui.perfetto.dev (drag and drop).",
+        "timeline_max_events": "Cap on the timeline's events over all ranks (default 500000); the trace says where it cut.",
+        "diff": "Baseline to compare PATH against (run folder or analysis.json): 'invoke analyze --diff A B'.",
+        "fail_on": "With --diff: per-metric thresholds, e.g. step_time=5,exposed_comm=10; exit 3 past one.",
+        "fail_on_regression": "With --diff: same as --fail-on step_time=PCT.",
         "straggler_pct": "Flag ranks whose mean step time lies more than this percent from the median (default 5).",
         "top": "Rows shown in each terminal table (default 15).",
     },
 )
 def analyze(
-    c, path=None, json_=False, html=True, output=None, diff=None, fail_on_regression=None, straggler_pct=None, top=None
-):
-    """Kernel summary, GPU compute/communication/memory breakdown and overlap, NCCL sizes, stragglers; report.html."""
-    from nsyskit.analysis import diff_runs, report_folder
+    c, path=None, json_=False, html=True, output=None, timeline=False, timeline_max_events=None, diff=None,
+    fail_on=None, fail_on_regression=None, straggler_pct=None, top=None,
+):  # fmt: skip
+    """Findings first, then kernel summary, GPU breakdown and overlap, NCCL sizes, stragglers; report.html, timeline."""
+    from nsyskit.analysis import outputs
+    from nsyskit.analysis.diff import diff_table, run_diff
     from nsyskit.analysis.profilers import print_profiler_analysis, profiler_of, run_profiler_analysis
-    from nsyskit.analysis.terminal import print_analysis, rich_table
-    from nsyskit.analysis.trace import analyze_run
+    from nsyskit.analysis.summary import document, print_findings
+    from nsyskit.analysis.terminal import print_analysis
+    from nsyskit.analysis.timeline import DEFAULT_MAX_EVENTS
 
     rows = int(_number("--top", top, 15, integer=True, low=1))
     straggler = _number("--straggler-pct", straggler_pct, 5.0)
     threshold = _number("--fail-on-regression", fail_on_regression, None)
+    max_events = int(_number("--timeline-max-events", timeline_max_events, DEFAULT_MAX_EVENTS, integer=True, low=1))
     if diff:
-        table = diff_runs(_paths(diff), _paths(path), threshold)
+        result = run_diff(_paths(diff), _paths(path), fail_on, threshold)
         if json_:
-            _print_json(table.to_json())
+            _print_json(result.to_json())
         else:
-            console.out.print(rich_table(f"A = {diff}   B = {path}", table))
-        regressions = [row["metric"] for row in table.rows() if row["regression"]]
-        if regressions:
-            raise RegressionFound(f"regression over {threshold}%: {', '.join(regressions)} (A={diff}, B={path})")
+            console.out.print(diff_table(result))
+        if result.regressions:
+            raise RegressionFound(
+                f"regression past the threshold: {', '.join(result.regressions)} (A={diff}, B={path})"
+            )
         return
-    if threshold is not None:
+    if threshold is not None or fail_on is not None:
         raise AnalysisError(
-            path,
-            "--fail-on-regression needs a baseline",
-            "use 'invoke analyze --diff BASELINE RUN --fail-on-regression PCT'",
+            path, "--fail-on needs a baseline", "use 'invoke analyze --diff BASELINE RUN --fail-on step_time=5'"
         )
     paths = _paths(path)
-    folder = _check_output(output) or report_folder(paths)
+    folder = _check_output(output) or outputs.report_folder(paths)
     profiler = profiler_of(paths)
     if profiler != "nsys":  # PROFILER=ncu or torch runs: their own tables, shown the same way
         other, report = run_profiler_analysis(profiler, paths, folder, html, straggler)
@@ -105,24 +113,31 @@ def analyze(
         if report:
             console.done(f"report: {report}")
         return
-    analysis = analyze_run(paths, straggler_pct=straggler)
+    result = outputs.analyze(paths, folder, straggler, _progress("analyze"))
     if json_:
-        _print_json(analysis.to_json())
+        _print_json(document(result.analysis, result.summary))
     else:
-        print_analysis(analysis, console.out, top=rows)
-    for warning in analysis.warnings:
+        print_findings(result.summary, console.out)
+        print_analysis(result.analysis, console.out, top=rows)
+    for warning in result.analysis.warnings:
         console.warn(warning)
-    if html:
-        from nsyskit.analysis.report import write_report  # matplotlib only when a report is written
+    outputs.write(result, html, timeline, max_events, _progress("timeline"))
+    for note in result.timeline_notes:
+        console.warn(note)
+    if result.timeline:
+        console.done(f"timeline: {result.timeline} (open https://ui.perfetto.dev and drop the file on it)")
+    if result.report:
+        console.done(f"report: {result.report}")
 
-        try:
-            report = write_report(analysis, folder)
-        except OSError as exc:  # the analysis is printed above: say what was not written and how to get it
-            raise AnalysisError(
-                folder, f"report.html could not be written ({exc.strerror or exc}); the analysis above is complete",
-                "pass --output with a writable folder, or --no-html",
-            ) from None  # fmt: skip
-        console.done(f"report: {report}")
+
+def _progress(what: str):
+    """A progress callback printing '<what>: i/N reports' about ten times, from 8 reports on (few are quick)."""
+
+    def report(done: int, total: int) -> None:
+        if total >= PROGRESS_FROM and (done == total or done % max(1, total // 10) == 0):
+            console.info(f"{what}: {done}/{total} reports")
+
+    return report
 
 
 def _print_json(data: object) -> None:

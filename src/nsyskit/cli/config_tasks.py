@@ -5,13 +5,9 @@ from __future__ import annotations
 import json
 
 from invoke import Exit
-from rich.table import Table
 
 from nsyskit import console
 from nsyskit.cli import PROFILE_HELP, load, project_root, task
-from nsyskit.config import SECTIONS, available_profiles, key_of, load_config, settings
-from nsyskit.errors import ConfigErrors
-from nsyskit.setup import run_setup
 
 
 def _shown(value) -> str:
@@ -32,6 +28,11 @@ def _shown(value) -> str:
 )
 def show_config(c, check=False, profile=None, json_=False):
     """Print the resolved configuration and where each value came from (defaults < .env < profile < env < flags)."""
+    from rich.table import Table
+
+    from nsyskit.config import SECTIONS, available_profiles, key_of, load_config, settings
+    from nsyskit.errors import ConfigErrors
+
     root = project_root(c)
     try:
         cfg = load_config(root, profile=profile)
@@ -64,6 +65,8 @@ def show_config(c, check=False, profile=None, json_=False):
 @task(help={"profile": PROFILE_HELP})
 def setup(c, profile=None):
     """Prepare this machine: a running Docker engine and the base image the profile needs (idempotent)."""
+    from nsyskit.setup import run_setup
+
     report = run_setup(load(c, profile))
     for line in report.present:
         console.done(line)

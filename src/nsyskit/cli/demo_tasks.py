@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from nsyskit import console
 from nsyskit.cli import load, project_root, task
-from nsyskit.demo import run_demo
 
 DEMO_PROFILE = "local-cpu"
 
@@ -17,9 +16,12 @@ DEMO_PROFILE = "local-cpu"
 )
 def demo(c, profile=DEMO_PROFILE, progress=True):
     """Setup, build the image, run the example under nsys on 2 CPU ranks, analyze; prints the summary and report path."""
-    from nsyskit.analysis.report import print_analysis
+    from nsyskit.analysis.summary import print_findings, summarize
+    from nsyskit.analysis.terminal import print_analysis
+    from nsyskit.demo import run_demo
 
     result = run_demo(load(c, profile), project_root(c), show_progress=progress)
+    print_findings(summarize(result.analysis, result.report.parent), console.out)
     print_analysis(result.analysis, console.out)
     for line in result.run.summary_lines():
         console.out.print(line)

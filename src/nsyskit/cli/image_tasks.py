@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nsyskit import console, image
+from nsyskit import console
 from nsyskit.cli import PROFILE_HELP, load, project_root, task
 
 
@@ -36,6 +36,8 @@ def build(
     no_cache=False,
 ):
     """Build the image (Dockerfile + Container-Root) with build args from the config; tags IMAGE_REF and a content tag."""
+    from nsyskit import image
+
     cfg = load(c, profile, tag=tag, base_image=base_image, install_mpi=mpi, install_efa=efa, install_tests=tests)
     root = project_root(c)
     if dry_run:

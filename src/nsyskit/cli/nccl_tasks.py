@@ -6,9 +6,6 @@ import json
 
 from nsyskit import console
 from nsyskit.cli import task
-from nsyskit.nccllog import Window, analyze, parse_range, resolve_jobs
-from nsyskit.nccllog.outputs import check_html_target, no_nccl_line, write_outputs
-from nsyskit.nccllog.render import print_report
 
 
 @task(
@@ -27,6 +24,10 @@ from nsyskit.nccllog.render import print_report
 )
 def nccl_log(c, logs, steps=None, lines=None, json_=False, top=20, html=None):
     """Analyze NCCL_DEBUG=INFO logs (COLL lines; INIT/NET/TUNING when present): per-op sizes, histograms, aggregates, steps, init facts."""
+    from nsyskit.nccllog import Window, analyze, parse_range, resolve_jobs
+    from nsyskit.nccllog.outputs import check_html_target, no_nccl_line, write_outputs
+    from nsyskit.nccllog.render import print_report
+
     arguments = [logs]
     window = Window(steps=parse_range("--steps", steps), lines=parse_range("--lines", lines, lowest=1))
     html_path = check_html_target(html)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nsyskit import console, registry
+from nsyskit import console
 from nsyskit.cli import PROFILE_HELP, load, task
 
 REGISTRY_HELP = "Registry host (overrides REGISTRY), e.g. 123456789012.dkr.ecr.us-west-2.amazonaws.com."
@@ -12,6 +12,8 @@ TAG_HELP = "Image tag (overrides TAG)."
 @task(help={"profile": PROFILE_HELP, "registry": REGISTRY_HELP})
 def login(c, profile=None, registry_=None):
     """Check the registry accepts our credentials (ECR: a fresh token via boto3); nothing is written to disk."""
+    from nsyskit import registry
+
     cfg = load(c, profile, registry=registry_)
     result = registry.login(cfg)
     console.out.print(f"logged in to {result.host} as {result.username} ({result.source}; {result.expiry})")
@@ -27,6 +29,8 @@ def login(c, profile=None, registry_=None):
 )
 def push(c, profile=None, registry_=None, tag=None, progress=True):
     """Push the built image to REGISTRY (creating the ECR repository when missing) and print its digest."""
+    from nsyskit import registry
+
     cfg = load(c, profile, registry=registry_, tag=tag)
     result = registry.push(cfg, show_progress=progress)
     verb = "up to date" if result.noop else "pushed"
@@ -44,6 +48,8 @@ def push(c, profile=None, registry_=None, tag=None, progress=True):
 )
 def pull(c, profile=None, registry_=None, tag=None, digest=None, progress=True):
     """Pull the image from REGISTRY (by tag or --digest) and tag it locally as the image the run tasks use."""
+    from nsyskit import registry
+
     cfg = load(c, profile, registry=registry_, tag=tag)
     result = registry.pull(cfg, digest=digest, show_progress=progress)
     console.out.print(

@@ -7,9 +7,6 @@ from invoke import Exit
 from nsyskit import console
 from nsyskit.cli import PROFILE_HELP, load, project_root, task
 from nsyskit.errors import NsyskitError
-from nsyskit.local import dev as local_dev
-from nsyskit.local import run_local
-from nsyskit.local.runfolder import check_run_id
 
 RUN_HELP = {
     "local": "Run in local Docker containers (clusters: 'invoke deploy --k8s/--slurm').",
@@ -31,6 +28,9 @@ RUN_HELP = {
 def run(c, local=False, detach=False, nodes=None, procs_per_node=None, steps=None, profile_steps=None,
         profile_ranks=None, model_size=None, run_id=None, progress=True, profile=None, profiler=None):  # fmt: skip
     """Run the DDP example under its profiler (nsys, ncu, torch) in local containers; per-rank reports, sqlite, logs and run.json in reports/<run-id>/."""
+    from nsyskit.local import dev as local_dev
+    from nsyskit.local import run_local
+
     if not local:
         raise Exit(
             "error: choose where to run: --local (Docker here); clusters: 'invoke deploy --k8s' or '--slurm'", code=2
@@ -48,6 +48,8 @@ def run(c, local=False, detach=False, nodes=None, procs_per_node=None, steps=Non
 @task(name="exec", help={"command": "Command to run in nsyskit-dev (default: an interactive shell)."})
 def exec_(c, command=None):
     """Run a command (or open a shell) in the long-running container started by 'invoke run --local --detach'."""
+    from nsyskit.local import dev as local_dev
+
     code = local_dev.exec_in(command)
     if code:
         raise Exit(code=code)
@@ -61,6 +63,9 @@ def exec_(c, command=None):
 )
 def stop(c, run_id=None, all=False):
     """Stop and remove the long-running container (or a run's containers with --run-id, or all with --all)."""
+    from nsyskit.local import dev as local_dev
+    from nsyskit.local.runfolder import check_run_id
+
     if run_id and all:
         raise NsyskitError("--run-id and --all exclude each other; fix: give one of them")
     if run_id:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import shlex
 
-from nsyskit import console, enroot
+from nsyskit import console
 from nsyskit.cli import PROFILE_HELP, load, task
 
 
 @task(name="enroot-credentials", help={"profile": PROFILE_HELP})
 def enroot_credentials(c, profile=None):
     """Write the ECR line (token from boto3) into enroot's credentials file, mode 0600, keeping its other lines."""
+    from nsyskit import enroot
+
     path = enroot.write_credentials(load(c, profile))
     console.out.print(f"ECR credentials written to {path} (the token is valid for 12 hours)")
 
@@ -19,6 +21,8 @@ def enroot_credentials(c, profile=None):
                                   "dry_run": "Print the enroot command only."})  # fmt: skip
 def enroot_import(c, profile=None, force=False, dry_run=False):
     """Import the pushed image into the .sqsh file Pyxis runs with SLURM_CONTAINER_IMAGE=sqsh (needs enroot here)."""
+    from nsyskit import enroot
+
     cfg = load(c, profile)
     if dry_run:
         console.out.print(shlex.join(enroot.import_command(cfg)))

@@ -7,7 +7,6 @@ import sys
 
 from nsyskit import console
 from nsyskit.cli import load, project_root, task
-from nsyskit.setup import run_setup
 
 TEST_PROFILE = "local-cpu"
 
@@ -23,6 +22,8 @@ TEST_PROFILE = "local-cpu"
 )
 def test(c, unit=False, image=False, k=None, args="", lint=True):
     """Lint and run the test suite; prepares the engine and the local-cpu base image first."""
+    from nsyskit.setup import run_setup
+
     root = project_root(c)
     if lint:
         c.run(f"{shlex.quote(sys.executable)} -m ruff check {shlex.quote(str(root))}", echo=True)

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nsyskit import jobdir, launch
+from nsyskit import console, jobdir, launch
 from nsyskit.config import Config
 from nsyskit.deploy import DeployResult
 from nsyskit.errors import ClusterError, ClusterUnreachable, NsyskitError
@@ -179,8 +179,11 @@ def launcher_exit_code(pod: dict[str, Any]) -> int | None:
 
 def wait_for(name: str, namespace: str, poll_s: float = WAIT_POLL_S) -> int:
     """Block until the MPIJob has succeeded or failed; its launcher's exit code (1 for a failure without one)."""
+    phases = console.Phases(f"MPIJob {name}")
     while (state := _ended(name, namespace)) is None:
+        phases.update("running")
         time.sleep(poll_s)
+    phases.update(state.lower())
     launchers = _pods(name, namespace, "launcher")
     code = launcher_exit_code(launchers[-1]) if launchers else None
     return code if code is not None else (0 if state == "Succeeded" else 1)

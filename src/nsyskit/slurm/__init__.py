@@ -52,7 +52,8 @@ def deploy(cfg: Config, root: Path, *, dry_run: bool, wait: bool) -> DeployResul
     if not wait:
         return result
     console.info(f"submitted Slurm job {job_id}; waiting for it to end (log: {log})")
-    final = scheduler.wait(cfg, job_id, on_change=lambda s: console.info(f"job {job_id}: {s.state}"))
+    phases = console.Phases(f"job {job_id}")
+    final = scheduler.wait(cfg, job_id, on_poll=lambda s: phases.update(s.state))
     write_record(job_dir, state=final.state, exit_code=final.exit_code)
     if final.state != "COMPLETED" or final.exit_code:
         raise SlurmJobFailed(job_id, final.state, final.exit_code, str(log), final.reason)

@@ -123,18 +123,16 @@ def query(cfg: Config, job_id: str) -> JobState | None:
     return None
 
 
-def wait(cfg: Config, job_id: str, poll_s: float = POLL_S, on_change=None) -> JobState:
-    """Poll until the job has ended; on_change(state) is called whenever the state changes."""
-    last = None
+def wait(cfg: Config, job_id: str, poll_s: float = POLL_S, on_poll=None) -> JobState:
+    """Poll until the job has ended; on_poll(state) is called after every poll (progress)."""
     while True:
         state = query(cfg, job_id)
         if state is None:
             raise NsyskitError(
                 f"Slurm no longer knows job {job_id} (neither scontrol nor sacct); fix: raise MinJobAge or enable accounting"
             )
-        if on_change and state.state != last:
-            on_change(state)
-            last = state.state
+        if on_poll:
+            on_poll(state)
         if state.final:
             return state
         time.sleep(poll_s)

@@ -89,6 +89,8 @@ class Memop:
     device: int = 0
     stream: int = 8
     pid: int = PID
+    src_kind: int | None = None  # memory kinds (ENUM_CUDA_MEM_KIND): 0 pageable, 1 pinned, 2 device
+    dst_kind: int | None = None
 
 
 @dataclass
@@ -182,8 +184,9 @@ def write_export(path: Path, export: Export) -> Path:
                 )
             else:
                 con.execute(
-                    "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY (start,end,deviceId,contextId,streamId,globalPid,bytes,copyKind) VALUES (?,?,?,1,?,?,?,?)",
-                    (m.start, m.end, m.device, m.stream, m.pid, m.bytes, m.kind),
+                    "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY (start,end,deviceId,contextId,streamId,globalPid,bytes,copyKind,"
+                    "srcKind,dstKind) VALUES (?,?,?,1,?,?,?,?,?,?)",
+                    (m.start, m.end, m.device, m.stream, m.pid, m.bytes, m.kind, m.src_kind, m.dst_kind),
                 )
         launch_name = sid("cudaLaunchKernel_v7000")
         con.executemany(

@@ -85,6 +85,7 @@ def test_memcpy_by_kind(two_devices):
         "total_ns": 40,
         "avg_bytes": 4000.0,
         "bandwidth_gbps": 100.0,
+        "pageable_count": 0,  # the fixture's copies name no memory kinds
     }
     assert rows["PtoP"]["bytes"] == 1000 and set(rows) == {"HtoD", "PtoP"}
 

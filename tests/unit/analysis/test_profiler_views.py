@@ -47,7 +47,7 @@ def test_torch_run_through_the_analyze_task(tmp_path):
     assert GEMM in text and "report:" in table.stdout + table.stderr
     page = (tmp_path / "report.html").read_text()
     assert "nsyskit analysis (torch)" in page and "GPU idle time per rank and stream" in page
-    assert "class='straggler'" in page  # rank 1's steps are 30 % longer
+    assert 'class="straggler"' in page  # rank 1's steps are 30 % longer
     assert page.count("data:image/png;base64,") == 2 and (tmp_path / "step_times.png").is_file()
     saved = json.loads((tmp_path / "analysis.json").read_text())
     printed = json.loads(analyze(str(tmp_path), "--json", "--no-html").stdout)

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 from nsys_fixtures import Export, Kernel, Memop, Range, write_export
 
+from nsyskit import hostpkgs
+from nsyskit.analysis import blobagg
 from nsyskit.analysis.reader import ExportReader
 from nsyskit.analysis.trace import analyze_run, discover
 from nsyskit.errors import ReportFileError
@@ -148,3 +150,91 @@ def test_ranks_from_names_and_preferred_formats(tmp_path):
         (2, "profile_rank_2.sqlite"),
         (10, "profile_rank_10.sqlite"),
     ]
+
+
+def _bad_values_export(tmp_path):
+    """An export whose kernel, memcpy and runtime rows hold text, a BLOB, a REAL or NULL where integers belong."""
+    kernels = [Kernel(100 + 10 * i, 105 + 10 * i, f"k{i % 4}", device=i % 2) for i in range(40)]
+    memops = [Memop(1000 + 10 * i, 1004 + 10 * i, 64 * (i + 1), 1 + i % 2) for i in range(20)]
+    ranges = [Range(50, 600, "step 0")]
+    path = write_export(tmp_path / "bad.sqlite", Export(kernels=kernels, memops=memops, ranges=ranges))
+    con = sqlite3.connect(path)
+    for sql in (
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = 'late' WHERE rowid = 3",
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET deviceId = 'gpu' WHERE rowid = 5",
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 170.5 WHERE rowid = 8",
+        "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET demangledName = x'01' WHERE rowid = 11",
+        "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = '12 B' WHERE rowid = 2",
+        "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET end = x'02' WHERE rowid = 4",
+    ):
+        con.execute(sql)
+    con.commit()
+    con.close()
+    return path
+
+
+def _columns(activities):
+    return {
+        "start": activities.start.tolist(),
+        "end": activities.end.tolist(),
+        "device": activities.device.tolist(),
+        **{k: v.tolist() for k, v in activities.extra.items()},
+    }
+
+
+@pytest.fixture(scope="module")
+def blob_extension() -> str:
+    """The compiled int64s extension; its compiler and header are installed first on a machine without them."""
+    if blobagg.library() is None and hostpkgs.can_install():
+        hostpkgs.install("sqlite-ext")
+        blobagg._library.clear()  # look again now that cc and sqlite3ext.h are there
+    path = blobagg.library()
+    assert path, "int64s could not be built: install a C compiler and libsqlite3-dev"
+    return path
+
+
+@pytest.mark.parametrize("shape", ["bad values", "clean"])
+def test_binary_and_text_aggregates_read_the_same(tmp_path, shape, blob_extension):
+    # int64s (the compiled aggregate, when this machine can build it) and group_concat must give the same columns
+    # and the same warnings, bad rows included: the first is only a faster way to the second's result.
+    path = (
+        _bad_values_export(tmp_path)
+        if shape == "bad values"
+        else write_export(
+            tmp_path / "ok.sqlite", Export(kernels=[Kernel(10**15 + i, 10**15 + 2 * i + 1, "k") for i in range(50)])
+        )
+    )
+    results = []
+    for blob in (True, False):
+        reader = ExportReader(path)
+        assert reader.blob or not blob, "the int64s extension could not be built (see the blob_extension fixture)"
+        reader.blob = blob
+        results.append(
+            (
+                _columns(reader.kernels(correlation=True)),
+                [a.tolist() for a in reader.kernel_durations()],
+                _columns(reader.memcpys()),
+                _columns(reader.memsets()),
+                [a.tolist() for a in reader.launch_calls(np.array([281474976711890]))],
+                reader.warnings,
+            )
+        )
+    assert results[0] == results[1]
+    if shape == "bad values":
+        kernels, _, memcpys, *_, warnings = results[0]
+        # text/REAL start, end or device: the row is left out; a BLOB name: kept as an unnamed kernel (name 0)
+        assert len(kernels["start"]) == 37 and kernels["name"].count(0) == 1 and len(memcpys["start"]) == 18
+        assert any("3 of 40 rows of CUPTI_ACTIVITY_KIND_KERNEL" in w for w in warnings)
+        assert any("2 of 20 rows of CUPTI_ACTIVITY_KIND_MEMCPY" in w for w in warnings)
+
+
+def test_without_a_compiler_the_reader_uses_group_concat(tmp_path, monkeypatch):
+    from nsyskit.analysis import blobagg
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # nothing built there yet
+    monkeypatch.setenv("PATH", str(tmp_path))  # no cc, no gcc
+    monkeypatch.setattr(blobagg, "_library", [])
+    path = write_export(tmp_path / "r.sqlite", Export(kernels=[Kernel(5, 9, "k"), Kernel(10, 20, "k", device=1)]))
+    reader = ExportReader(path)
+    assert not reader.blob and blobagg.library() is None
+    assert list(reader.kernels().end) == [9, 20] and list(reader.kernel_durations()[1]) == [4, 10]

@@ -1,0 +1,86 @@
+"""Ways to read a kernel table's integer columns into numpy, side by side in CPU seconds (what the reader chose and why).
+
+Reads start, deviceId, end and the name id of every kernel of one export:
+- `sum` of the columns: the scan alone, the floor any read pays;
+- int64s (blobagg.py): one BLOB of int64s per column, no text conversion (the reader's way when it can be built);
+- group_concat per column parsed by numpy (the reader's way without int64s);
+- np.fromiter over the cursor's rows, and fetchall + np.array: Python objects per value.
+
+Usage: .venv/bin/python bench/read_methods_bench.py bench/out/synthetic_rank_0.sqlite [--repeat 3]
+(make the file first with bench/analyze_bench.py). Prints the fastest of --repeat runs per way, and the load average.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import resource
+import time
+from pathlib import Path
+
+import numpy as np
+
+from nsyskit.analysis import blobagg
+from nsyskit.analysis.reader import KERNEL_TABLES, ExportReader
+
+COLUMNS = ("start", "deviceId", "end")
+
+
+def cpu() -> float:
+    """CPU seconds of this process so far (user + system)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def ways(reader: ExportReader, table: str, name: str) -> dict:
+    """The ways to read, each a function returning the columns."""
+    con, cols = reader.con, (*COLUMNS, name)
+    count = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+    def concat():
+        row = con.execute(f"SELECT {', '.join(f'group_concat({c}, {chr(39)},{chr(39)})' for c in cols)} FROM {table}")
+        return [np.fromstring(text, dtype=np.int64, sep=",") for text in row.fetchone()]
+
+    def fromiter():
+        rows = con.execute(f"SELECT {', '.join(cols)} FROM {table}")
+        return np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=len(cols) * count)
+
+    chosen = {
+        "sum of the columns (the scan alone)": lambda: con.execute(
+            f"SELECT {', '.join(f'sum({c})' for c in cols)} FROM {table}"
+        ).fetchone(),
+        "group_concat + np.fromstring": concat,
+        "np.fromiter over the cursor": fromiter,
+        "fetchall + np.array": lambda: np.array(con.execute(f"SELECT {', '.join(cols)} FROM {table}").fetchall()),
+    }
+    if reader.blob:
+        chosen["int64s per column"] = lambda: [
+            np.frombuffer(b, dtype=np.int64)
+            for b in con.execute(f"SELECT {', '.join(f'int64s({c})' for c in cols)} FROM {table}").fetchone()
+        ]
+    return chosen
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("export", type=Path)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    reader = ExportReader(args.export)
+    table, name = reader.table(KERNEL_TABLES), reader.kernel_name_column()
+    print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}; int64s: {bool(blobagg.library())}")
+    best: dict[str, tuple[float, float]] = {}
+    for _ in range(args.repeat):
+        for label, read in ways(reader, table, name).items():
+            start_cpu, start = cpu(), time.perf_counter()
+            read()
+            spent = (cpu() - start_cpu, time.perf_counter() - start)
+            best[label] = min(best.get(label, spent), spent)
+    floor = best["sum of the columns (the scan alone)"][0]
+    for label, (cpu_s, wall_s) in best.items():
+        print(f"{label:40} cpu {cpu_s:6.2f} s  wall {wall_s:6.2f} s  {cpu_s / floor:4.1f}x the scan")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""One analysis of a run and everything written from it: summary, timeline.json.gz, report.html, analysis.json."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nsyskit.analysis.result import Analysis
+from nsyskit.analysis.summary import Summary, summarize
+from nsyskit.analysis.timeline import DEFAULT_MAX_EVENTS, write_timeline
+from nsyskit.analysis.trace import analyze_run
+from nsyskit.errors import AnalysisError
+
+TIMELINE_NAME = "timeline.json.gz"
+
+
+@dataclass
+class Outputs:
+    """What 'invoke analyze' made: the analysis, its summary, where files go and the files written."""
+
+    paths: list[str | Path]
+    folder: Path
+    analysis: Analysis
+    summary: Summary
+    report: Path | None = None
+    timeline: Path | None = None
+    timeline_notes: list[str] = field(default_factory=list)
+
+
+def report_folder(paths: list[str | Path]) -> Path:
+    """Where report.html goes by default: the run folder given, else the folder of the first report."""
+    first = Path(paths[0])
+    return first if first.is_dir() else first.parent
+
+
+def analyze(
+    paths: list[str | Path], output: Path | None = None, straggler_pct: float = 5.0,
+    progress: Callable[[int, int], None] | None = None,
+) -> Outputs:  # fmt: skip
+    """Analyze the run and summarize it (findings, window metrics, header) for the folder its files go to."""
+    folder = Path(output) if output else report_folder(paths)
+    analysis = analyze_run(paths, straggler_pct=straggler_pct, progress=progress)
+    return Outputs(list(paths), folder, analysis, summarize(analysis, folder))
+
+
+def write(
+    result: Outputs, html: bool = True, timeline: bool = False, max_events: int = DEFAULT_MAX_EVENTS,
+    progress: Callable[[int, int], None] | None = None,
+) -> Outputs:  # fmt: skip
+    """Write the timeline first (report.html links it) when asked, then report.html, the PNGs and analysis.json.
+
+    A folder that cannot be written is one AnalysisError saying the analysis itself is complete.
+    """
+    if timeline:
+        result.timeline = result.folder / TIMELINE_NAME
+        with _unwritable(result.folder, TIMELINE_NAME):
+            result.timeline_notes = write_timeline(result.paths, result.timeline, max_events, progress)
+    if html:
+        from nsyskit.analysis.report import write_report  # matplotlib and Jinja2 only when a report is written
+
+        with _unwritable(result.folder, "report.html"):
+            result.report = write_report(
+                result.analysis, result.folder, summary=result.summary, timeline_notes=result.timeline_notes
+            )
+    return result
+
+
+@contextlib.contextmanager
+def _unwritable(folder: Path, name: str) -> Iterator[None]:
+    """An OSError while writing `name` as one AnalysisError: the analysis (printed by then) is complete."""
+    try:
+        yield
+    except OSError as exc:
+        raise AnalysisError(
+            folder, f"{name} could not be written ({exc.strerror or exc}); the analysis above is complete",
+            "pass --output with a writable folder, or --no-html",
+        ) from None  # fmt: skip
+
+
+def produce(
+    paths: list[str | Path], output: Path | None = None, html: bool = True, straggler_pct: float = 5.0,
+    timeline: bool = False, max_events: int = DEFAULT_MAX_EVENTS, progress: Callable[[int, int], None] | None = None,
+) -> Outputs:  # fmt: skip
+    """analyze() then write(), for callers that print nothing in between (the demo, run_analysis)."""
+    return write(analyze(paths, output, straggler_pct), html, timeline, max_events, progress)

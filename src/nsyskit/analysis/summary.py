@@ -1,0 +1,59 @@
+"""What every output of 'invoke analyze' opens with: the run header, the findings, the profiled window's metrics."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from nsyskit.analysis import findings as rules
+from nsyskit.analysis import units
+from nsyskit.analysis.metrics import RunView, run_metrics, view_of
+from nsyskit.analysis.runinfo import RunHeader, run_header
+
+SCHEMA_VERSION = 2  # analysis.json: 2 = run, findings and metrics first (what --diff reads)
+
+
+@dataclass
+class Summary:
+    """The findings and metrics of one analysis (computed once, shared by the terminal, HTML and JSON)."""
+
+    view: RunView
+    metrics: dict[str, float]
+    findings: list[rules.Finding]
+    header: RunHeader
+
+
+def summarize(analysis, folder: Path) -> Summary:
+    """Findings, metrics and header of an Analysis whose outputs go to `folder`."""
+    view = view_of(analysis)
+    return Summary(view, run_metrics(view), rules.find(view), run_header(analysis, Path(folder), view.window_source))
+
+
+def _number(value: float) -> float | None:
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+
+
+def document(analysis, summary: Summary) -> dict[str, Any]:
+    """The analysis as JSON data: schema, run header, findings and window metrics first, then every table."""
+    return {
+        "schema": SCHEMA_VERSION,
+        "run": summary.header.to_json(),
+        "findings": [f.to_json() for f in summary.findings],
+        "metrics": {name: _number(value) for name, value in summary.metrics.items()},
+        **analysis.to_json(),
+    }
+
+
+def print_findings(summary: Summary, console) -> None:
+    """The findings (or that none fired) and the window's metrics: the first thing on the terminal."""
+    header = summary.header
+    console.print(f"[bold]Findings[/bold] ({header.run_id}, {header.layout}, window: {summary.view.window_source})")
+    for finding in summary.findings:
+        color = "yellow" if finding.severity == "warning" else "cyan"
+        console.print(f"  [{color}]{finding.severity}[/{color}] {finding.title}  [dim]({finding.rule})[/dim]")
+    if not summary.findings:
+        console.print("  [green]no rule fired[/green]")
+    shown = [f"{name} {units.metric(name, v)}" for name, v in summary.metrics.items() if not math.isnan(v)]
+    console.print("  [dim]" + ", ".join(shown) + "[/dim]")

@@ -1,0 +1,31 @@
+"""Test helper: the real nsys SQLite exports of ../shared/real-data, decompressed once per session into tmp."""
+
+from __future__ import annotations
+
+import lzma
+from pathlib import Path
+
+import pytest
+
+EXPORTS = Path(__file__).resolve().parents[4] / "shared" / "real-data" / "nsys-exports"
+NAMES = sorted(p.name.removesuffix(".xz") for p in EXPORTS.glob("*.sqlite.xz"))
+
+
+def decompress(name: str, folder: Path) -> Path:
+    """The export `name` decompressed into `folder` (reused when already there)."""
+    target = folder / name
+    if not target.exists():
+        target.write_bytes(lzma.decompress((EXPORTS / f"{name}.xz").read_bytes()))
+    return target
+
+
+@pytest.fixture(scope="session")
+def real_exports_dir(tmp_path_factory) -> Path:
+    """A session folder the real exports are decompressed into."""
+    return tmp_path_factory.mktemp("real-exports")
+
+
+@pytest.fixture(params=NAMES)
+def real_export(request, real_exports_dir) -> Path:
+    """Each real export in turn (decompressed)."""
+    return decompress(request.param, real_exports_dir)

@@ -1,0 +1,261 @@
+"""Each findings rule on tables that trigger it and tables that do not; the profiled window and the window metrics."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nsyskit.analysis import findings
+from nsyskit.analysis.metrics import RunView, per_rank, run_metrics, window_steps, windowed_ranks
+from nsyskit.analysis.table import Table
+
+MS = 1_000_000
+
+
+def steps_table(per_rank_durations: dict[int, list[float]]) -> Table:
+    """Consecutive 'step N' rows per rank with the given durations (ns)."""
+    rows = {"rank": [], "step": [], "start_ns": [], "duration_ns": []}
+    for rank, durations in per_rank_durations.items():
+        start = 0
+        for step, duration in enumerate(durations):
+            rows["rank"].append(rank)
+            rows["step"].append(step)
+            rows["start_ns"].append(start)
+            rows["duration_ns"].append(int(duration))
+            start += int(duration)
+    return Table({k: np.asarray(v, dtype=np.int64) for k, v in rows.items()})
+
+
+def breakdown_table(rows: list[dict]) -> Table:
+    """A gpu_breakdown-shaped table from per-GPU dicts of *_ns values (percentages derived)."""
+    names = (
+        "window_ns",
+        "busy_ns",
+        "compute_ns",
+        "comm_ns",
+        "memory_ns",
+        "idle_ns",
+        "compute_comm_overlap_ns",
+        "exposed_comm_ns",
+    )
+    table = {"rank": np.asarray([r["rank"] for r in rows]), "device": np.asarray([r.get("device", 0) for r in rows])}
+    for name in names:
+        table[name] = np.asarray([r.get(name, 0) for r in rows], dtype=np.int64)
+    table["idle_ns"] = table["window_ns"] - table["busy_ns"]
+    for name in names[1:]:
+        table[name.replace("_ns", "_pct")] = table[name] * 100.0 / table["window_ns"]
+    return Table(table)
+
+
+def ops_table(rows: list[tuple[int, int, int, float]]) -> Table:
+    """NCCL operations (rank, start, duration, size in bytes) with their size buckets."""
+    from nsyskit.analysis.analyzers import size_bucket
+
+    return Table(
+        {
+            "rank": np.asarray([r[0] for r in rows], dtype=np.int64),
+            "op": np.asarray(["AllReduce"] * len(rows), dtype=object),
+            "start_ns": np.asarray([r[1] for r in rows], dtype=np.int64),
+            "duration_ns": np.asarray([r[2] for r in rows], dtype=np.int64),
+            "size_bytes": np.asarray([r[3] for r in rows], dtype=np.float64),
+            "bucket": np.asarray([size_bucket(r[3]) for r in rows], dtype=object),
+        }
+    )
+
+
+def view(steps: Table, **tables) -> RunView:
+    window, how = window_steps(steps, tables.pop("windowed", frozenset()))
+    return RunView(steps=window, all_steps=steps, window_source=how, **tables)
+
+
+def gpu_view(per_gpu: list[dict], step_ns: float = 10 * MS, ranks: int | None = None) -> RunView:
+    count = ranks or len(per_gpu)
+    return view(steps_table({r: [step_ns] * 4 for r in range(count)}), breakdown=breakdown_table(per_gpu))
+
+
+# ---- the profiled window ----------------------------------------------------------------------------------
+
+
+def test_window_steps_drop_the_warm_up_only_on_ranks_without_a_profile_window():
+    # Rank 0 had a profile_window range: the facade already kept only its window's steps. Rank 1 had none.
+    steps = steps_table({0: [10 * MS, 10 * MS, 11 * MS], 1: [800 * MS, 10 * MS, 10 * MS]})
+    nvtx = Table(
+        {"rank": np.asarray([0, 0, 1]), "name": np.asarray(["profile_window", "step 1", "step 1"], dtype=object)}
+    )
+    windowed = windowed_ranks(nvtx)
+    assert windowed == {0}
+    chosen, how = window_steps(steps, windowed)
+    assert chosen.take(chosen["rank"] == 0)["step"].tolist() == [0, 1, 2]
+    assert chosen.take(chosen["rank"] == 1)["step"].tolist() == [1, 2]  # no window on rank 1: warm-up dropped
+    assert how == "profile_window + warm-up dropped"
+    assert run_metrics(view(steps, windowed=windowed))["step_time"] == 10 * MS  # the 800 ms warm-up is not averaged in
+
+
+def test_two_steps_keep_both():  # too few steps to call one of them warm-up
+    chosen, how = window_steps(steps_table({0: [5 * MS, 4 * MS]}))
+    assert len(chosen) == 2 and how == "all steps"
+
+
+# ---- one test per rule: fires, and stays quiet ------------------------------------------------------------
+
+
+def test_exposed_communication_on_gpus():
+    exposed = gpu_view(
+        [{"rank": 0, "window_ns": 100, "busy_ns": 90, "compute_ns": 60, "comm_ns": 40, "exposed_comm_ns": 30}]
+    )
+    hidden = gpu_view(
+        [{"rank": 0, "window_ns": 100, "busy_ns": 90, "compute_ns": 85, "comm_ns": 40, "exposed_comm_ns": 5}]
+    )
+    finding = findings.exposed_communication(exposed)
+    assert finding.rule == "exposed_comm" and finding.value == pytest.approx(30.0)
+    assert "30.0%" in finding.title
+    assert findings.exposed_communication(hidden) is None
+
+
+def test_communication_share_on_cpu_runs():
+    steps = steps_table({0: [10 * MS] * 4, 1: [10 * MS] * 4})
+    busy = ops_table([(r, s * 10 * MS + 2 * MS, 4 * MS, 4e6) for r in (0, 1) for s in range(4)])
+    light = ops_table([(r, s * 10 * MS + 2 * MS, 1 * MS, 4e6) for r in (0, 1) for s in range(4)])
+    finding = findings.exposed_communication(view(steps, nccl_ops=busy))
+    assert finding.rule == "comm_share" and finding.value == pytest.approx(40.0)  # 4 of 10 ms, warm-up excluded
+    assert findings.exposed_communication(view(steps, nccl_ops=light)) is None
+
+
+def test_gpu_idle():
+    idle = gpu_view([{"rank": 0, "window_ns": 100, "busy_ns": 90}, {"rank": 1, "window_ns": 100, "busy_ns": 40}])
+    busy = gpu_view([{"rank": 0, "window_ns": 100, "busy_ns": 95}, {"rank": 1, "window_ns": 100, "busy_ns": 90}])
+    finding = findings.gpu_idle(idle)
+    assert finding.value == pytest.approx(35.0) and "rank 1 GPU 0" in finding.title
+    assert findings.gpu_idle(busy) is None
+
+
+def test_straggler_by_compute_on_gpus():
+    # Synchronous DDP: every rank's step is as long as the slowest; rank 2 computes longer, the others wait in comm.
+    per_gpu = [
+        {"rank": r, "window_ns": 40 * MS, "busy_ns": 36 * MS, "compute_ns": c * MS, "comm_ns": (36 - c) * MS}
+        for r, c in ((0, 20), (1, 20), (2, 32), (3, 20))
+    ]
+    finding = findings.straggler(gpu_view(per_gpu))
+    assert finding is not None and "rank 2" in finding.title and "cause: compute" in finding.title
+
+
+def test_straggler_by_host_on_gpus():
+    # Rank 1's GPU work is normal but its steps are longer: the time goes on the host (data loading, Python).
+    per_gpu = [
+        {"rank": r, "window_ns": 40 * MS, "busy_ns": 30 * MS, "compute_ns": 25 * MS, "comm_ns": 5 * MS}
+        for r in range(3)
+    ]
+    steps = steps_table({0: [10 * MS] * 4, 1: [14 * MS] * 4, 2: [10 * MS] * 4})
+    finding = findings.straggler(view(steps, breakdown=breakdown_table(per_gpu)))
+    assert finding is not None and "rank 1" in finding.title and "cause: host" in finding.title
+
+
+def test_no_straggler_among_even_ranks():
+    per_gpu = [
+        {"rank": r, "window_ns": 40 * MS, "busy_ns": 36 * MS, "compute_ns": 20 * MS, "comm_ns": 16 * MS}
+        for r in range(4)
+    ]
+    assert findings.straggler(gpu_view(per_gpu)) is None
+    assert findings.straggler(view(steps_table({0: [10 * MS] * 4}))) is None  # one rank: nobody to compare with
+
+
+def test_small_messages():
+    steps = steps_table({0: [10 * MS] * 4})
+    small = ops_table(
+        [(0, s * 10 * MS + i * MS, MS // 2, 4096) for s in range(4) for i in range(6)] + [(0, 35 * MS, MS, 8e6)]
+    )
+    large = ops_table([(0, s * 10 * MS, 3 * MS, 8e6) for s in range(4)] + [(0, 35 * MS, MS // 10, 4096)])
+    finding = findings.small_messages(view(steps, nccl_ops=small))
+    assert finding.rule == "small_messages" and finding.value > 50
+    assert findings.small_messages(view(steps, nccl_ops=large)) is None
+
+
+def test_pageable_memcpy_when_the_export_says_so():
+    base = {
+        "kind": np.asarray(["HtoD", "DtoD"], dtype=object),
+        "count": np.asarray([10, 5]),
+        "total_ns": np.asarray([5 * MS, MS]),
+    }
+    pageable = Table({**base, "pageable_count": np.asarray([10, 0])})
+    pinned = Table({**base, "pageable_count": np.asarray([0, 0])})
+    steps = steps_table({0: [10 * MS] * 3})
+    finding = findings.pageable_memcpy(view(steps, memcpy=pageable))
+    assert finding is not None and "10 pageable" in finding.title and "5.00 ms" in finding.title
+    assert findings.pageable_memcpy(view(steps, memcpy=pinned)) is None
+    assert findings.pageable_memcpy(view(steps, memcpy=Table(base))) is None  # an export without the memory kinds
+
+
+def test_pageable_memcpy_read_from_the_export(tmp_path):
+    # Real exports (aiprofiler, pipit, dlprof) copy HtoD from pageable memory: srcKind 0, as ENUM_CUDA_MEM_KIND says.
+    from nsys_fixtures import Export, Kernel, Memop, write_export
+
+    from nsyskit.analysis.summary import summarize
+    from nsyskit.analysis.trace import analyze_run
+
+    def run(src_kind: int) -> list[str]:
+        memops = [Memop(i * 100, i * 100 + 50, 1 << 20, kind=1, src_kind=src_kind, dst_kind=2) for i in range(3)]
+        path = write_export(
+            tmp_path / f"r{src_kind}_rank_0.sqlite", Export(kernels=[Kernel(0, 400, "k")], memops=memops)
+        )
+        analysis = analyze_run([path])
+        assert analysis.memcpy["pageable_count"].tolist() == [3 if src_kind == 0 else 0]
+        return [f.title for f in summarize(analysis, tmp_path).findings if f.rule == "pageable_memcpy"]
+
+    assert run(0) == ["3 pageable host/device memcpy (HtoD/DtoH copies take 150 ns in all)"]
+    assert run(1) == []  # pinned host memory
+
+
+def test_step_variance():
+    jumpy = steps_table({0: [500 * MS, 10 * MS, 20 * MS, 10 * MS, 22 * MS]})
+    steady = steps_table({0: [500 * MS, 10 * MS, 10.2 * MS, 9.9 * MS, 10 * MS]})  # the warm-up step does not count
+    finding = findings.step_variance(view(jumpy))
+    assert finding.severity == "info" and "rank 0" in finding.title and "warm-up dropped" in finding.title
+    assert findings.step_variance(view(steady)) is None
+
+
+def test_find_lists_warnings_before_information_and_nothing_for_a_healthy_run():
+    per_gpu = [
+        {
+            "rank": r,
+            "window_ns": 100,
+            "busy_ns": 60,
+            "compute_ns": 50,
+            "comm_ns": 20,
+            "exposed_comm_ns": 10 if r else 30,
+        }
+        for r in range(2)
+    ]
+    steps = steps_table(
+        {0: [9 * MS, 10 * MS, 14 * MS, 10 * MS, 15 * MS], 1: [9 * MS, 10 * MS, 14 * MS, 10 * MS, 15 * MS]}
+    )
+    found = findings.find(view(steps, breakdown=breakdown_table(per_gpu)))
+    assert [f.rule for f in found] == ["exposed_comm", "gpu_idle", "step_variance"]
+    healthy = [
+        {"rank": r, "window_ns": 100, "busy_ns": 95, "compute_ns": 90, "comm_ns": 10, "exposed_comm_ns": 2}
+        for r in range(2)
+    ]
+    assert findings.find(gpu_view(healthy)) == []
+
+
+def test_per_rank_components_of_a_cpu_run():
+    steps = steps_table({0: [10 * MS] * 4, 1: [10 * MS] * 4})
+    ops = ops_table([(r, s * 10 * MS, (2 + r) * MS, 1e6) for r in (0, 1) for s in range(4)])
+    table = per_rank(view(steps, nccl_ops=ops))
+    assert table["comm_ns"].tolist() == [2 * MS, 3 * MS]
+    assert table["work_ns"].tolist() == [8 * MS, 7 * MS]
+
+
+# ---- real exports -----------------------------------------------------------------------------------------
+
+
+def test_findings_on_real_gpu_exports(real_export):
+    from nsyskit.analysis.summary import summarize
+    from nsyskit.analysis.trace import analyze_run
+
+    summary = summarize(analyze_run([real_export]), Path(real_export).parent)
+    assert not np.isnan(summary.metrics["gpu_idle"])  # every real export has GPU activity
+    assert 0 <= summary.metrics["exposed_comm"] <= 100
+    for finding in summary.findings:
+        assert finding.value > finding.threshold and finding.title
