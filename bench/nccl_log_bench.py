@@ -13,7 +13,7 @@ and times, interleaved (every command sees the same machine load), best of --rep
   invoke nccl-log --json       this command (process start included)
 for the whole log and a --steps window (synthetic) and the whole folder (real mix), printing MB/s of wall and CPU
 time, the ratio to the awk pipeline, the peak memory (largest process), and whether both report the same per-op
-totals.  Usage: .venv/bin/python bench/nccl_log_bench.py [--size-mb 1024] [--mix-mb 256] [--repeat 3]
+totals; and first both tools' start-up (a one-line log: the fixed cost of every run).  Usage: .venv/bin/python bench/nccl_log_bench.py [--size-mb 1024] [--mix-mb 256] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -199,6 +199,21 @@ GREP_ROW, AWK_ROW, OURS_ROW, ONE_CORE_ROW = (
 )
 
 
+def startup(workdir: Path, repeat: int, env: dict) -> None:
+    """Time both tools on a one-line log: the fixed cost of every run (process start, imports), which weighs on small
+    files and on the real mix."""
+    tiny = workdir / "one-line.log"
+    tiny.write_text(
+        "host:1:1 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x2 count 8 datatype 7 op 0 "
+        "root 0 comm 0x3 [nranks=2] stream 0x4\n"
+    )
+    runs = race({AWK_ROW: [str(PIPELINE), str(tiny)], OURS_ROW: [*INVOKE, str(tiny), "--json"]}, repeat, env)
+    print(
+        "start-up (a one-line log): "
+        + "; ".join(f"{name} {w:.2f} s wall, {c:.2f} s CPU" for name, (w, c, _, _) in runs.items())
+    )
+
+
 def main() -> int:
     """Generate, time, print, clean up."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -227,6 +242,7 @@ def main() -> int:
         )
         window = (steps // 2, steps // 2 + max(1, steps // 10))
         env = dict(os.environ, AWK=awk, LC_ALL="C")
+        startup(workdir, args.repeat, env)
         taskset = shutil.which("taskset")
         for label, awk_args, our_args in (
             ("synthetic, whole log (one file: its parts on the cores)", [], []),

@@ -20,6 +20,11 @@ def test_bench_runs_and_both_tools_agree():
     assert done.stdout.count("(same per-op totals)") == 2 and "(same calls and bytes in all (" in done.stdout
     assert "real mix: 10 files repeating" in done.stdout  # one file per real log
     assert done.stdout.count("the same on one core (taskset)") == 1  # the whole log, pinned to one core
+    # the fixed cost of a run of each tool, timed on a one-line log
+    assert re.search(
+        r"^start-up \(a one-line log\): awk pipeline \(grep \+ mawk\) [\d.]+ s wall, [\d.]+ s CPU; "
+        r"invoke nccl-log --json [\d.]+ s wall, [\d.]+ s CPU$", done.stdout, re.M
+    )  # fmt: skip
     for row in ("grep -c 'NCCL INFO' (I/O ceiling)", "awk pipeline (grep + mawk)", "invoke nccl-log --json"):
         rows = re.findall(
             re.escape(row) + r"\s+([\d.]+)\s+(\d+)\s+[\d.]+x\s+[\d.]+\s+\d+\s+[\d.]+x\s+(\d+)$", done.stdout, re.M

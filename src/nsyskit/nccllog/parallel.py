@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import re
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 from nsyskit.nccllog.blocks import BLOCK_SIZE, is_gzip, read_blocks
@@ -69,8 +72,22 @@ def scan_part(
     """One file's (or one part's) counts; its line numbers count from the part's start."""
     first = span is None or span[0] == 0
     scan = Scan(window=window, files=[str(path)] if first else [])
-    FileScanner(path, scan, block_size, span, None if first else fmt).run()
+    with cyclic_gc_paused():
+        FileScanner(path, scan, block_size, span, None if first else fmt).run()
     return scan
+
+
+@contextmanager
+def cyclic_gc_paused() -> Iterator[None]:
+    """Pause the cycle collector while scanning: each block's findall makes ~20k short-lived tuples, which trigger
+    dozens of collections per block (~5% of the scan's CPU); the scan makes no reference cycles to collect."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def scan_file(path: Path, window: Window, block_size: int = BLOCK_SIZE) -> Scan:
