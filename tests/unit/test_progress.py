@@ -75,3 +75,25 @@ def test_enroot_import_failure_carries_enroot_own_words(tmp_path, monkeypatch, s
     with pytest.raises(CommandError, match="exited 1: .*401 Unauthorized"):
         enroot.import_image(cfg)
     assert not (tmp_path / "k.sqsh").exists()
+
+
+def test_nccl_log_reports_each_part_read_of_a_big_input(tmp_path, monkeypatch, stderr):
+    from nsyskit.cli import nccl_tasks
+    from nsyskit.nccllog.parallel import scan_files
+
+    line = "host1:100:200 [0] NCCL INFO AllReduce: opCount 1 sendbuff 0x1 recvbuff 0x2 count 1024 datatype 7 op 0 root 0 comm 0xa [nranks=2] stream 0xb\n"
+    logs = [tmp_path / f"rank{i}.log" for i in range(3)]
+    for i, log in enumerate(logs):
+        log.write_text(line * (1000 * (i + 1)))
+    seen: list[tuple[int, int]] = []
+    scan_files(logs, workers=1, progress=lambda read, total: seen.append((read, total)))
+    sizes = [log.stat().st_size for log in logs]
+    assert seen == [(sizes[0], sum(sizes)), (sizes[0] + sizes[1], sum(sizes)), (sum(sizes), sum(sizes))]
+
+    assert nccl_tasks._progress(logs) is None  # a few hundred kB: nothing to report
+    monkeypatch.setattr(nccl_tasks, "PROGRESS_MIN_BYTES", 1)
+    report = nccl_tasks._progress(logs)
+    report(sizes[0], sum(sizes))
+    lines = stderr.getvalue().splitlines()
+    assert lines[0].startswith("• nccl-log: reading 3 file(s), ") and "elapsed" in lines[0]
+    assert lines[1] == "• nccl-log: read 0 of 1 MB (17%) (0 s elapsed)"  # 1/6 of the bytes: the first file

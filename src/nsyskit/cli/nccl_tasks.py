@@ -32,7 +32,7 @@ def nccl_log(c, logs, steps=None, lines=None, json_=False, top=20, html=None):
     window = Window(steps=parse_range("--steps", steps), lines=parse_range("--lines", lines, lowest=1))
     html_path = check_html_target(html)
     jobs = resolve_jobs(arguments)
-    report = analyze(list(jobs), window, jobs={str(path): job for path, job in jobs.items()})
+    report = analyze(list(jobs), window, jobs={str(path): job for path, job in jobs.items()}, progress=_progress(jobs))
     error = no_nccl_line(report)
     if error:
         raise error
@@ -44,3 +44,20 @@ def nccl_log(c, logs, steps=None, lines=None, json_=False, top=20, html=None):
         console.warn(warning)
     for written in write_outputs(report, arguments, html_path, int(top)):
         console.done(written)
+
+
+PROGRESS_MIN_BYTES = 256 << 20  # below this a read takes a few seconds at most: no progress lines
+
+
+def _progress(paths) -> object:
+    """A progress callback for big inputs: bytes read, share and time elapsed on stderr (None for small inputs)."""
+    total = sum(path.stat().st_size for path in paths if path.is_file())
+    if total < PROGRESS_MIN_BYTES:
+        return None
+    phases = console.Phases("nccl-log", every_s=0)
+    phases.update(f"reading {len(paths)} file(s), {total / 1e6:,.0f} MB")
+
+    def report(read: int, of: int) -> None:
+        phases.update(f"read {read / 1e6:,.0f} of {of / 1e6:,.0f} MB ({100 * read / max(of, 1):.0f}%)")
+
+    return report

@@ -6,7 +6,7 @@ from __future__ import annotations
 import gc
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -104,23 +104,40 @@ def _shift_examples(part: Scan, path: Path, lines_before: int) -> None:
         ]
 
 
+def _reporting(parts: Iterable[Scan], sizes: list[int], progress: Callable[[int, int], None] | None) -> list[Scan]:
+    """The parts in order, calling progress(bytes read, bytes in all) after each."""
+    collected, read, total = [], 0, sum(sizes)
+    for part, size in zip(parts, sizes, strict=True):
+        collected.append(part)
+        read += size
+        if progress:
+            progress(read, total)
+    return collected
+
+
 def scan_files(
-    paths: list[Path], window: Window | None = None, block_size: int = BLOCK_SIZE, workers: int | None = None
+    paths: list[Path],
+    window: Window | None = None,
+    block_size: int = BLOCK_SIZE,
+    workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Scan:
     """Scan the logs (each file has its own line numbers and step state) and return the counts, in file order;
-    with several cores, files and parts of big files are read by several processes, each in constant memory."""
+    with several cores, files and parts of big files are read by several processes, each in constant memory.
+    progress(bytes read, bytes in all) is called as each file or part is done."""
     window = window or Window()
     if workers is None:
         total = sum(path.stat().st_size for path in paths)
         workers = 1 if total < PARALLEL_MIN_BYTES else cores()
     tasks = plan(paths, window, workers)
+    sizes = [span[1] - span[0] if span else path.stat().st_size for path, span, _ in tasks]
     if workers <= 1 or len(tasks) <= 1:
-        parts = [scan_part(path, window, block_size, span, fmt) for path, span, fmt in tasks]
+        done = (scan_part(path, window, block_size, span, fmt) for path, span, fmt in tasks)
+        parts = _reporting(done, sizes, progress)
     else:
         with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
-            parts = list(
-                pool.map(scan_part, *zip(*[(p, window, block_size, span, fmt) for p, span, fmt in tasks], strict=True))
-            )
+            done = pool.map(scan_part, *zip(*[(p, window, block_size, span, fmt) for p, span, fmt in tasks], strict=True))
+            parts = _reporting(done, sizes, progress)
     scan = Scan(window=window)
     lines_before, nccl_seen = 0, set()
     for (path, span, _), part in zip(tasks, parts, strict=True):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -113,11 +114,12 @@ def analyze(
     block_size: int = BLOCK_SIZE,
     jobs: dict[str, str] | None = None,
     workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> NcclLogReport:
     """Scan the logs (streaming, constant memory: block_size bytes at a time; several files on several cores) and
     return every result table. jobs: file -> the job it belongs to (default: each file is its own job)."""
     started = time.perf_counter()
-    scan = scan_files(paths, window, block_size, workers)
+    scan = scan_files(paths, window, block_size, workers, progress)
     names = GpuNames(scan)
     scan.facts.hosts = {names.host(host, pid) for host, pid in scan.facts.hosts}
     scan.facts.gpus = {(names.host(host, pid), dev) for host, pid, dev in scan.facts.gpus}
