@@ -63,6 +63,15 @@ enable_debian_non_free() {
     NSYSKIT_APT_UPDATED=""
 }
 
+# install_deb URL SHA256 NAME: download one .deb (checksum-verified; a path or file:// URL works too) and install it.
+install_deb() {
+    local tmp
+    tmp=$(mktemp -d)
+    fetch "$1" "$2" "$tmp/$3.deb"
+    apt_install "$tmp/$3.deb"
+    rm -rf "$tmp"
+}
+
 # add_nvidia_apt_repo URL KEY NAME: NVIDIA's apt repository at URL, signed by the key at URL/KEY, as list NAME;
 # the next apt_install refreshes the lists.
 add_nvidia_apt_repo() {

@@ -30,11 +30,7 @@ find_ncu() {
 install_nvidia_deb() {
     [ -n "$NCU_URL" ] || die "NCU_SOURCE=nvidia needs NCU_URL (NVIDIA's nsight-compute .deb) and NCU_SHA256; or NCU_SOURCE=nvidia-apt"
     [ -n "$NCU_SHA256" ] || die "NCU_SOURCE=nvidia needs NCU_SHA256 for $NCU_URL (sha256sum of the .deb)"
-    local tmp
-    tmp=$(mktemp -d)
-    fetch "$NCU_URL" "$NCU_SHA256" "$tmp/nsight-compute.deb"
-    apt_install "$tmp/nsight-compute.deb"
-    rm -rf "$tmp"
+    install_deb "$NCU_URL" "$NCU_SHA256" nsight-compute
 }
 
 install_nvidia_apt() {

@@ -38,17 +38,14 @@ find_nsys() {
 }
 
 install_nvidia_deb() {
-    local source=$NSYS_URL sha=$NSYS_SHA256 pin tmp
+    local source=$NSYS_URL sha=$NSYS_SHA256 pin
     pin=$(pinned_deb "$NSYS_VERSION")
     if [ -z "$source" ]; then
         [ -n "$pin" ] || die "no pinned download for nsys $NSYS_VERSION: set NSYS_URL (and NSYS_SHA256), or NSYS_SOURCE=nvidia-apt"
         source=${pin% *}
         sha=${sha:-${pin#* }}
     fi
-    tmp=$(mktemp -d)
-    fetch "$source" "$sha" "$tmp/nsys-cli.deb"
-    apt_install "$tmp/nsys-cli.deb"
-    rm -rf "$tmp"
+    install_deb "$source" "$sha" nsys-cli
 }
 
 install_nvidia_apt() {
