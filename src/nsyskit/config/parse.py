@@ -71,13 +71,13 @@ def plain_text(raw: str) -> str:
     return raw
 
 
-def word_list(raw: str) -> str:
+def word_list(raw: str, what: str = "does not split into words", example: str = "--flag 'a b'") -> str:
     """Arguments as a shell would split them (quotes balanced), surrounding blanks removed."""
     value = raw.strip()
     try:
         shlex.split(value)
     except ValueError as exc:
-        raise Problem(f"does not split into words ({exc})", "balance the quotes, e.g. --flag 'a b'") from None
+        raise Problem(f"{what} ({exc})", f"balance the quotes, e.g. {example}") from None
     return value
 
 

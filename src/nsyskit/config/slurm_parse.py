@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import re
-import shlex
 
-from nsyskit.config.parse import Problem
+from nsyskit.config.parse import Problem, word_list
 
 # Slurm's --time forms: MIN, MIN:SEC, H:MIN:SEC, D-H, D-H:MIN, D-H:MIN:SEC (sbatch(1)).
 _TIME = re.compile(r"[0-9]+(:[0-9]{1,2}){0,2}|[0-9]+-[0-9]+(:[0-9]{1,2}){0,2}")
@@ -71,12 +70,7 @@ def container_image(raw: str) -> str:
 
 def command_prefix(raw: str) -> str:
     """Empty or a shell-quoted command prefix such as 'ssh login-node' (checked for balanced quotes)."""
-    value = raw.strip()
-    try:
-        shlex.split(value)
-    except ValueError as exc:
-        raise Problem(f"is not a valid command prefix ({exc})", "balance the quotes, e.g. ssh login-node") from None
-    return value
+    return word_list(raw, "is not a valid command prefix", "ssh login-node")
 
 
 def sqsh_path(raw: str) -> str:
