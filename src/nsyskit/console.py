@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -56,10 +57,8 @@ def elapsed(seconds: float) -> str:
 class Phases:
     """Progress of a long wait on stderr: a line when the phase changes, and one every `every_s` while it lasts."""
 
-    def __init__(self, what: str, every_s: float = 30.0, clock=None) -> None:
-        import time
-
-        self.what, self.every_s, self.clock = what, every_s, clock or time.monotonic
+    def __init__(self, what: str, every_s: float = 30.0, clock=time.monotonic) -> None:
+        self.what, self.every_s, self.clock = what, every_s, clock
         self.started = self.last_line = self.clock()
         self.phase: str | None = None
 

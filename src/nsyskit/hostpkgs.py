@@ -3,7 +3,7 @@
 Every host-side install of the kit and its tests goes through here, so one test can check them all in a fresh
 container of the base image (only `main` enabled), as a fresh machine starts:
 
-    python3 -m nsyskit.hostpkgs all      # or: nsys, ncu, docker, debootstrap, registry, shellcheck, kubectl
+    python3 -m nsyskit.hostpkgs all      # or some of: nsys ncu docker debootstrap registry shellcheck kubectl sqlite-ext
 """
 
 from __future__ import annotations

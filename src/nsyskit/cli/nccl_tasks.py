@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from pathlib import Path
 
 from nsyskit import console
 from nsyskit.cli import task
@@ -49,7 +51,7 @@ def nccl_log(c, logs, steps=None, lines=None, json_=False, top=20, html=None):
 PROGRESS_MIN_BYTES = 256 << 20  # below this a read takes a few seconds at most: no progress lines
 
 
-def _progress(paths) -> object:
+def _progress(paths: list[Path]) -> Callable[[int, int], None] | None:
     """A progress callback for big inputs: bytes read, share and time elapsed on stderr (None for small inputs)."""
     total = sum(path.stat().st_size for path in paths if path.is_file())
     if total < PROGRESS_MIN_BYTES:
