@@ -9,11 +9,22 @@ class NsyskitError(Exception):
     """Root of every error a user can cause or fix; tasks turn it into one line and a non-zero exit."""
 
     exit_code = 1
+    fix = ""  # what the user can do about it; subclasses with their own fields set it before calling super()
+
+    def __init__(self, message: str = "", fix: str = "") -> None:
+        if fix:
+            self.fix = fix
+            message = f"{message}; fix: {fix}"
+        super().__init__(message)
 
     def one_line(self) -> str:
         """The message as shown by the command line: the first line of str(self)."""
         text = str(self).strip()
         return text.splitlines()[0] if text else type(self).__name__
+
+
+class UsageError(NsyskitError):
+    """Task flags that cannot go together or a value a flag does not take: names the flags and the fix."""
 
 
 class ConfigError(NsyskitError):
