@@ -11,17 +11,12 @@ filter, exactly as when group_concat's text does not parse; an aggregate over no
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
+
+from nsyskit import native
 
 ENTRY_POINT = "sqlite3_nsyskit_int64s_init"
 DISABLE_VARIABLE = "NSYSKIT_SQLITE_EXTENSION"
-COMPILE_TIMEOUT_S = 60
 
 C_SOURCE = r"""
 #include <sqlite3ext.h>
@@ -99,31 +94,8 @@ def library() -> str | None:
 
 
 def _build() -> str | None:
-    """Compile the extension into the cache (atomically: concurrent processes may build it at once)."""
-    digest = hashlib.sha256((C_SOURCE + sys.platform + os.uname().machine).encode()).hexdigest()[:16]
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "nsyskit" / "sqlite-ext"
-    target = cache / f"int64s-{digest}.so"
-    if target.exists():
-        return str(target)
-    compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
-    if not compiler:
-        return None
-    try:
-        cache.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=cache) as work:
-            source, built = Path(work) / "int64s.c", Path(work) / "int64s.so"
-            source.write_text(C_SOURCE)
-            done = subprocess.run(
-                [compiler, "-O2", "-shared", "-fPIC", "-o", str(built), str(source)],
-                capture_output=True,
-                timeout=COMPILE_TIMEOUT_S,
-            )
-            if done.returncode != 0 or not built.exists():
-                return None  # no sqlite3ext.h (libsqlite3-dev) or no working compiler: group_concat it is
-            os.replace(built, target)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return str(target)
+    """Compile the extension into the cache (None: no compiler or no sqlite3ext.h, i.e. libsqlite3-dev)."""
+    return native.build("int64s", C_SOURCE, "sqlite-ext")
 
 
 def load(con) -> bool:

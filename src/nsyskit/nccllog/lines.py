@@ -57,6 +57,7 @@ _PREFIX_ONLY = re.compile(_PREFIX)
 # 'count N datatype D' and, unless the line was cut short, 'op O root R comm 0x.. [nranks=N]'.
 TAIL = re.compile(rb"(?:acc \S+ )?count (\d+) datatype (\d+)(?: op -?\d+ root -?\d+ comm (\S+) \[nranks=(\d+)\])?")
 SOURCE = re.compile(rb"(.*):(\d+):\d+ \[(\d+)\]")
+DAMAGED_SOURCE = re.compile(rb"(.*?) ?(?:\[(\d+)\])?$", re.S)
 
 # The NCCL part anywhere in such a line: the host token starts after a space or a non-host character.
 _EMBEDDED = re.compile(rb"([^\s:\[\]|<>()]+:\d+:\d+ \[\d+\]) NCCL INFO (.*)")
@@ -75,8 +76,13 @@ def clean_source(source: bytes) -> bytes:
 
 
 def split_source(source: bytes) -> tuple[str, str, int]:
-    """(host, pid, dev) of a 'host:pid:tid [dev]' span."""
-    host, pid, dev = SOURCE.match(source).groups()
+    """(host, pid, dev) of a 'host:pid:tid [dev]' span; a damaged one (no ':pid:tid', or only a prefix before
+    '[dev]') gives what it holds: its text as the host, pid '', its dev or 0."""
+    match = SOURCE.match(source)
+    if match is None:
+        damaged = DAMAGED_SOURCE.match(source)
+        return damaged.group(1).decode("utf-8", "replace"), "", int(damaged.group(2) or 0)
+    host, pid, dev = match.groups()
     return host.decode("utf-8", "replace"), pid.decode(), int(dev)
 
 

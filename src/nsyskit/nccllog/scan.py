@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nsyskit.nccllog import fastscan
 from nsyskit.nccllog.aggregate import bucket_of
 from nsyskit.nccllog.blocks import BLOCK_SIZE, read_blocks, what_it_holds
 from nsyskit.nccllog.facts import MAX_SOURCES, VERSION, Facts
@@ -135,6 +136,7 @@ class FileScanner:
         self.saw_nccl = False  # any NCCL INFO/WARN line or bare version line in the file
         # until the file's version or first collective line: NCCL <= 2.21's bare line (in a file's first part)
         self.look_for_version = span is None or span[0] == 0
+        self.reader = fastscan.reader()  # the compiled line reader, or None: INFO_LINE alone (same findings)
 
     def run(self) -> None:
         """Scan the whole file."""
@@ -161,7 +163,10 @@ class FileScanner:
     def block(self, block: bytearray, end: int) -> None:
         """Count block[:end]: split it where the window opens or closes, count the in-window parts."""
         self.end = end
-        self.nlines = nlines = block.count(b"\n", 0, end) - 1
+        # the compiled reader counts the lines as it goes (a whole-block segment sets nlines): only a lines window
+        # needs them first
+        need_lines = self.reader is None or self.window.lines is not None
+        self.nlines = nlines = block.count(b"\n", 0, end) - 1 if need_lines else None
         if self.look_for_version:
             self._bare_versions(block)
         events = self._step_events(block) + self._line_events(block, nlines)
@@ -181,7 +186,9 @@ class FileScanner:
                 start, mode = position, new_mode
         if mode is not None:
             self.segment(block, start, end, facts_only=mode == "facts")
-        self.line_no += nlines
+        if self.nlines is None:
+            self.nlines = block.count(b"\n", 0, end) - 1
+        self.line_no += self.nlines
 
     def _bare_versions(self, block: bytearray) -> None:
         """NCCL <= 2.21 prints 'NCCL version X+cudaY' on stdout without 'NCCL INFO' (maybe behind a launcher
@@ -252,17 +259,23 @@ class FileScanner:
         """Count the lines of block[start:end] (start is the newline before its first line); facts_only: only
         gather init facts (the lines before the window that hold NCCL's initialization)."""
         scan = self.scan
-        found = Counter(INFO_LINE.findall(block, start, end))
-        info = block.count(b"NCCL INFO", start, end)
+        read = self.reader.findings(block, start, end) if self.reader else None
+        if read is None:
+            found, newlines, warn = Counter(INFO_LINE.findall(block, start, end)), None, None
+            info = block.count(b"NCCL INFO", start, end)
+        else:
+            found, newlines, info, warn = read
         if info:
             self.saw_nccl = True
         if not facts_only:
             whole = start == 0 and end == self.end
-            scan.lines_in_window += (
-                self.nlines if whole else block.count(b"\n", start, end) - (1 if end == self.end else 0)
-            )
+            if newlines is None:
+                newlines = self.nlines + 1 if whole else block.count(b"\n", start, end)
+            if whole:
+                self.nlines = newlines - 1
+            scan.lines_in_window += newlines - (1 if end == self.end else 0)
             scan.nccl_info_lines += info
-            warn = block.count(b"NCCL WARN", start, end)
+            warn = block.count(b"NCCL WARN", start, end) if warn is None else warn
             scan.nccl_warn_lines += warn
             self.saw_nccl = self.saw_nccl or warn > 0
         if info > found.total():
