@@ -53,9 +53,12 @@ def damaged(seed: int, lines: int = 3000) -> bytes:
     """Real lines cut, with characters dropped or inserted (brackets, newlines, field names, prefixes)."""
     rng, source = random.Random(seed), real_lines()
     inserts = [b"[", b"(", b"]", b")", b" ", b"\n", b"0: ", b"[2025-01-02 03:04:05] ", b" count 5", b"\n[x", b"acc "]
+    inserts += [b"<stdout>:", b"2025-03-04T05:06:07Z ", b"  | ", b"stdout F ", b" - INFO - ", b"(Ray pid=1, ip=2) "]
+    inserts += [b"\n(", b"12.5 ", b"2025-01-02 10:11:12,851 - ", b"+01:00 "]
+    prefixes = [b"", b"3: ", b"[2025-01-02 03:04:05] "] + [prefix.encode() for prefix in PREFIXES.values()]
     out = []
     for _ in range(lines):
-        line = bytearray(rng.choice(source))
+        line = bytearray(rng.choice(prefixes) + rng.choice(source))
         for _ in range(rng.randrange(4)):
             if not line:
                 break
@@ -89,7 +92,7 @@ def texts() -> dict[str, bytes]:
     named = {path.name: path.read_bytes() for path in sorted(REAL.glob("*.log"))}
     named |= {path.name: path.read_bytes() for path in sorted(DATA.glob("*.log"))}
     named["prefixed"] = prefixed()
-    named |= {f"damaged-{seed}": damaged(seed) for seed in range(8)}
+    named |= {f"damaged-{seed}": damaged(seed) for seed in range(12)}
     return named
 
 

@@ -82,12 +82,15 @@ class Reader:
         values, runs = self.out[: FIELDS * n].tolist(), self.runs[: 2 * nruns].tolist()
         view = memoryview(block)
         try:
-            k, r = 0, 0
+            k, r, hits = 0, 0, []  # hits: the runs' findings not yet counted
             while k < len(values) or r < len(runs):
                 if r < len(runs) and (k >= len(values) or runs[r] < values[k]):
-                    found.update(INFO_LINE.findall(block, runs[r], runs[r + 1]))
+                    hits += INFO_LINE.findall(block, runs[r], runs[r + 1])
                     r += 2
                     continue
+                if hits:
+                    found.update(hits)
+                    hits = []
                 sa, sb, oa, ob, ta, tb, ma, mb, calls = values[k : k + FIELDS]
                 key = (
                     view[sa:sb].tobytes(),
@@ -97,6 +100,7 @@ class Reader:
                 )
                 found[key] += calls
                 k += FIELDS
+            found.update(hits)
         finally:
             view.release()
         return found, newlines, info, warn

@@ -18,7 +18,7 @@
 
 #define FIELDS 9 /* per finding: source, op, tail, message as [a, b) pairs, then the count */
 
-enum { PLAIN_NOTHING = 0, PLAIN_FINDING = 1, OTHER = 2 };
+enum { PLAIN_NOTHING = 0, PLAIN_FINDING = 1, OTHER = 2, OTHER_RUNNING_ON = 3 };
 
 typedef struct {
     int64_t span[8];
@@ -106,6 +106,63 @@ static int continues_values(const unsigned char *after, const unsigned char *eol
            starts(after, eol, "acc ");
 }
 
+static int is_word(unsigned char c) { return is_letter(c) || is_digit(c); }
+
+#define NO_TOKEN ((const unsigned char *)0)
+#define UNSURE ((const unsigned char *)1)
+
+/* The end of the token of _PREFIX (lines.py) at q, its alternatives tried in the regex's order: NO_TOKEN when none
+ * starts here, UNSURE when one could run into the next line. */
+static const unsigned char *prefix_token(const unsigned char *q, const unsigned char *eol) {
+    const unsigned char *r, *s;
+    if (*q == '[' || *q == '(') { /* '\[[^\]]*+\]', '\([^)]*+\)' */
+        r = memchr(q, *q == '[' ? ']' : ')', (size_t)(eol - q));
+        return r ? r + 1 : UNSURE;
+    }
+    if (*q == '<') { /* '<\w++>' */
+        for (r = q + 1; r < eol && is_word(*r); r++)
+            ;
+        return r > q + 1 && r < eol && *r == '>' ? r + 1 : NO_TOKEN;
+    }
+    if (is_digit(*q)) {
+        for (r = q; r < eol && is_digit(*r); r++)
+            ;
+        if (r < eol && *r == ':') return r + 1; /* '\d++:' */
+        /* '\d{4}-\d\d-\d\d(?:[T ][\d:.,]*+)?(?:Z|[+\-]\d\d:?\d\d)?' */
+        if (eol - q >= 10 && is_digit(q[1]) && is_digit(q[2]) && is_digit(q[3]) && q[4] == '-' && is_digit(q[5]) &&
+            is_digit(q[6]) && q[7] == '-' && is_digit(q[8]) && is_digit(q[9])) {
+            r = q + 10;
+            if (r < eol && (*r == 'T' || *r == ' ')) {
+                for (r++; r < eol && (is_digit(*r) || *r == ':' || *r == '.' || *r == ','); r++)
+                    ;
+            }
+            if (r < eol && *r == 'Z') return r + 1;
+            if (eol - r >= 5 && (*r == '+' || *r == '-') && is_digit(r[1]) && is_digit(r[2])) {
+                s = r + 3;
+                if (eol - s >= 3 && *s == ':' && is_digit(s[1]) && is_digit(s[2])) return s + 3;
+                if (is_digit(s[0]) && is_digit(s[1])) return s + 2;
+            }
+            return r;
+        }
+        /* '\d++(?:\.\d++)?(?=[ \t|])' (the others cannot start with a digit) */
+        if (r + 1 < eol && *r == '.' && is_digit(r[1]))
+            for (r++; r < eol && is_digit(*r); r++)
+                ;
+        return r < eol && (*r == ' ' || *r == '\t' || *r == '|') ? r : NO_TOKEN;
+    }
+    if ((starts(q, eol, "stdout ") || starts(q, eol, "stderr ")) && eol - q >= 8 && (q[7] == 'F' || q[7] == 'P'))
+        return q + 8;
+    if (is_letter(*q)) { /* '[A-Za-z_][\w.]*+(?= - )' */
+        for (r = q + 1; r < eol && (is_word(*r) || *r == '.'); r++)
+            ;
+        return starts(r, eol, " - ") ? r : NO_TOKEN;
+    }
+    if (*q == '-' && q + 1 < eol && q[1] == ' ') return q + 1; /* '-(?= )' */
+    return NO_TOKEN;
+}
+
+static int is_separator(unsigned char c) { return c == ' ' || c == '\t' || c == ':' || c == '|'; }
+
 /* Read one line [p, eol) of buf: PLAIN_NOTHING (INFO_LINE finds nothing on it), PLAIN_FINDING (f: offsets) or
  * OTHER (left to INFO_LINE). */
 static int read_line(const unsigned char *buf, const unsigned char *p, const unsigned char *eol, Finding *f) {
@@ -115,24 +172,25 @@ static int read_line(const unsigned char *buf, const unsigned char *p, const uns
     first_space = run_end(p, eol);
     /* a line without a space, or one that a cut collective line before it could run into: left to the regex */
     if (first_space == 0 || continues_values(first_space + 1, eol)) return OTHER;
-    if (*q == '[' || is_digit(*q)) { /* '[...]' stamps and srun's 'N:', each followed by separators */
-        while (q < eol && (*q == '[' || is_digit(*q))) {
-            if (*q == '[') {
-                const unsigned char *close = memchr(q, ']', (size_t)(eol - q));
-                if (!close) return OTHER;
-                q = close + 1;
-            } else {
-                while (q < eol && is_digit(*q)) q++;
-                if (q >= eol || *q != ':') return OTHER;
-                q++;
-            }
-            while (q < eol && (*q == ' ' || *q == '\t' || *q == ':' || *q == '|')) q++;
+    if (*q == ' ' || *q == '\t' || *q == '|' || *q == '[' || *q == '<' || *q == '(' || is_digit(*q)) {
+        /* the regex tries the prefix first: '[ \t|]*+', then tokens each followed by separators */
+        while (q < eol && (*q == ' ' || *q == '\t' || *q == '|')) q++;
+        while (q < eol) {
+            const unsigned char *end = prefix_token(q, eol);
+            if (end == UNSURE) return OTHER;
+            if (end == NO_TOKEN) break;
+            for (q = end; q < eol && is_separator(*q); q++)
+                ;
         }
-        /* the regex would also try the line without its prefix: leave it the lines where that could match */
-        if (source_tail(first_space, eol, &source_end, &message)) return OTHER;
-        if (q >= eol || !is_letter(*q)) return OTHER;
-        space = run_end(q, eol);
-        if (space == 0 || !source_tail(space, eol, &source_end, &message)) return OTHER;
+        /* the prefix took the rest of the line but its last word: the source run goes on into the next line,
+         * where it may match (after this line, the next one is left to the regex too) */
+        space = q < eol ? run_end(q, eol) : 0;
+        if (space == 0) return OTHER_RUNNING_ON;
+        /* the line without its prefix (tried when the prefix way fails; a source run from the line before reads
+         * the line that way too): left to the regex where it could match, unless it reads the same source (a
+         * prefix without spaces: the scanner cuts such a source where the prefix ends, clean_source) */
+        if (first_space != space && source_tail(first_space, eol, &source_end, &message)) return OTHER;
+        if (!source_tail(space, eol, &source_end, &message)) return PLAIN_NOTHING;
     } else {
         if (!is_letter(*q)) return OTHER;
         if (!source_tail(first_space, eol, &source_end, &message)) return PLAIN_NOTHING;
@@ -184,8 +242,9 @@ static int same_spans(const unsigned char *buf, const int64_t *x, const int64_t 
 /* The prefix tokens '\[[^\]]*+\]' and '\([^)]*+\)' of the regex may run from one line into the next. After a line
  * left to the regex: whether a '[' / '(' is still open at its end (*square, *round), and whether it closed one opened
  * on an earlier line (a match's prefix may then go on in this line and its source run into the next: *risk, which
- * also lasts over lines without a space). While any is set, the next line is left to the regex too. */
-static void after_other_line(const unsigned char *p, const unsigned char *eol, int *square, int *round, int *risk) {
+ * also lasts over lines without a space). While any is set, the next line is left to the regex too. Returns whether
+ * the line holds a space (a run of lines without one holds no INFO line: INFO_LINE needs ' [dev] NCCL INFO '). */
+static int after_other_line(const unsigned char *p, const unsigned char *eol, int *square, int *round, int *risk) {
     const unsigned char *q;
     int sq = *square, rd = *round, closed = 0, space = 0;
     for (q = p; q < eol; q++) {
@@ -198,6 +257,7 @@ static void after_other_line(const unsigned char *p, const unsigned char *eol, i
     *risk = closed || (*risk && !space);
     *square = sq;
     *round = rd;
+    return space;
 }
 
 static int64_t count_word(const unsigned char *a, const unsigned char *b, const char *word) {
@@ -218,7 +278,7 @@ int64_t nsk_scan(const unsigned char *buf, int64_t start, int64_t end, int64_t *
                  int64_t max_runs, int64_t *out, int64_t max_out, int32_t *slots, int64_t table_size) {
     const unsigned char *p = buf + start, *stop = buf + end;
     int64_t newlines = 0, nruns = 0, nout = 0, run_start = -1;
-    int square = 0, round = 0, risk = 0; /* see after_other_line */
+    int square = 0, round = 0, risk = 0, run_has_space = 0; /* see after_other_line */
     Finding f;
     memset(slots, 0xff, (size_t)table_size * sizeof(int32_t));
     counts[1] = count_word(p, stop, "NCCL INFO");
@@ -230,17 +290,22 @@ int64_t nsk_scan(const unsigned char *buf, int64_t start, int64_t end, int64_t *
         eol = line < stop ? memchr(line, '\n', (size_t)(stop - line)) : 0;
         if (!eol) eol = stop;
         kind = line >= stop ? PLAIN_NOTHING : (square || round || risk) ? OTHER : read_line(buf, line, eol, &f);
-        if (kind == OTHER) after_other_line(line, eol, &square, &round, &risk);
+        if (kind >= OTHER) {
+            run_has_space |= after_other_line(line, eol, &square, &round, &risk);
+            risk |= kind == OTHER_RUNNING_ON;
+            kind = OTHER;
+        }
         if (kind == OTHER) {
             if (run_start < 0) run_start = p - buf;
         } else {
-            if (run_start >= 0) {
+            if (run_start >= 0 && run_has_space) {
                 if (nruns >= max_runs) return -1;
                 runs[2 * nruns] = run_start;
                 runs[2 * nruns + 1] = p - buf;
                 nruns++;
-                run_start = -1;
             }
+            run_start = -1;
+            run_has_space = 0;
             if (kind == PLAIN_FINDING) {
                 uint64_t h = hash_spans(buf, f.span) & (uint64_t)(table_size - 1);
                 for (;;) {
@@ -263,7 +328,7 @@ int64_t nsk_scan(const unsigned char *buf, int64_t start, int64_t end, int64_t *
         }
         p = eol;
     }
-    if (run_start >= 0) {
+    if (run_start >= 0 && run_has_space) {
         if (nruns >= max_runs) return -1;
         runs[2 * nruns] = run_start;
         runs[2 * nruns + 1] = end;
