@@ -4,7 +4,7 @@
  * nsk_scan reads the lines of buf[start, end) (start is the newline before the first line) and
  *   - counts the newlines, 'NCCL INFO's and 'NCCL WARN's of the range (as bytes.count would);
  *   - reads the lines it can prove INFO_LINE reads the same way ("plain" lines: the source 'host:pid:tid [dev]'
- *     starts the line with a letter, or follows '[...]' stamps and srun's 'N:' only), and counts each distinct
+ *     starts the line, or follows the regex's prefix tokens), and counts each distinct
  *     finding (source, op, tail, message: the spans INFO_LINE's groups would give) in a hash table;
  *   - hands back every other line as runs [newline before, newline after) for INFO_LINE itself.
  * A plain line never lets a regex match run past its end, and a match that runs from other lines into a plain line
@@ -192,7 +192,9 @@ static int read_line(const unsigned char *buf, const unsigned char *p, const uns
         if (first_space != space && source_tail(first_space, eol, &source_end, &message)) return OTHER;
         if (!source_tail(space, eol, &source_end, &message)) return PLAIN_NOTHING;
     } else {
-        if (!is_letter(*q)) return OTHER;
+        /* no prefix: the source starts the line ('-' may start the prefix token '-(?= )' that clean_source would
+         * cut from a source run coming from the line before) */
+        if (*q == '-') return OTHER;
         if (!source_tail(first_space, eol, &source_end, &message)) return PLAIN_NOTHING;
     }
     memset(f, 0, sizeof(*f));
