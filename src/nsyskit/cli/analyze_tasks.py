@@ -78,8 +78,7 @@ def analyze(
     from nsyskit.analysis import outputs
     from nsyskit.analysis.diff import diff_table, run_diff
     from nsyskit.analysis.profilers import print_profiler_analysis, profiler_of, run_profiler_analysis
-    from nsyskit.analysis.summary import document, print_findings
-    from nsyskit.analysis.terminal import print_analysis
+    from nsyskit.analysis.report import print_report, render_json
     from nsyskit.analysis.timeline import DEFAULT_MAX_EVENTS
 
     rows = int(_number("--top", top, 15, integer=True, low=1))
@@ -115,10 +114,9 @@ def analyze(
         return
     result = outputs.analyze(paths, folder, straggler, _progress("analyze"))
     if json_:
-        _print_json(document(result.analysis, result.summary))
+        _print_json(render_json(result.report))
     else:
-        print_findings(result.summary, console.out)
-        print_analysis(result.analysis, console.out, top=rows)
+        print_report(result.report, console.out, top=rows)
     for warning in result.analysis.warnings:
         console.warn(warning)
     outputs.write(result, html, timeline, max_events, _progress("timeline"))
@@ -126,8 +124,8 @@ def analyze(
         console.warn(note)
     if result.timeline:
         console.done(f"timeline: {result.timeline} (open https://ui.perfetto.dev and drop the file on it)")
-    if result.report:
-        console.done(f"report: {result.report}")
+    if result.report_html:
+        console.done(f"report: {result.report_html}")
 
 
 def _progress(what: str):
