@@ -24,6 +24,7 @@ from nsyskit.analysis import sections
 from nsyskit.analysis.result import Analysis
 from nsyskit.analysis.sections import Section
 from nsyskit.analysis.summary import Summary
+from nsyskit.errors import NsyskitError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -58,13 +59,23 @@ def run_logs(analysis: Analysis, folder: Path) -> list[Path]:
 
 
 def nccl_logs(analysis: Analysis, folder: Path) -> NcclLogAnalysis | None:
-    """The analysis of the run's NCCL logs, or None when no log holds an NCCL INFO line (CPU runs, NCCL_DEBUG off)."""
+    """The analysis of the run's NCCL logs, or None when no log holds an NCCL INFO line (CPU runs, NCCL_DEBUG off).
+
+    Logs that cannot be read leave the section out with a warning: the nsys analysis is still shown whole.
+    """
     logs = run_logs(analysis, folder)
     if not logs:
         return None
     from nsyskit.nccllog.analysis import analyze
 
-    result = analyze(logs)
+    try:
+        result = analyze(logs)
+    except (NsyskitError, OSError) as exc:
+        why = exc.one_line() if isinstance(exc, NsyskitError) else f"{exc.filename}: {exc.strerror or exc}"
+        analysis.warnings.append(
+            f"the NCCL log section was left out ({why}); fix: make the logs readable, or run 'invoke nccl-log' on them"
+        )
+        return None
     return result if result.lines["nccl_info"] else None
 
 

@@ -104,7 +104,11 @@ def findings(summary: Summary) -> Section:
 
     def json() -> dict:
         metrics = {name: _finite(value) for name, value in summary.metrics.items()}
-        return {"run": summary.header.to_json(), "findings": [f.to_json() for f in summary.findings], "metrics": metrics}
+        return {
+            "run": summary.header.to_json(),
+            "findings": [f.to_json() for f in summary.findings],
+            "metrics": metrics,
+        }
 
     return Section("findings", "Findings", lambda console, top: print_findings(summary, console), html, json,
                    "findings.html.j2")  # fmt: skip

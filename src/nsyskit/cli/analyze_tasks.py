@@ -9,7 +9,7 @@ from pathlib import Path
 
 from nsyskit import console
 from nsyskit.cli import task
-from nsyskit.errors import AnalysisError, ConfigError, RegressionFound
+from nsyskit.errors import AnalysisError, ConfigError, RegressionFound, UsageError
 
 PROGRESS_FROM = 8  # reports in a run from which analyze and --timeline print their progress
 
@@ -17,10 +17,8 @@ PROGRESS_FROM = 8  # reports in a run from which analyze and --timeline print th
 def _paths(path: str) -> list[str]:
     parts = [p.strip() for p in (path or "").split(",") if p.strip()]
     if not parts:
-        raise AnalysisError(
-            "(no path)",
-            "no run folder or report given",
-            "pass a run folder (reports/<run-id>) or report files separated by commas",
+        raise UsageError(
+            "no run folder or report given", fix="pass a run folder (reports/<run-id>) or report files separated by commas"
         )
     return parts
 
@@ -93,12 +91,14 @@ def analyze(
             console.out.print(diff_table(result))
         if result.regressions:
             raise RegressionFound(
-                f"regression past the threshold: {', '.join(result.regressions)} (A={diff}, B={path})"
+                f"regression past the threshold: {', '.join(result.regressions)} (A={diff}, B={path})",
+                fix="see the table above; when the change is expected, raise the threshold with --fail-on METRIC=PCT",
             )
         return
     if threshold is not None or fail_on is not None:
-        raise AnalysisError(
-            path, "--fail-on needs a baseline", "use 'invoke analyze --diff BASELINE RUN --fail-on step_time=5'"
+        raise UsageError(
+            "--fail-on and --fail-on-regression need a baseline (--diff)",
+            fix="use 'invoke analyze --diff BASELINE RUN --fail-on step_time=5'",
         )
     paths = _paths(path)
     folder = _check_output(output) or outputs.report_folder(paths)

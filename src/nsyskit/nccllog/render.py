@@ -193,7 +193,9 @@ def print_analysis(analysis: NcclLogAnalysis, console: Console, top: int = 20) -
             [r["op"], r["algorithm"], r["protocol"], f"{r['calls']:,}", human_bytes(r["total_bytes"])]
             for r in analysis.tuning
         ]
-        console.print(_table("Algorithms and protocols (TUNING lines)", ["op", "algorithm", "protocol", "calls", "total"], rows))
+        console.print(
+            _table("Algorithms and protocols (TUNING lines)", ["op", "algorithm", "protocol", "calls", "total"], rows)
+        )
     console.print(_table("Steps", ["", "value"], [list(r) for r in step_text(analysis)]))
     for kind, examples in analysis.examples.items():
         for example in examples:
