@@ -72,7 +72,7 @@ def analyze(
     c, path=None, json_=False, html=True, output=None, timeline=False, timeline_max_events=None, diff=None,
     fail_on=None, fail_on_regression=None, straggler_pct=None, top=None,
 ):  # fmt: skip
-    """Findings first, then kernel summary, GPU breakdown and overlap, NCCL sizes, stragglers; report.html, timeline."""
+    """Findings first, then kernels, GPU breakdown and overlap, NVTX, NCCL sizes, ranks, NCCL logs; report.html, timeline."""
     from nsyskit.analysis import outputs
     from nsyskit.analysis.diff import diff_table, run_diff
     from nsyskit.analysis.profilers import print_profiler_analysis, profiler_of, run_profiler_analysis
@@ -104,13 +104,13 @@ def analyze(
     folder = _check_output(output) or outputs.report_folder(paths)
     profiler = profiler_of(paths)
     if profiler != "nsys":  # PROFILER=ncu or torch runs: their own tables, shown the same way
-        other, report = run_profiler_analysis(profiler, paths, folder, html, straggler)
+        other, page = run_profiler_analysis(profiler, paths, folder, html, straggler)
         if json_:
             _print_json(other.to_json())
         else:
             print_profiler_analysis(other, console.out, top=rows)
-        if report:
-            console.done(f"report: {report}")
+        if page:
+            console.done(f"report: {page}")
         return
     result = outputs.analyze(paths, folder, straggler, _progress("analyze"))
     if json_:
@@ -131,11 +131,11 @@ def analyze(
 def _progress(what: str):
     """A progress callback printing '<what>: i/N reports' about ten times, from 8 reports on (few are quick)."""
 
-    def report(done: int, total: int) -> None:
+    def show(done: int, total: int) -> None:
         if total >= PROGRESS_FROM and (done == total or done % max(1, total // 10) == 0):
             console.info(f"{what}: {done}/{total} reports")
 
-    return report
+    return show
 
 
 def _print_json(data: object) -> None:

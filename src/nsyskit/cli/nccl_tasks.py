@@ -59,7 +59,7 @@ def _progress(paths: list[Path]) -> Callable[[int, int], None] | None:
     phases = console.Phases("nccl-log", every_s=0)
     phases.update(f"reading {len(paths)} file(s), {total / 1e6:,.0f} MB")
 
-    def report(read: int, of: int) -> None:
+    def show(read: int, of: int) -> None:
         phases.update(f"read {read / 1e6:,.0f} of {of / 1e6:,.0f} MB ({100 * read / max(of, 1):.0f}%)")
 
-    return report
+    return show
