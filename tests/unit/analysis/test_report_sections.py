@@ -77,14 +77,15 @@ def test_no_nccl_log_section_without_nccl_lines(tmp_path):
 
 def test_names_from_reports_and_logs_are_escaped_in_report_html(tmp_path):
     kernel = "void at::native::foo<float, 4>(at::Tensor<float> const&)"
-    run = make_run(tmp_path / "run", ranks=2, kernel_name=kernel, range_name="<script>alert(1)</script> fwd")
+    run = make_run(tmp_path / "run <a&b>", ranks=2, kernel_name=kernel, range_name="<script>alert(1)</script> fwd")
     log = (DATA / "nemo_4gpu.log").read_text().replace("nodeA", "node<b>A</b>")
     (run / "rank0.log").write_text(log)
     html = run_analysis([run])[1].read_text()
     assert "void at::native::foo&lt;float, 4&gt;(at::Tensor&lt;float&gt; const&amp;)" in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt; fwd" in html and "<script" not in html
     assert "node&lt;b&gt;A&lt;/b&gt;[0]" in html and "<b>" not in html
-    assert f"{run}" in html  # the folder path, in the hint for --timeline
+    assert "nsyskit analysis: run &lt;a&amp;b&gt;</h1>" in html  # the run id (the folder's name) and its path
+    assert f"invoke analyze {tmp_path}/run &lt;a&amp;b&gt; --timeline" in html and "<a&b>" not in html
 
 
 def test_real_template_kernel_names_are_escaped(tmp_path, real_exports_dir):
