@@ -224,6 +224,12 @@ def test_bare_name_still_works_with_one_deprecation_warning_naming_both(project)
                             "environment variable TAG is deprecated; use NSYSKIT_TAG")  # fmt: skip
 
 
+def test_aws_region_of_the_aws_tools_is_honoured_without_a_warning(project):
+    cfg = load_config(project, environ={"AWS_REGION": "eu-west-1"})
+    assert (cfg.aws_region, cfg.sources["AWS_REGION"], cfg.warnings) == ("eu-west-1", "environment", ())
+    assert load_config(project, environ={"AWS_REGION": "eu-west-1", "NSYSKIT_AWS_REGION": "us-east-1"}).aws_region == "us-east-1"
+
+
 def test_prefixed_name_wins_over_the_bare_one(project):
     cfg = load_config(project, environ={"NODES": "3", "NSYSKIT_NODES": "5"})
     assert (cfg.nodes, cfg.warnings) == (5, ())

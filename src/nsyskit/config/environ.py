@@ -10,6 +10,9 @@ PREFIX = "NSYSKIT_"
 # NSYSKIT_* variables of the kit itself that are no setting but look like one to did-you-mean:
 # the profile overlay (not PROFILER) and the node index the rank wrapper exports (not NODES).
 KIT_VARIABLES = frozenset({"NSYSKIT_PROFILE", "NSYSKIT_NODE"})
+# Bare names that are the standard variable of other tools with the very same meaning: honoured without a
+# deprecation warning (a user sets AWS_REGION for the AWS CLI and SDKs; nsyskit's AWS calls mean the same region).
+SHARED_NAMES = frozenset({"AWS_REGION"})
 
 
 def env_name(key: str) -> str:
@@ -51,7 +54,8 @@ def environment_layer(environ: Mapping[str, str], known: set[str]) -> Environmen
             layer.ignored[key] = environ[key]
         elif key in environ:
             layer.values[key] = environ[key]
-            layer.warnings.append(f"environment variable {key} is deprecated; use {env_name(key)}")
+            if key not in SHARED_NAMES:
+                layer.warnings.append(f"environment variable {key} is deprecated; use {env_name(key)}")
     layer.warnings += _misspellings(environ, known)
     return layer
 
