@@ -45,6 +45,15 @@ def test_invoke_list_shows_every_task_with_its_help():
         assert line.strip() != name and len(line.split()) > 1, f"{name} listed without help: {line!r}"
 
 
+def test_task_help_works_after_the_task_name_even_where_a_positional_would_take_it():
+    # Invoke hands a positional argument the next word, '--help' included: every task answers with its help.
+    for name in namespace().task_names:
+        result = invoke(name, "--help")
+        assert result.returncode == 0, f"invoke {name} --help: {result.stderr}"
+        assert f"Usage: inv[oke] [--core-opts] {name} " in result.stdout, f"invoke {name} --help: {result.stdout[:200]}"
+        assert "error:" not in result.stderr
+
+
 def test_config_check_names_both_keys_of_a_broken_dependency_and_exits_non_zero():
     result = invoke("config", "--check", NSYSKIT_INSTALL_TESTS="true", NSYSKIT_INSTALL_EFA="false")
     assert result.returncode != 0
