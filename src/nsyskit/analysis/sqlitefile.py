@@ -99,8 +99,10 @@ def packed_scan(
     a REAL or an overflow (numpy cannot parse it as an integer) are caught on parsing. Then the result is None and
     the caller reads again with a filter.
     """
-    aggregate = "int64s({})" if blob else "group_concat({}, ',')"
-    aggregates, width = ", ".join(aggregate.format(expr) for expr in exprs.values()), len(exprs)
+    if blob:  # one call per row for all the columns, which come back one after the other in one BLOB
+        aggregates, width = f"int64s({', '.join(exprs.values())})", 1
+    else:
+        aggregates, width = ", ".join(f"group_concat({expr}, ',')" for expr in exprs.values()), len(exprs)
     row = query(
         f"SELECT count(*), {aggregates}{', ' + checks if checks else ''} FROM {table} NOT INDEXED{where_clause(where)}"
     )[0]
@@ -108,10 +110,12 @@ def packed_scan(
     if any(kind not in ("integer", "real", "null") for kind in flags):
         return None
     if blob:  # NULL: a value was not an INTEGER (see blobagg)
-        if any(data is None or len(data) != 8 * count for data in texts):
+        data = texts[0]
+        if data is None or len(data) != 8 * count * len(exprs):
             return None
         # Read-only views of the bytes SQLite returned: no copy (analyzers make new arrays, never write into these)
-        return {name: np.frombuffer(data, dtype=np.int64) for name, data in zip(exprs, texts, strict=True)}
+        columns = np.frombuffer(data, dtype=np.int64).reshape(len(exprs), count)
+        return dict(zip(exprs, columns, strict=True))
     result = {}
     for name, text in zip(exprs, texts, strict=True):
         with warnings.catch_warnings():  # older numpy warns (and stops) where newer numpy raises
