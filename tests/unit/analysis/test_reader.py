@@ -6,11 +6,12 @@ import sqlite3
 
 import numpy as np
 import pytest
-from nsys_fixtures import Export, Kernel, Memop, Range, write_export
+from nsys_fixtures import THREAD, Export, Kernel, Memop, Range, write_export
 
 from nsyskit import hostpkgs
 from nsyskit.analysis import blobagg
 from nsyskit.analysis.reader import ExportReader
+from nsyskit.analysis.records import NVTX_FIELDS
 from nsyskit.analysis.trace import analyze_run, discover
 from nsyskit.errors import ReportFileError
 
@@ -238,3 +239,56 @@ def test_without_a_compiler_the_reader_uses_group_concat(tmp_path, monkeypatch):
     reader = ExportReader(path)
     assert not reader.blob and blobagg.library() is None
     assert list(reader.kernels().end) == [9, 20] and list(reader.kernel_durations()[1]) == [4, 10]
+
+
+def _nvtx_export(tmp_path, null_thread: bool) -> str:
+    """NVTX ranges of two processes with their own domains, a domain with no create event, registered and pruned
+    strings, integer/REAL/JSON payloads, and starts out of order with ties (nsys writes ranges as they end)."""
+    other = THREAD + (1 << 24)  # another process
+    ranges = [
+        Range(50, 60, "late", payload=7),
+        Range(10, 90, "step 0", registered=True),
+        Range(10, 20, "ncclAllReduce", payload=4096, domain="NCCL"),
+        Range(10, 30, "tie", domain="NCCL", thread=other),
+        Range(5, 8, "json", json='{"a": 1}', thread=other),
+    ]
+    path = write_export(tmp_path / f"nvtx_{null_thread}.sqlite", Export(ranges=ranges))
+    con = sqlite3.connect(path)
+    rows = [
+        (3, 4, 59, None, THREAD, 999_999, 0, None, 2.5),  # a pruned StringId, a REAL payload
+        (3, 9, 59, "orphan domain", other, None, 7, None, None),  # domain 7: its create event was cut off
+        (1, 2, 59, "no thread", None if null_thread else THREAD, None, 0, None, None),
+    ]
+    con.executemany(
+        "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, textId, domainId, uint64Value, doubleValue)"
+        " VALUES (?,?,?,?,?,?,?,?,?)",
+        rows,
+    )
+    con.commit()
+    con.close()
+    return path
+
+
+@pytest.mark.parametrize("null_thread", [False, True])
+def test_nvtx_columnar_read_equals_the_row_wise_read(tmp_path, null_thread, blob_extension, monkeypatch):
+    # With int64s the NVTX numbers, texts and payloads come from separate narrow scans; without it (or with a thread
+    # id that is not an integer) from one row-wise query with SQL joins: both must give the same ranges, in order.
+    from nsyskit.analysis import nvtxread
+
+    path = _nvtx_export(tmp_path, null_thread)
+    row_wise = []
+    monkeypatch.setattr(nvtxread, "_read_rows", lambda *a, _real=nvtxread._read_rows: row_wise.append(1) or _real(*a))
+    results = []
+    for blob in (True, False):
+        reader = ExportReader(path)
+        reader.blob = blob
+        nvtx = reader.nvtx_ranges()
+        results.append({field: getattr(nvtx, field).tolist() for field in NVTX_FIELDS})
+    assert len(row_wise) == (2 if null_thread else 1)  # the columnar read served the clean file
+    assert str(results[0]) == str(results[1])  # str(): NaN payloads compare equal
+    got = results[0]
+    assert got["start"] == sorted(got["start"]) and got["text"][:3] == ["no thread", "<string 999999>", "orphan domain"]
+    assert got["domain"][2] == "domain 7" and got["payload"][1] == 2.5
+    domains = dict(zip(got["text"], got["domain"], strict=True))
+    assert domains["ncclAllReduce"] == "NCCL" and domains["tie"] == "domain 1"  # created in the first process only
+    assert got["json"][got["text"].index("json")] == '{"a": 1}'
