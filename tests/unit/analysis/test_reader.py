@@ -292,3 +292,19 @@ def test_nvtx_columnar_read_equals_the_row_wise_read(tmp_path, null_thread, blob
     domains = dict(zip(got["text"], got["domain"], strict=True))
     assert domains["ncclAllReduce"] == "NCCL" and domains["tie"] == "domain 1"  # created in the first process only
     assert got["json"][got["text"].index("json")] == '{"a": 1}'
+
+
+def test_a_kernel_whose_process_is_not_an_integer_is_kept_with_pid_0(tmp_path, blob_extension):
+    path = write_export(tmp_path / "pid.sqlite", Export(kernels=[Kernel(i, i + 5, "k") for i in range(0, 40, 10)]))
+    con = sqlite3.connect(path)
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET globalPid = NULL WHERE start = 10")
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET globalPid = 'x' WHERE start = 20")
+    con.commit()
+    con.close()
+    results = []
+    for blob in (True, False):
+        reader = ExportReader(path)
+        reader.blob = blob
+        results.append(_columns(reader.kernels(with_pid=True)))
+    assert results[0] == results[1] and results[0]["start"] == [0, 10, 20, 30]
+    assert results[0]["pid"][1:3] == [0, 0] and results[0]["pid"][0] == results[0]["pid"][3] != 0
