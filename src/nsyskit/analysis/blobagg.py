@@ -13,12 +13,8 @@ an aggregate over no rows is an empty BLOB.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ENTRY_POINT = "sqlite3_nsyskit_int64s_init"
@@ -118,11 +114,17 @@ def library() -> str | None:
 
 def _build() -> str | None:
     """Compile the extension into the cache (atomically: concurrent processes may build it at once)."""
+    import hashlib  # here, not at the top: every analysis start-up pays for the imports of its modules
+
     digest = hashlib.sha256((C_SOURCE + sys.platform + os.uname().machine).encode()).hexdigest()[:16]
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "nsyskit" / "sqlite-ext"
     target = cache / f"int64s-{digest}.so"
     if target.exists():
         return str(target)
+    import shutil
+    import subprocess
+    import tempfile
+
     compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
     if not compiler:
         return None

@@ -346,7 +346,8 @@ class ExportReader:
             return (np.empty(0, dtype=np.int64),) * 3
         if self.blob and len(threads) == 1:  # one thread (the usual training loop): no thread column to read
             where = f"correlationId IS NOT NULL AND globalTid = {int(threads[0])}"
-            cols = self._read_ints(runtime, {"start": "start", "corr": "correlationId"}, ("start", "correlationId"), where)
+            exprs = {"start": "start", "corr": "correlationId"}
+            cols = self._read_ints(runtime, exprs, ("start", "correlationId"), where)
             return np.full(len(cols["start"]), threads[0], dtype=np.int64), cols["start"], cols["corr"]
         if self.blob:  # globalTids cost no digits in int64s: read them as they are
             where = f"correlationId IS NOT NULL AND globalTid IN ({', '.join(str(int(t)) for t in threads)})"
