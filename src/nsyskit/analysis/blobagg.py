@@ -8,7 +8,8 @@ NSYSKIT_SQLITE_EXTENSION=0, readers use group_concat: same results, slower.
 int64s(x1, ..., xk) holds the k columns one after the other (all x1, then all x2...): one call per row reads them
 all, and each column is a contiguous slice of the BLOB. It is NULL as soon as one value is not an INTEGER (NULL,
 REAL, text, BLOB), so that the caller reads again with a filter, exactly as when group_concat's text does not parse;
-an aggregate over no rows is an empty BLOB.
+an aggregate over no rows is an empty BLOB. int64s_into(address, capacity, x1, ..., xk) writes the same columns
+into a buffer the caller owns (a numpy array) and returns the row count: no copy of the values at all.
 """
 
 from __future__ import annotations
@@ -22,9 +23,13 @@ DISABLE_VARIABLE = "NSYSKIT_SQLITE_EXTENSION"
 COMPILE_TIMEOUT_S = 60
 
 C_SOURCE = r"""
+#include <stdint.h>
 #include <string.h>
 #include <sqlite3ext.h>
 SQLITE_EXTENSION_INIT1
+#ifndef SQLITE_DIRECTONLY
+#error "SQLite 3.30 or newer is needed (SQLITE_DIRECTONLY)"
+#endif
 
 /* The values of `width` columns, column after column: column j of the rows so far at values[j * capacity]. */
 typedef struct {
@@ -94,11 +99,69 @@ static void int64s_final(sqlite3_context *context) {
     sqlite3_free(columns ? columns->values : 0);
 }
 
+/* int64s_into(address, capacity, x1, ..., xk): the same columns written straight into the caller's buffer of k
+   columns of `capacity` values (column j at address + j * capacity * 8); the result is the row count, NULL when a
+   value is not an INTEGER or the rows do not fit. No copy in SQLite, none into a Python bytes object. */
+typedef struct {
+    sqlite3_int64 *values;
+    sqlite3_int64 count, capacity;
+    int failed;
+} Into;
+
+static void into_step(sqlite3_context *context, int argc, sqlite3_value **argv) {
+    Into *into = (Into *)sqlite3_aggregate_context(context, sizeof(Into));
+    sqlite3_int64 *row;
+    int j;
+    if (into == 0) {
+        sqlite3_result_error_nomem(context);
+        return;
+    }
+    if (into->failed) return;
+    if (into->values == 0) {
+        if (argc < 3 || sqlite3_value_type(argv[0]) != SQLITE_INTEGER || sqlite3_value_type(argv[1]) != SQLITE_INTEGER
+            || sqlite3_value_int64(argv[0]) == 0 || sqlite3_value_int64(argv[1]) < 0) {
+            into->failed = 1;
+            return;
+        }
+        into->values = (sqlite3_int64 *)(intptr_t)sqlite3_value_int64(argv[0]);
+        into->capacity = sqlite3_value_int64(argv[1]);
+    }
+    if (into->count == into->capacity) {
+        into->failed = 1;
+        return;
+    }
+    row = into->values + into->count;
+    for (j = 2; j < argc; j++) {
+        if (sqlite3_value_type(argv[j]) != SQLITE_INTEGER) {
+            into->failed = 1;
+            return;
+        }
+        row[(j - 2) * into->capacity] = sqlite3_value_int64(argv[j]);
+    }
+    into->count++;
+}
+
+static void into_final(sqlite3_context *context) {
+    Into *into = (Into *)sqlite3_aggregate_context(context, 0);
+    if (into == 0) {
+        sqlite3_result_int64(context, 0);
+    } else if (into->failed) {
+        sqlite3_result_null(context);
+    } else {
+        sqlite3_result_int64(context, into->count);
+    }
+}
+
 int sqlite3_nsyskit_int64s_init(sqlite3 *db, char **error, const sqlite3_api_routines *api) {
+    int rc;
     SQLITE_EXTENSION_INIT2(api);
     (void)error;
-    return sqlite3_create_function_v2(db, "int64s", -1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, 0, 0, int64s_step,
-                                      int64s_final, 0);
+    rc = sqlite3_create_function_v2(db, "int64s", -1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, 0, 0, int64s_step,
+                                    int64s_final, 0);
+    if (rc != SQLITE_OK) return rc;
+    /* DIRECTONLY: a view or trigger inside a file being read can never call it (it writes to an address) */
+    return sqlite3_create_function_v2(db, "int64s_into", -1, SQLITE_UTF8 | SQLITE_DIRECTONLY, 0, 0, into_step,
+                                      into_final, 0);
 }
 """
 

@@ -74,7 +74,7 @@ def _read_columnar(reader: ExportReader, table: str, cols: set[str], where: str)
     numbers = {"row": "e.rowid", "start": "e.start", "end": "e.end", "thread": "e.globalTid"}
     if domains:
         numbers["domain"] = "e.domainId"
-    found = packed_scan(reader._query, f"{table} AS e", numbers, where, blob=True)
+    found = packed_scan(reader._query, f"{table} AS e", numbers, where, blob=True, bound=reader.bound(table))
     if found is None:
         return None
     row = found["row"]  # ascending: the scan order of every query below

@@ -67,6 +67,7 @@ class ExportReader:
         self.warnings: list[str] = []
         self.con = connect(self.path)
         self.blob = blobagg.load(self.con)  # int64s(): integer columns read without text conversion
+        self._bounds: dict[str, int | None] = {}
         try:
             self.tables = {
                 row[0] for row in self.con.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')")
@@ -117,7 +118,15 @@ class ExportReader:
         self, table: str, exprs: dict[str, str], raw: tuple[str, ...], where: str = ""
     ) -> dict[str, np.ndarray]:
         """Integer expressions over `table`'s rows as int64 columns; rows with a non-integer in `raw` left out, warned."""
-        return read_ints(self._query, self.warn, self.path, table, exprs, raw, where, self.blob)
+        return read_ints(self._query, self.warn, self.path, table, exprs, raw, where, self.blob, self.bound(table))
+
+    def bound(self, table: str) -> int | None:
+        """At least the row count of `table` (None unknown): int64s_into then writes straight into numpy memory."""
+        if not self.blob:
+            return None
+        if table not in self._bounds:
+            self._bounds[table] = sqlitefile.rows_bound(self.con, table)
+        return self._bounds[table]
 
     @cached_property
     def _name_bits(self) -> int | None:
@@ -138,7 +147,7 @@ class ExportReader:
         if self.blob and name_col:  # raw columns, each checked by int64s itself: no arithmetic, no type check
             raw_more = {key: "globalPid" if sql == PID_SQL else sql for key, sql in more.items()}  # a text pid: below
             cols = packed_scan(self._query, table, {"start": "start", **raw_more, "end": "end", "name": name_col},
-                               where, blob=True)  # fmt: skip
+                               where, blob=True, bound=self.bound(table))  # fmt: skip
             duration = None if cols is None else sqlitefile.span(cols["start"], cols["end"])
             if duration is not None:
                 cols["duration"] = duration

@@ -308,3 +308,23 @@ def test_a_kernel_whose_process_is_not_an_integer_is_kept_with_pid_0(tmp_path, b
         results.append(_columns(reader.kernels(with_pid=True)))
     assert results[0] == results[1] and results[0]["start"] == [0, 10, 20, 30]
     assert results[0]["pid"][1:3] == [0, 0] and results[0]["pid"][0] == results[0]["pid"][3] != 0
+
+
+def test_int64s_into_never_writes_past_its_buffer_nor_runs_from_a_view(tmp_path, blob_extension):
+    # int64s_into writes into memory it is given: more rows than the bound must fail (None: the caller reads another
+    # way), and a view in a file being read must not be able to call it at all (SQLITE_DIRECTONLY).
+    from nsyskit.analysis import sqlitefile
+
+    path = write_export(tmp_path / "k.sqlite", Export(kernels=[Kernel(i, i + 1, "k") for i in range(10)]))
+    con = sqlite3.connect(path)
+    con.execute("CREATE VIEW sneaky AS SELECT int64s_into(1, 1000000, start) AS x FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    con.commit()
+    con.close()
+    reader = ExportReader(path)
+    assert reader.blob and reader.bound("CUPTI_ACTIVITY_KIND_KERNEL") == 10
+    table, exprs = "CUPTI_ACTIVITY_KIND_KERNEL", {"start": "start", "end": "end"}
+    assert sqlitefile.packed_scan(reader._query, table, exprs, blob=True, bound=9) is None
+    read = sqlitefile.packed_scan(reader._query, table, exprs, blob=True, bound=10)
+    assert read["start"].tolist() == list(range(10)) and read["end"].tolist() == list(range(1, 11))
+    with pytest.raises(sqlitefile.sqlite3.OperationalError, match="unsafe use of int64s_into"):
+        reader.con.execute("SELECT x FROM sneaky").fetchall()
