@@ -23,6 +23,7 @@ from nsyskit.analysis.projection import project
 from nsyskit.analysis.reader import ExportReader
 from nsyskit.analysis.records import Intervals, join_launches
 from nsyskit.analysis.result import Analysis, combine_kernel_summaries, concat, with_rank
+from nsyskit.analysis.runinfo import not_profiled
 from nsyskit.analysis.table import Table
 from nsyskit.errors import NsyskitError
 
@@ -250,6 +251,9 @@ def analyze_run(
     for name in ("breakdown", "memcpy", "nvtx", "nvtx_gpu", "steps", "nccl_ops"):
         setattr(analysis, name, concat([r[name] for r in results]))
     analysis.nccl_sizes = nccl.nccl_size_summary(analysis.nccl_ops)
+    _unprofiled, line = not_profiled([path for _rank, path in found])
+    if line:  # the ranks the run ran without nsys: absent from every table, named so no one reads them as idle
+        analysis.warnings.append(line)
     analysis.ranks = analyzers.cross_rank([r["summary"] for r in results], straggler_pct)
     return analysis
 
