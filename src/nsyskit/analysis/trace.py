@@ -238,8 +238,9 @@ def analyze_run(
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
             per_file = list(_counted(pool.map(_analyze_in_worker, *zip(*found, strict=True)), len(found), progress))
         for outcome in per_file:
-            if isinstance(outcome, str):  # the first file that failed, as its one-line message
-                raise NsyskitError(outcome)
+            if isinstance(outcome, str):  # the first file that failed, as its one-line message: its fix kept apart
+                message, _sep, fix = outcome.partition("; fix: ")
+                raise NsyskitError(message, fix=fix)
     results = _renumber(per_file)
     analysis = Analysis(sources={}, nsys_versions={})
     for result in results:
