@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import os
 import subprocess
 import sys
@@ -15,18 +13,7 @@ from nsyskit import launch, nsysargs
 from nsyskit.errors import ConfigErrors
 from nsyskit.k8s import render
 from tests.unit.k8s_variants import ECR, ROOT, config
-
-WRAPPER_PATH = ROOT / "Container-Root/usr/local/bin/nsys-profile"
-
-
-def load_wrapper():
-    """Import the wrapper script (no .py suffix) as a module, as the image runs it."""
-    loader = importlib.machinery.SourceFileLoader("nsys_profile_args", str(WRAPPER_PATH))
-    spec = importlib.util.spec_from_loader("nsys_profile_args", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
+from tests.unit.test_nsys_wrapper import load_wrapper
 
 wrapper = load_wrapper()
 
