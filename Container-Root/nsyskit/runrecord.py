@@ -177,10 +177,8 @@ class RunRecord:
     details: dict = field(default_factory=dict)  # what only one target has: containers, Slurm job id, MPIJob name
 
     def unprofiled(self) -> list[int]:
-        """The ranks that ran without a profiler (by their status), plus ranks of the world that left no status."""
-        recorded = {status.rank for status in self.ranks}
-        missing = set(range(self.world_size)) - recorded if self.ranks and isinstance(self.world_size, int) else set()
-        return sorted({status.rank for status in self.ranks if not status.profiled} | missing)
+        """The ranks whose status says they ran without a profiler (a rank that left no status is not claimed)."""
+        return sorted({status.rank for status in self.ranks if not status.profiled})
 
     def unprofiled_line(self) -> str:
         """'ranks 1,3 were not profiled (PROFILE_RANKS=local0)', or '' when every rank was."""
@@ -222,7 +220,8 @@ class RunRecord:
         values.setdefault("run_id", os.path.basename(os.path.dirname(os.path.abspath(path))))
         values.setdefault("target", "local")
         values["checksums"] = {int(r): c for r, c in (values.get("checksums") or {}).items() if str(r).isdigit()}
-        ranks = [RankStatus.from_dict(e) for e in data.get("ranks") or [] if isinstance(e, dict) and isinstance(e.get("rank"), int)]
+        entries = data.get("ranks") if isinstance(data.get("ranks"), list) else []
+        ranks = [RankStatus.from_dict(e) for e in entries if isinstance(e, dict) and isinstance(e.get("rank"), int)]
         if not values.get("profile_ranks"):
             values["profile_ranks"] = _setting(values.get("config"), "PROFILE_RANKS")
         if not values.get("profiler"):

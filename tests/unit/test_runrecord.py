@@ -157,7 +157,7 @@ def test_run_json_of_earlier_versions_is_read(tmp_path):
     (tmp_path / "run.json").write_text(json.dumps(old_slurm))
     record = runrecord.read_run(str(tmp_path))
     assert (record.target, record.ended_how, record.details["job_id"]) == ("slurm", "COMPLETED", "77")
-    assert record.files == {"files": ["a.nsys-rep"]} and record.unprofiled() == [0, 1]  # rank 0 left no status
+    assert record.files == {"files": ["a.nsys-rep"]} and record.unprofiled() == [1]  # rank 0 left no status: not claimed
 
 
 @pytest.mark.parametrize(
