@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from slurm_cluster import SlurmCluster, start_cluster  # tests/integration is on sys.path
 
+from nsyskit import runrecord
 from nsyskit.slurm import render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,9 +56,10 @@ def invoke(
     """Run 'invoke ARGS' in the project with the host-mode settings of this test (and `env` on top)."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("NSYSKIT_", "SLURM_", "AWS_"))}
     clean.update(
-        NSYSKIT_PROFILE="local-cpu", SLURM_MODE="host", NODES=str(NODES), PROCS_PER_NODE=str(TASKS_PER_NODE),
-        EFA_PER_NODE="1", EFA_METRICS="true", SLURM_SUBMIT_PREFIX=cluster.submit_prefix, SLURM_TIME_LIMIT="15",
-        SLURM_MPI="pmix", COLUMNS="200",
+        NSYSKIT_PROFILE="local-cpu", NSYSKIT_SLURM_MODE="host", NSYSKIT_NODES=str(NODES),
+        NSYSKIT_PROCS_PER_NODE=str(TASKS_PER_NODE), NSYSKIT_EFA_PER_NODE="1", NSYSKIT_EFA_METRICS="true",
+        NSYSKIT_SLURM_SUBMIT_PREFIX=cluster.submit_prefix, NSYSKIT_SLURM_TIME_LIMIT="15", NSYSKIT_SLURM_MPI="pmix",
+        COLUMNS="200",
     )  # fmt: skip
     clean.update(env)
     return subprocess.run(
@@ -145,8 +147,10 @@ def test_host_mode_job_profiles_every_rank_on_two_nodes(project, cluster):
     run_dir = project / "reports" / job_dir.name
     assert str(run_dir) in collected.stdout.replace("\n", "")
     assert sorted(p.name for p in run_dir.glob("*.nsys-rep")) == expected
-    run = json.loads((run_dir / "run.json").read_text())
-    assert run["job_id"] == job_id and run["state"] == "COMPLETED" and run["world_size"] == 4 and run["mode"] == "host"
+    run = json.loads((run_dir / "run.json").read_text())  # the one shape of every target (nsyskit.runrecord)
+    assert run["schema_version"] == runrecord.SCHEMA_VERSION and run["target"] == "slurm"
+    assert run["details"]["job_id"] == job_id and run["ended_how"] == "COMPLETED" and run["details"]["mode"] == "host"
+    assert run["world_size"] == 4 and run["unprofiled_ranks"] == []
     assert (run_dir / f"slurm-{job_id}.out").is_file() and len(list((run_dir / "logs").glob("*.status.json"))) == 4
     assert [r["rank"] for r in run["ranks"]] == [0, 1, 2, 3] and run["checksums"] == checksums
 
@@ -159,7 +163,7 @@ def test_host_mode_job_profiles_every_rank_on_two_nodes(project, cluster):
 def test_failing_job_exits_with_its_code_naming_state_and_log(project, cluster):
     # A user error only the nodes find out: nsys refuses an unknown option on every rank.
     result = invoke(
-        project, cluster, "deploy", "--slurm", "--wait", timeout=JOB_TIMEOUT_S, NSYS_EXTRA_ARGS="--no-such-nsys-option"
+        project, cluster, "deploy", "--slurm", "--wait", timeout=JOB_TIMEOUT_S, NSYSKIT_NSYS_EXTRA_ARGS="--no-such-nsys-option"
     )
     job_dir = last_job_dir(project)
     job_id = job_id_of(result)
@@ -173,7 +177,7 @@ def test_failing_job_exits_with_its_code_naming_state_and_log(project, cluster):
 
 
 def test_undeploy_cancels_the_last_job(project, cluster):
-    submitted = invoke(project, cluster, "deploy", "--slurm", STEPS="2000", PROFILE_STEPS="")
+    submitted = invoke(project, cluster, "deploy", "--slurm", NSYSKIT_STEPS="2000", NSYSKIT_PROFILE_STEPS="")
     assert submitted.returncode == 0, submitted.stderr
     job_id = job_id_of(submitted)
     cancelled = invoke(project, cluster, "undeploy", "--slurm")
@@ -190,7 +194,7 @@ def test_undeploy_cancels_the_last_job(project, cluster):
 
 
 def test_logs_follow_prints_until_the_job_ends(project, cluster):
-    submitted = invoke(project, cluster, "deploy", "--slurm", NSYS_EXTRA_ARGS="--no-such-nsys-option")
+    submitted = invoke(project, cluster, "deploy", "--slurm", NSYSKIT_NSYS_EXTRA_ARGS="--no-such-nsys-option")
     assert submitted.returncode == 0, submitted.stderr
     job_id = job_id_of(submitted)
     followed = invoke(project, cluster, "logs", "--slurm", "--follow", timeout=JOB_TIMEOUT_S)

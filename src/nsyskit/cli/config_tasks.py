@@ -24,15 +24,23 @@ def _shown(value) -> str:
         "check": "Only validate: list every problem at once and exit non-zero if there is any.",
         "profile": PROFILE_HELP,
         "json": "Print the resolved settings as JSON (key: value, source).",
+        "template": "Print the documented .env (every setting commented out, with its default and help, grouped).",
+        "output": "With --template: write it to this file instead of stdout (an existing file needs --force).",
+        "force": "With --template --output: overwrite an existing file.",
     },
 )
-def show_config(c, check=False, profile=None, json_=False):
+def show_config(c, check=False, profile=None, json_=False, template=False, output=None, force=False):
     """Print the resolved configuration and where each value came from (defaults < .env < profile < env < flags)."""
     from rich.table import Table
 
     from nsyskit.config import SECTIONS, available_profiles, key_of, load_config, settings
-    from nsyskit.errors import ConfigErrors
+    from nsyskit.errors import ConfigErrors, UsageError
 
+    if (output or force) and not template:
+        raise UsageError(f"{'--output' if output else '--force'} goes with --template only", fix="add --template")
+    if template:
+        _template(output, force)
+        return
     root = project_root(c)
     try:
         cfg = load_config(root, profile=profile)
@@ -60,6 +68,18 @@ def show_config(c, check=False, profile=None, json_=False):
                 table.add_row(key, value, source, style=style)
     console.out.print(table)
     console.out.print(f"image: {cfg.image_ref}   world size: {cfg.world_size}   profiles: {', '.join(available_profiles(root))}")
+
+
+def _template(output: str | None, force: bool) -> None:
+    from pathlib import Path
+
+    from nsyskit.config.template import render_template, write_template
+
+    if not output:
+        console.out.file.write(render_template())  # plain text: no rich markup or wrapping
+        return
+    write_template(Path(output), force)
+    console.done(f"wrote the documented settings to {output}")
 
 
 @task(help={"profile": PROFILE_HELP})
