@@ -103,7 +103,12 @@ def packed_scan(
     write the columns straight into numpy memory.
     """
     if blob and bound is not None and 0 < bound * len(exprs) <= MAX_BUFFER_VALUES:
-        return _scan_into(query, table, exprs, where, checks, bound)
+        try:  # a sparse rowid range may ask for more address space than the system grants: then the BLOB below
+            buffer = np.empty((len(exprs), bound), dtype=np.int64)
+        except MemoryError:
+            buffer = None
+        if buffer is not None:
+            return _scan_into(query, table, exprs, where, checks, buffer)
     if blob:  # one call per row for all the columns, which come back one after the other in one BLOB
         aggregates, width = f"int64s({', '.join(exprs.values())})", 1
     else:
@@ -136,14 +141,13 @@ def packed_scan(
 
 
 def _scan_into(
-    query: Callable[[str], list[tuple]], table: str, exprs: dict[str, str], where: str, checks: str, bound: int
+    query: Callable[[str], list[tuple]], table: str, exprs: dict[str, str], where: str, checks: str, buffer: np.ndarray
 ) -> dict[str, np.ndarray] | None:
-    """packed_scan through int64s_into: SQLite writes the columns straight into a numpy buffer of `bound` rows.
+    """packed_scan through int64s_into: SQLite writes the columns straight into `buffer` (a row per expression).
 
     Pages of the buffer that no row reaches are never touched (nor counted in the resident memory).
     """
-    buffer = np.empty((len(exprs), bound), dtype=np.int64)
-    address = buffer.__array_interface__["data"][0]
+    address, bound = buffer.__array_interface__["data"][0], buffer.shape[1]
     row = query(
         f"SELECT count(*), int64s_into({address}, {bound}, {', '.join(exprs.values())})"
         f"{', ' + checks if checks else ''} FROM {table} NOT INDEXED{where_clause(where)}"

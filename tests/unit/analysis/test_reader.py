@@ -328,3 +328,16 @@ def test_int64s_into_never_writes_past_its_buffer_nor_runs_from_a_view(tmp_path,
     assert read["start"].tolist() == list(range(10)) and read["end"].tolist() == list(range(1, 11))
     with pytest.raises(sqlitefile.sqlite3.OperationalError, match="unsafe use of int64s_into"):
         reader.con.execute("SELECT x FROM sneaky").fetchall()
+
+
+def test_a_sparse_rowid_range_reads_through_the_blob_not_a_huge_buffer(tmp_path, blob_extension):
+    # rows_bound is max(rowid) - min(rowid) + 1: a table with a rowid far away must not make a buffer that big.
+    path = write_export(tmp_path / "sparse.sqlite", Export(kernels=[Kernel(i, i + 3, "k") for i in range(5)]))
+    con = sqlite3.connect(path)
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET rowid = 1 << 40 WHERE start = 4")
+    con.commit()
+    con.close()
+    reader = ExportReader(path)
+    assert reader.bound("CUPTI_ACTIVITY_KIND_KERNEL") == (1 << 40)
+    kernels = reader.kernels()
+    assert kernels.start.tolist() == [0, 1, 2, 3, 4] and (kernels.end - kernels.start).tolist() == [3] * 5
