@@ -6,12 +6,8 @@ library() returns None and the caller uses it. The host step `sqlite-ext` (hostp
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 COMPILE_TIMEOUT_S = 60
@@ -26,11 +22,17 @@ def build(name: str, source: str, kind: str, flags: tuple[str, ...] = ("-O2",)) 
     """The shared library compiled from C `source` (built on first use, cached under a digest of the source, the
     flags and the platform; built atomically, as concurrent processes may build it at once), or None when it cannot
     be built here (no compiler, a missing header, an unwritable cache)."""
+    import hashlib  # here, not at the top: every start-up pays for the imports of its modules
+
     digest = hashlib.sha256((source + " ".join(flags) + sys.platform + os.uname().machine).encode()).hexdigest()[:16]
     cache = cache_folder(kind)
     target = cache / f"{name}-{digest}.so"
     if target.exists():
         return str(target)
+    import shutil
+    import subprocess
+    import tempfile
+
     compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
     if not compiler:
         return None

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from nsyskit import console, engine
 from nsyskit.config import Config
-from nsyskit.errors import NsyskitError, RunFailed
+from nsyskit.errors import RunFailed
 from nsyskit.local import runfolder
 from nsyskit.local.cluster import LocalCluster
 from nsyskit.local.failure import Failure, blame
@@ -51,24 +51,12 @@ def run_local(cfg: Config, root: Path, run_id: str | None = None, show_progress:
 
     Containers and network are removed on success, failure and Ctrl-C; the run folder keeps what was written.
     """
-    try:
-        run_id = runfolder.check_run_id(run_id or runfolder.new_run_id())
-    except ValueError as exc:
-        raise NsyskitError(str(exc)) from None
+    run_id = runfolder.check_run_id(run_id or runfolder.new_run_id())
     client = engine.connect()  # engine and image before the run folder: a run that cannot start leaves nothing
     engine.require_image(client, cfg.image_ref)
-    try:
-        run_dir = runfolder.make_run_dir(root, cfg, run_id)
-    except (FileExistsError, OSError) as exc:
-        raise NsyskitError(str(exc) if isinstance(exc, FileExistsError) else
-                           f"cannot create the run folder under REPORT_DIR={cfg.report_dir} ({exc.strerror}); "
-                           "fix: set REPORT_DIR to a writable folder") from None  # fmt: skip
+    run_dir = runfolder.make_run_dir(root, cfg, run_id)
     cluster = LocalCluster(client, cfg, run_id, run_dir)
-    record: dict = {
-        "run_id": run_id, "image": cfg.image_ref, "nodes": cfg.nodes, "procs_per_node": cfg.procs_per_node,
-        "world_size": cfg.world_size, "launcher": "mpirun" if cfg.nodes > 1 else "torchrun",
-        "started": time.time(), "config": runfolder.config_snapshot(cfg),
-    }  # fmt: skip
+    record: dict = {"started": time.time()}
     started = time.monotonic()
     ended_how = "not started"
     followers: list[LogFollower] = []
@@ -140,11 +128,11 @@ def _finish(
         run_id, run_dir, exit_code, duration, failure,
         checksums=runfolder.checksums(logs), world_sizes=runfolder.world_sizes(logs), files=runfolder.outputs(run_dir),
     )  # fmt: skip
-    record.update(
-        ended=time.time(), duration_s=round(duration, 3), ended_how=ended_how, exit_code=exit_code,
-        container_exit_codes=exit_codes,
+    runfolder.write_run_record(
+        run_dir, cfg, "local", run_id, logs, started=record.pop("started"), ended=time.time(),
+        duration_s=round(duration, 3), ended_how=ended_how, exit_code=exit_code,
+        launcher="mpirun" if cfg.nodes > 1 else "torchrun",
         failed_rank=None if failure is None else {"rank": failure.rank, "host": failure.host, "exit_code": failure.exit_code, "how": failure.how},
-        ranks=[s.raw for s in statuses], checksums=result.checksums, world_sizes=sorted(result.world_sizes), files=result.files,
+        details={**record, "container_exit_codes": exit_codes},
     )  # fmt: skip
-    runfolder.write_run_json(run_dir, record)
     return result
