@@ -145,3 +145,16 @@ def test_without_a_compiler_the_python_scanner_is_used(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[0] == "True" and with_c.stdout.splitlines()[0] == "False"
     assert done.stdout.splitlines()[1] == with_c.stdout.splitlines()[1]
+
+
+def test_full_arrays_fall_back_to_the_regex(reader, monkeypatch):
+    # more distinct findings or runs in a block than the C reader's arrays hold: that block is read by the regex
+    log = REAL / "01-nccltests-2.27-roce.log"
+    monkeypatch.setattr(fastscan, "MAX_FINDINGS", 4)
+    monkeypatch.setattr(fastscan, "MAX_RUNS", 2)
+    small = fastscan.Reader()
+    block = bytearray(b"\n" + log.read_bytes())
+    assert small.findings(block, 0, len(block)) is None
+    monkeypatch.setattr(fastscan, "_readers", [small])
+    with_small, python = scan_both(log, monkeypatch, Window())
+    assert with_small == python and sum(with_small.coll.values()) == 990

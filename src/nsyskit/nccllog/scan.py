@@ -270,7 +270,8 @@ class FileScanner:
         if not facts_only:
             whole = start == 0 and end == self.end
             if newlines is None:
-                newlines = self.nlines + 1 if whole else block.count(b"\n", start, end)
+                counted = whole and self.nlines is not None  # not when the C reader's arrays overflowed
+                newlines = self.nlines + 1 if counted else block.count(b"\n", start, end)
             if whole:
                 self.nlines = newlines - 1
             scan.lines_in_window += newlines - (1 if end == self.end else 0)
