@@ -158,3 +158,11 @@ def test_full_arrays_fall_back_to_the_regex(reader, monkeypatch):
     monkeypatch.setattr(fastscan, "_readers", [small])
     with_small, python = scan_both(log, monkeypatch, Window())
     assert with_small == python and sum(with_small.coll.values()) == 990
+
+
+def test_find_is_bytes_find(reader):
+    block = bytearray(b"\nab iteration x step_ms=1\nNCCL version 2 : opCount 1\n")
+    for needle in (b"iteration", b"step_ms=", b"NCCL version ", b": opCount ", b"absent", b"\n"):
+        for start in range(0, len(block) + 2, 3):
+            for end in (start, start + 5, len(block) - 1, len(block), len(block) + 10):
+                assert fastscan.find(block, needle, start, end) == block.find(needle, start, end), (needle, start, end)

@@ -23,6 +23,7 @@ MAX_RUNS = 1 << 16  # runs of other lines per range (likewise)
 
 _loaded: list = []  # [the C function or None] once looked for in this process
 _readers: list = []  # [this process's Reader or None]
+_finds: list = []  # [the compiled nsk_find] when it could be built
 
 
 def source() -> str:
@@ -33,13 +34,18 @@ def source() -> str:
 def function():
     """The compiled nsk_scan (built and cached on first use), or None when it cannot be built here."""
     if not _loaded:
-        scan = None
+        scan = find = None
         path = None if os.environ.get(DISABLE_VARIABLE) == "0" else native.build("linescan", source(), "nccl-log")
         if path is not None:
             try:
-                scan = ctypes.CDLL(path).nsk_scan
+                library = ctypes.CDLL(path)
+                scan, find = library.nsk_scan, library.nsk_find
             except (OSError, AttributeError):
-                scan = None
+                scan = find = None
+        if find is not None:
+            find.restype = ctypes.c_int64
+            find.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_char_p, ctypes.c_int64]
+            _finds.append(find)
         if scan is not None:
             scan.restype = ctypes.c_int64
             pointer, size = ctypes.c_void_p, ctypes.c_int64
@@ -47,6 +53,14 @@ def function():
             scan.argtypes = [pointer, size, size, pointer, pointer, size, pointer, size, pointer, size]
         _loaded.append(scan)
     return _loaded[0]
+
+
+def find(block: bytearray, needle: bytes, start: int, end: int) -> int:
+    """block.find(needle, start, end), with glibc's memmem when the C code is here (several times faster over a
+    block without the needle)."""
+    if _finds and _readers and _readers[0] is not None:
+        return _finds[0](_address(block), start, min(end, len(block)), needle, len(needle))
+    return block.find(needle, start, end)
 
 
 def reader() -> Reader | None:

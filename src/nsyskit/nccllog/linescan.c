@@ -340,3 +340,11 @@ int64_t nsk_scan(const unsigned char *buf, int64_t start, int64_t end, int64_t *
     counts[3] = nruns;
     return nout;
 }
+
+/* The first position of needle in buf[start, end), or -1 (bytes.find; glibc's memmem is several times faster). */
+int64_t nsk_find(const unsigned char *buf, int64_t start, int64_t end, const char *needle, int64_t length) {
+    const unsigned char *hit;
+    if (end - start < length) return -1;
+    hit = memmem(buf + start, (size_t)(end - start), needle, (size_t)length);
+    return hit ? hit - buf : -1;
+}

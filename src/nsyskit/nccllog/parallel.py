@@ -136,7 +136,9 @@ def scan_files(
         parts = _reporting(done, sizes, progress)
     else:
         with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
-            done = pool.map(scan_part, *zip(*[(p, window, block_size, span, fmt) for p, span, fmt in tasks], strict=True))
+            done = pool.map(
+                scan_part, *zip(*[(p, window, block_size, span, fmt) for p, span, fmt in tasks], strict=True)
+            )
             parts = _reporting(done, sizes, progress)
     scan = Scan(window=window)
     lines_before, nccl_seen = 0, set()

@@ -99,7 +99,7 @@ class Scan:
 def first_step(block: bytearray, at: int, end: int) -> tuple[int, int, StepLine] | None:
     """The first step line of block[at:end] (any format): (newline before it, its end, the StepLine), or None."""
     while True:
-        hits = [hit for hit in (block.find(needle, at, end) for needle in NEEDLES) if hit >= 0]
+        hits = [hit for hit in (fastscan.find(block, needle, at, end) for needle in NEEDLES) if hit >= 0]
         if not hits:
             return None
         line_start = block.rfind(b"\n", 0, min(hits))
@@ -193,11 +193,11 @@ class FileScanner:
     def _bare_versions(self, block: bytearray) -> None:
         """NCCL <= 2.21 prints 'NCCL version X+cudaY' on stdout without 'NCCL INFO' (maybe behind a launcher
         prefix or a timestamp): read it once per file, before the first collective (init comes first)."""
-        first_collective = block.find(b": opCount ", 0, self.end)
+        first_collective = fastscan.find(block, b": opCount ", 0, self.end)
         limit = self.end if first_collective < 0 else first_collective
         if first_collective >= 0:
             self.look_for_version = False
-        at = block.find(b"NCCL version ", 0, limit)
+        at = fastscan.find(block, b"NCCL version ", 0, limit)
         while at >= 0:
             line_start = block.rfind(b"\n", 0, at)
             line_end = block.find(b"\n", at, self.end)
