@@ -24,18 +24,22 @@ def _shown(value) -> str:
         "check": "Only validate: list every problem at once and exit non-zero if there is any.",
         "profile": PROFILE_HELP,
         "json": "Print the resolved settings as JSON (key: value, source).",
+        "k8s": "With --check: also run the Kubernetes target's checks (what 'invoke deploy --k8s' would reject).",
+        "slurm": "With --check: also run the Slurm target's checks (what 'invoke deploy --slurm' would reject).",
     },
 )
-def show_config(c, check=False, profile=None, json_=False):
+def show_config(c, check=False, profile=None, json_=False, k8s=False, slurm=False):
     """Print the resolved configuration and where each value came from (defaults < .env < profile < env < flags)."""
     from rich.table import Table
 
     from nsyskit.config import SECTIONS, available_profiles, key_of, load_config, settings
     from nsyskit.errors import ConfigErrors
+    from nsyskit.targets import validate_targets
 
     root = project_root(c)
     try:
         cfg = load_config(root, profile=profile)
+        validate_targets(cfg, root, k8s=k8s, slurm=slurm)  # what deploy would reject, found now
     except ConfigErrors as problems:
         for problem in problems.errors:
             console.err.print(f"[red]✗[/] {problem}", markup=True)

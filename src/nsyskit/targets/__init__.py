@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nsyskit.config import Config
-from nsyskit.errors import JobFailed, NsyskitError, UsageError
+from nsyskit.errors import ConfigErrors, JobFailed, NsyskitError, UsageError
 from nsyskit.targets.base import Job, Outcome, Target
 
-__all__ = ["DeployResult", "Job", "Outcome", "Target", "choose", "deploy", "failure", "get", "run"]
+__all__ = ["DeployResult", "Job", "Outcome", "Target", "choose", "deploy", "failure", "get", "run", "validate_targets"]
 
 MODULES = {"local": "nsyskit.targets.local", "k8s": "nsyskit.targets.k8s", "slurm": "nsyskit.targets.slurm"}
 
@@ -31,6 +31,18 @@ def choose(default: str | None = None, **flags: bool) -> Target:
             raise UsageError("no target given", fix=f"choose one target: {offered}")
         chosen = [default]
     return get(chosen[0])
+
+
+def validate_targets(cfg: Config, root: Path, **chosen: bool) -> None:
+    """Run the checks of every chosen target (e.g. k8s=True); one ConfigErrors listing all their problems."""
+    problems = []
+    for name in (name for name, given in chosen.items() if given):
+        try:
+            get(name).validate(cfg, root)
+        except ConfigErrors as found:
+            problems += found.errors
+    if problems:
+        raise ConfigErrors(problems)
 
 
 @dataclass
