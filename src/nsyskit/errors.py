@@ -162,7 +162,11 @@ class JobFailed(NsyskitError):
         super().__init__(f"{label} {job_id} ended {state} (exit code {exit_code}){why}; logs: {self.logs}")
 
 
-class JobNotFound(NsyskitError):
+class JobError(NsyskitError):
+    """A job cannot be rendered, submitted or read back: names the job folder, record or scheduler answer, and the fix."""
+
+
+class JobNotFound(JobError):
     """No job (job folder, run folder, container) answers to what a task was asked to act on."""
 
 

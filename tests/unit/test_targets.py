@@ -13,7 +13,7 @@ import pytest
 from k8s_variants import ECR, ROOT, config
 
 from nsyskit import targets
-from nsyskit.errors import ConfigErrors, JobFailed, UsageError
+from nsyskit.errors import JobFailed, UsageError
 from nsyskit.local import cluster
 from nsyskit.targets.base import Job, Outcome, Target
 
