@@ -59,7 +59,7 @@ def run_local(cfg: Config, root: Path, run_id: str | None = None, show_progress:
     client, run_id, run_dir = prepare(cfg, root, run_id)
     result = execute(cfg, client, run_id, run_dir, show_progress)
     if result.exit_code != 0:
-        raise JobFailed("local", run_id, result.ended_how, result.exit_code, run_dir, result.reason, result.log_tail)
+        raise JobFailed("local", run_id, "FAILED", result.exit_code, run_dir, result.reason, result.log_tail)
     return result
 
 

@@ -54,12 +54,18 @@ class DeployResult:
     lines: list[str] = field(default_factory=list)
 
 
+def rendered(target: Target, cfg: Config, root: Path, run_id: str | None, progress: bool) -> Job:
+    """validate (before anything is written), then render."""
+    target.validate(cfg, root)
+    job = target.render(cfg, root, run_id)
+    job.progress = progress
+    return job
+
+
 def deploy(target: Target, cfg: Config, root: Path, *, dry_run: bool = False, wait: bool = False,
            run_id: str | None = None, progress: bool = True) -> DeployResult:  # fmt: skip
     """validate -> render -> submit (unless dry_run) -> wait (with wait); JobFailed with the job's code when it fails."""
-    target.validate(cfg, root)  # before anything is written
-    job = target.render(cfg, root, run_id)
-    job.progress = progress
+    job = rendered(target, cfg, root, run_id, progress)
     result = DeployResult(job, lines=job.lines)
     if dry_run:
         job.lines.append("dry run: nothing submitted" + (f"; submit with '{job.how_to_submit}'" if job.how_to_submit else ""))
@@ -80,18 +86,18 @@ def failure(target: Target, job: Job, outcome: Outcome) -> JobFailed:
 
 
 def run(target: Target, cfg: Config, root: Path, run_id: str | None = None,
-        progress: bool = True) -> tuple[DeployResult, Path]:  # fmt: skip
+        progress: bool = True) -> tuple[DeployResult, Path | None]:  # fmt: skip
     """deploy and wait, then collect into REPORT_DIR/<run-id>/ (what 'invoke run' does); a failed job is collected too."""
-    result = deploy(target, cfg, root, run_id=run_id, progress=progress)
-    job = result.job
-    result.outcome = target.wait(cfg, job)
+    job = rendered(target, cfg, root, run_id, progress)
+    target.submit(cfg, job)
+    outcome = target.wait(cfg, job)
     try:
         folder = target.collect(cfg, root, job.job_dir.name)
     except NsyskitError:
-        if result.outcome.exit_code == 0:
+        if outcome.exit_code == 0:
             raise
         folder = None  # the job's failure is the news; its logs are named in the error
-    if result.outcome.exit_code != 0:
-        raise failure(target, job, result.outcome)
-    job.lines += result.outcome.lines
-    return result, folder
+    if outcome.exit_code != 0:
+        raise failure(target, job, outcome)
+    job.lines += outcome.lines
+    return DeployResult(job, outcome, lines=job.lines), folder
