@@ -71,14 +71,13 @@ def mpirun_command(
     hostfile: str = HOSTFILE,
     report_dir: str = CONTAINER_REPORT_DIR,
     *,
-    master_addr: str | None = None,
+    master_addr: str,
     job_id: str | None = None,
 ) -> list[str]:
     """The launcher's mpirun over all nodes' slots, exporting the wrapper environment to every rank.
 
-    master_addr (rank 0's host) is exported as MASTER_ADDR: mpirun does not tell the ranks where rank 0 is,
-    and the hostfile exists only on the launcher. Without it the example reads the first host of
-    $NSYSKIT_HOSTFILE (default HOSTFILE), which works where the ranks can read the hostfile.
+    master_addr (rank 0's host) is exported as MASTER_ADDR, the one way the ranks learn it (rankinfo reads
+    only that): mpirun does not tell the ranks where rank 0 is, and the hostfile exists only on the launcher.
     """
     command = [
         "mpirun", "--allow-run-as-root",
@@ -88,9 +87,7 @@ def mpirun_command(
         "--bind-to", "none",
         "--mca", "plm_rsh_args", "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR",
     ]  # fmt: skip
-    env = wrapper_env(cfg, report_dir, job_id=job_id)
-    if master_addr:
-        env["MASTER_ADDR"] = master_addr
+    env = {**wrapper_env(cfg, report_dir, job_id=job_id), "MASTER_ADDR": master_addr}
     for key, value in env.items():
         command += ["-x", f"{key}={value}"]
     return command + rank_command(cfg)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import tarfile
@@ -10,7 +11,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from nsyskit import launch
+from nsyskit import launch, runrecord
 
 BUILD_TOOLS = ("gcc", "cc", "g++", "c++", "make", "nvcc")
 
@@ -103,6 +104,20 @@ def test_wrapper_and_example_are_present_and_executable(host):
     assert wrapper.is_file and wrapper.mode & 0o111, f"{launch.WRAPPER} missing or not executable"
     assert host.file(launch.EXAMPLE).is_file
     assert host.run(f"python3 -m py_compile {launch.EXAMPLE}").rc == 0
+
+
+def test_the_wrapper_in_the_image_writes_a_status_the_host_reads(host):
+    # The wrapper and the example import the shared modules from /nsyskit (runrecord, nsysargs) with the image's
+    # python3; the host reads what they wrote with the same file (nsyskit.runrecord).
+    result = host.run(
+        "rm -rf /tmp/rr && RANK=1 LOCAL_RANK=1 NSYSKIT_REPORT_DIR=/tmp/rr NSYSKIT_JOB_ID=j NSYSKIT_PROFILE_RANKS=0 "
+        f"{launch.WRAPPER} true && cat /tmp/rr/logs/*.status.json"
+    )
+    assert result.rc == 0, result.stderr
+    status = runrecord.RankStatus.from_dict(json.loads(result.stdout))
+    assert (status.rank, status.profiled, status.profile_ranks, status.exit_code) == (1, False, "0", 0)
+    assert json.loads(result.stdout)["schema_version"] == runrecord.SCHEMA_VERSION
+    assert host.run(f"python3 {launch.EXAMPLE} --help").rc == 0  # the example finds /nsyskit/runrecord.py
 
 
 def test_no_build_toolchain_left_behind(host, image_config):

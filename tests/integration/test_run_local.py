@@ -80,7 +80,7 @@ def test_two_ranks_leave_reports_with_steps_phases_and_window(run_env):
     record = json.loads((run_dir / "run.json").read_text())
     assert record["exit_code"] == 0 and record["world_sizes"] == [2]
     assert len(record["checksums"]) == 2 and len(set(record["checksums"].values())) == 1
-    assert record["commands"]["launcher"][:3] == ["python3", "-m", "torch.distributed.run"]
+    assert record["details"]["commands"]["launcher"][:3] == ["python3", "-m", "torch.distributed.run"]
     assert record["config"]["PROFILE_STEPS"]["value"] == list(WINDOW)
     # The wrapper's record of the exact nsys command line, per rank.
     command = (run_dir / f"{run_id}_node0_rank0_worker-0.cmd").read_text()
@@ -102,7 +102,7 @@ def test_two_nodes_of_two_ranks_through_mpirun(run_env):
     checksums = dict(re.findall(r"\[rank (\d+)\] checksum=(\w+)", log))
     assert sorted(checksums) == ["0", "1", "2", "3"] and len(set(checksums.values())) == 1
     record = json.loads((run_dir / "run.json").read_text())
-    assert record["commands"]["launcher"][0] == "mpirun" and record["commands"]["hostfile"] == [
+    assert record["details"]["commands"]["launcher"][0] == "mpirun" and record["details"]["commands"]["hostfile"] == [
         "worker-0 slots=2",
         "worker-1 slots=2",
     ]

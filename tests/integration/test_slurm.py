@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from slurm_cluster import SlurmCluster, start_cluster  # tests/integration is on sys.path
 
+from nsyskit import runrecord
 from nsyskit.slurm import render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -145,8 +146,10 @@ def test_host_mode_job_profiles_every_rank_on_two_nodes(project, cluster):
     run_dir = project / "reports" / job_dir.name
     assert str(run_dir) in collected.stdout.replace("\n", "")
     assert sorted(p.name for p in run_dir.glob("*.nsys-rep")) == expected
-    run = json.loads((run_dir / "run.json").read_text())
-    assert run["job_id"] == job_id and run["state"] == "COMPLETED" and run["world_size"] == 4 and run["mode"] == "host"
+    run = json.loads((run_dir / "run.json").read_text())  # the one shape of every target (nsyskit.runrecord)
+    assert run["schema_version"] == runrecord.SCHEMA_VERSION and run["target"] == "slurm"
+    assert run["details"]["job_id"] == job_id and run["ended_how"] == "COMPLETED" and run["details"]["mode"] == "host"
+    assert run["world_size"] == 4 and run["unprofiled_ranks"] == []
     assert (run_dir / f"slurm-{job_id}.out").is_file() and len(list((run_dir / "logs").glob("*.status.json"))) == 4
     assert [r["rank"] for r in run["ranks"]] == [0, 1, 2, 3] and run["checksums"] == checksums
 

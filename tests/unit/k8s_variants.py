@@ -17,9 +17,10 @@ VARIANTS = {
                        "K8S_NAMESPACE": "training", "K8S_HUGEPAGES": "10240Mi", "NSYS_SAMPLE": "process-tree", "PROFILE_RANKS": "local0"}),
     "pvc": (None, {"REGISTRY": ECR, "K8S_REPORT_VOLUME": "pvc", "K8S_REPORT_PVC": "fsx-claim", "K8S_CLEAN_POD_POLICY": "running",
                    "K8S_TTL_SECONDS_AFTER_FINISHED": "", "K8S_BACKOFF_LIMIT": "2", "INSTANCE_TYPE": ""}),
-    "sidecar-injector": (None, {"REGISTRY": ECR, "K8S_PROFILER": "devtools-sidecar-injector",
+    # An injector runs one nsys for every rank: no EFA sampler limited to local rank 0 (config --check refuses it).
+    "sidecar-injector": (None, {"REGISTRY": ECR, "K8S_PROFILER": "devtools-sidecar-injector", "EFA_METRICS": "false",
                                 "K8S_INJECTOR_IMAGE": f"{ECR}/nsight-systems-cli:2024.6.1"}),
-    "nsight-operator": (None, {"REGISTRY": ECR, "K8S_PROFILER": "nsight-operator", "K8S_REPORT_VOLUME": "pvc", "K8S_REPORT_PVC": "fsx-claim"}),
+    "nsight-operator": (None, {"REGISTRY": ECR, "K8S_PROFILER": "nsight-operator", "EFA_METRICS": "false", "K8S_REPORT_VOLUME": "pvc", "K8S_REPORT_PVC": "fsx-claim"}),
 }  # fmt: skip
 
 

@@ -223,8 +223,8 @@ def test_injector_mode_labels_workers_unwraps_ranks_and_renders_helm_values(vari
     values = yaml.safe_load(files[render.VALUES_FILE])["profile"]
     pattern = values[match_key] if isinstance(values[match_key], str) else values[match_key][0]
     assert re.match(pattern, "python3 /nsyskit/workload/train.py --model-size gpt2")
-    assert "-o /reports/" in values["devtoolArgs"] and "OMPI_COMM_WORLD_RANK" in values["devtoolArgs"]
-    assert "--capture-range cudaProfilerApi" in values["devtoolArgs"]
+    assert "--output=/reports/" in values["devtoolArgs"] and "OMPI_COMM_WORLD_RANK" in values["devtoolArgs"]
+    assert "--capture-range=cudaProfilerApi" in values["devtoolArgs"]
     assert values["volumeMounts"] == [{"name": "nsys-reports", "mountPath": "/reports"}]
     patch = yaml.safe_load(files[render.LABEL_FILE])
     assert patch == {"spec": {"template": {"metadata": {"labels": {label: "enabled"}}}}}

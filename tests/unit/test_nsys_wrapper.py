@@ -54,23 +54,6 @@ def test_job_id_prefers_nsyskit_then_slurm():
     assert wrapper.identity({}, "h")["NSYSKIT_JOB_ID"] == "job"
 
 
-@pytest.mark.parametrize(
-    ("selection", "rank", "local_rank", "profiled"),
-    [
-        ("all", 3, 1, True), ("", 3, 1, True), ("none", 0, 0, False),
-        ("local0", 4, 0, True), ("local0", 5, 1, False),
-        ("0,3", 3, 1, True), ("0, 3", 2, 0, False),
-    ],
-)  # fmt: skip
-def test_which_ranks_are_profiled(selection, rank, local_rank, profiled):
-    assert wrapper.should_profile(selection, rank, local_rank) is profiled
-
-
-def test_a_bad_rank_selection_is_refused():
-    with pytest.raises(ValueError, match="NSYSKIT_PROFILE_RANKS"):
-        wrapper.should_profile("odd", 1, 1)
-
-
 def ident(rank=0, local_rank=0):
     return {
         "NSYSKIT_RANK": str(rank),
@@ -110,23 +93,6 @@ def test_sampling_keeps_context_switches_and_extra_args_come_last_before_the_app
     )
     assert "--sample=process-tree" in command and "--cpuctxsw=none" not in command
     assert command[-4:] == ["--cuda-memory-usage=true", "-x", "true", "app"]
-
-
-@pytest.mark.parametrize(
-    ("env", "local_rank", "version", "applied", "note"),
-    [
-        ({}, "0", (2024, 6, 1), False, "not requested"),
-        ({"NSYSKIT_EFA_METRICS": "1"}, "1", (2024, 6, 1), False, "skipped: only local rank 0"),
-        ({"NSYSKIT_EFA_METRICS": "1"}, "0", (2022, 4, 2, 1), False, "skipped: nsys 2022.4.2.1 has no efa_metrics"),
-        ({"NSYSKIT_EFA_METRICS": "1"}, "0", (2024, 4), True, "applied"),
-        ({"NSYSKIT_EFA_METRICS": "true"}, "0", None, True, "applied"),
-    ],
-)
-def test_efa_metrics_only_on_local_rank_0_with_a_capable_nsys(env, local_rank, version, applied, note):
-    decided, why = wrapper.efa_decision(env, ident(0, int(local_rank)), version)
-    assert decided is applied and why.startswith(note)
-    command = wrapper.nsys_command(env, ident(0, int(local_rank)), ["app"], efa=decided)
-    assert (command[-3:-1] == ["--enable", "efa_metrics"]) is applied
 
 
 def test_expand_matches_nsys_patterns():

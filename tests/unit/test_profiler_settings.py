@@ -68,7 +68,7 @@ def test_ncu_settings_reach_the_wrapper_through_every_launcher():
     assert env["NSYSKIT_PROFILER"] == "ncu"
     assert (env["NSYSKIT_NCU_KERNEL"], env["NSYSKIT_NCU_SET"], env["NSYSKIT_NCU_LAUNCH_SKIP"],
             env["NSYSKIT_NCU_LAUNCH_COUNT"], env["NSYSKIT_NCU_REPLAY_MODE"]) == ("regex:gemm", "full", "5", "3", "kernel")  # fmt: skip
-    mpirun = launch.mpirun_command(cfg)
+    mpirun = launch.mpirun_command(cfg, master_addr="worker-0")
     assert "NSYSKIT_PROFILER=ncu" in mpirun and "NSYSKIT_NCU_KERNEL=regex:gemm" in mpirun
     sbatch = slurm_render.render_script(cfg.replace(slurm_mode="host"), ROOT, Path("/fsx/nsyskit/jobs/j1"))
     assert "NSYSKIT_PROFILER=ncu" in sbatch and "NSYSKIT_NCU_SET=full" in sbatch

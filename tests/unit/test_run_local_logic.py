@@ -11,13 +11,14 @@ import pytest
 
 from nsyskit import launch
 from nsyskit.config import load_config
+from nsyskit.errors import UsageError
 from nsyskit.local import cluster, failure, runfolder
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def status(rank, exit_code=0, signal=None, ended=0.0, host="worker-0"):
-    return runfolder.RankStatus(rank, host, exit_code, signal, ended, True, None, None)
+    return runfolder.RankStatus(rank, host=host, exit_code=exit_code, signal=signal, ended=ended)
 
 
 def test_a_rank_killed_from_outside_is_blamed_over_its_peers_and_the_launchers_sigterm():
@@ -57,7 +58,7 @@ def test_run_folder_parsing(tmp_path):
 
 @pytest.mark.parametrize("bad", ["a_b", "", "-x", "x" * 64, "a b"])
 def test_run_ids_that_would_break_report_names_are_refused(bad):
-    with pytest.raises(ValueError, match="run id"):
+    with pytest.raises(UsageError, match="run id.*; fix: use letters"):
         runfolder.check_run_id(bad)
     assert runfolder.check_run_id(runfolder.new_run_id())
 
@@ -79,9 +80,8 @@ def test_multi_node_launcher_exports_rank_0s_host_and_the_run_id():
     command = launch.mpirun_command(cfg, master_addr="worker-0", job_id="r1")
     assert "MASTER_ADDR=worker-0" in command and "NSYSKIT_JOB_ID=r1" in command
     assert command[command.index("-np") + 1] == "4"
-    assert "MASTER_ADDR=worker-0" not in launch.mpirun_command(
-        cfg
-    )  # the default rendering (k8s, golden files) is unchanged
+    with pytest.raises(TypeError, match="master_addr"):  # the one way ranks learn rank 0's host: never left out
+        launch.mpirun_command(cfg)  # type: ignore[call-arg]
     assert cluster.hostfile(cfg) == "worker-0 slots=2\nworker-1 slots=2\n"
     script = cluster.launcher_script(cfg, "r1")
     assert "for host in worker-0 worker-1;" in script
@@ -109,20 +109,19 @@ def rankinfo():
         sys.path.pop(0)
 
 
-def test_rank_info_under_mpirun_slurm_and_torchrun(rankinfo, tmp_path):
-    hostfile = tmp_path / "hostfile"
-    hostfile.write_text("# workers\nworker-0 slots=2\nworker-1 slots=2\n")
+def test_rank_info_under_mpirun_slurm_and_torchrun(rankinfo):
     ompi = {"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": "1",
-            "OMPI_COMM_WORLD_LOCAL_SIZE": "2", "NSYSKIT_HOSTFILE": str(hostfile)}  # fmt: skip
+            "OMPI_COMM_WORLD_LOCAL_SIZE": "2", "MASTER_ADDR": "worker-0"}  # fmt: skip
     info = rankinfo.detect(ompi)
     assert (info.rank, info.world_size, info.local_rank, info.node, info.master_addr) == (3, 4, 1, 1, "worker-0")
-    assert rankinfo.detect({**ompi, "MASTER_ADDR": "10.0.0.5"}).master_addr == "10.0.0.5"
-    with pytest.raises(RuntimeError, match="MASTER_ADDR"):
-        rankinfo.detect({**ompi, "NSYSKIT_HOSTFILE": str(tmp_path / "missing")})
     slurm = {"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1", "SLURM_NODEID": "1", "SLURM_NNODES": "2",
-             "SLURM_JOB_NODELIST": "gpu-[3-5,8],cpu1"}  # fmt: skip
+             "SLURM_JOB_NODELIST": "gpu-[3-5,8],cpu1", "MASTER_ADDR": "gpu-3"}  # fmt: skip
     info = rankinfo.detect(slurm)
     assert (info.rank, info.world_size, info.local_world_size, info.node, info.master_addr) == (5, 8, 4, 1, "gpu-3")
+    # MASTER_ADDR has one source, the launcher: without it mpirun and srun ranks stop with the fix, not a guess.
+    for launched, name in ((ompi, "mpirun"), (slurm, "slurm")):
+        with pytest.raises(RuntimeError, match=f"unknown under {name}: the launcher must export MASTER_ADDR"):
+            rankinfo.detect({k: v for k, v in launched.items() if k != "MASTER_ADDR"})
     torchrun = {
         "RANK": "1",
         "WORLD_SIZE": "2",

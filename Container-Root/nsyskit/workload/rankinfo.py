@@ -1,14 +1,16 @@
-"""Who this process is in the job: rank, world size, local rank, node and master address, from any launcher."""
+"""Who this process is in the job: rank, world size, local rank, node and master address, from any launcher.
+
+MASTER_ADDR has one source: the launcher exports it (torchrun itself; mpirun -x MASTER_ADDR from
+nsyskit.launch.mpirun_command, for the local and k8s runs; the sbatch script, from Slurm's node list).
+"""
 
 from __future__ import annotations
 
 import os
-import re
 import socket
 from dataclasses import dataclass
 
 DEFAULT_MASTER_PORT = "29500"
-DEFAULT_HOSTFILE = "/etc/mpi/hostfile"  # where the Kubeflow MPI operator (and the local multi-node run) puts it
 
 
 @dataclass(frozen=True)
@@ -33,29 +35,15 @@ def _int(env: dict[str, str], *keys: str) -> int | None:
     return None
 
 
-def first_host_of_hostfile(path: str) -> str | None:
-    """The host of the hostfile's first entry (rank 0 runs there with block mapping), or None."""
-    try:
-        with open(path) as handle:
-            for line in handle:
-                words = line.split("#", 1)[0].split()
-                if words:
-                    return words[0]
-    except OSError:
-        return None
-    return None
-
-
-def first_host_of_nodelist(nodelist: str) -> str:
-    """The first host of a Slurm node list such as 'gpu-[3-5,8],cpu1' (what 'scontrol show hostnames' prints first)."""
-    first = re.match(r"([^,\[]+)(?:\[([^\]]+)\])?", nodelist.strip())
-    if not first:
-        return nodelist
-    prefix, ranges = first.group(1), first.group(2)
-    if not ranges:
-        return prefix
-    start = ranges.split(",")[0].split("-")[0]
-    return prefix + start
+def master_addr(env: dict[str, str], launcher: str) -> str:
+    """Rank 0's host, as the launcher exported it in MASTER_ADDR (a RuntimeError naming the fix when it did not)."""
+    addr = env.get("MASTER_ADDR", "").strip()
+    if not addr:
+        raise RuntimeError(
+            f"rank 0's address is unknown under {launcher}: the launcher must export MASTER_ADDR "
+            "(nsyskit's launchers do: mpirun -x MASTER_ADDR=HOST, the sbatch script exports it)"
+        )
+    return addr
 
 
 def detect(env: dict[str, str] | None = None) -> RankInfo:
@@ -74,21 +62,15 @@ def detect(env: dict[str, str] | None = None) -> RankInfo:
         local = _int(env, "OMPI_COMM_WORLD_LOCAL_RANK") or 0
         local_world = _int(env, "OMPI_COMM_WORLD_LOCAL_SIZE") or 1
         node = None
-        # mpirun does not say where rank 0 is: the launcher exports MASTER_ADDR, else the hostfile's first host.
-        addr = env.get("MASTER_ADDR") or first_host_of_hostfile(env.get("NSYSKIT_HOSTFILE", DEFAULT_HOSTFILE))
-        if not addr:
-            raise RuntimeError(
-                "rank 0's address is unknown under mpirun: export MASTER_ADDR (mpirun -x MASTER_ADDR=HOST) "
-                "or make the hostfile readable at $NSYSKIT_HOSTFILE"
-            )
         launcher = "mpirun"
+        addr = master_addr(env, launcher)  # mpirun does not say where rank 0 is
     elif "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
         rank, world = int(env["SLURM_PROCID"]), int(env["SLURM_NTASKS"])
         local = _int(env, "SLURM_LOCALID") or 0
         local_world = _int(env, "SLURM_NTASKS_PER_NODE") or max(1, world // max(1, _int(env, "SLURM_NNODES") or 1))
         node = _int(env, "SLURM_NODEID")
-        addr = env.get("MASTER_ADDR") or first_host_of_nodelist(env.get("SLURM_JOB_NODELIST", "") or "127.0.0.1")
         launcher = "slurm"
+        addr = master_addr(env, launcher)
     else:
         rank, world, local, local_world, node = 0, 1, 0, 1, 0
         addr, launcher = env.get("MASTER_ADDR") or "127.0.0.1", "single"

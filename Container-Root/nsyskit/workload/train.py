@@ -24,6 +24,10 @@ import commhook
 import markers
 import rankinfo
 
+# The run record's line formats live one folder up (/nsyskit/runrecord.py, shared with the host that parses them).
+sys.path.insert(1, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import runrecord  # noqa: E402
+
 # name -> GPT2Config overrides; 'tiny' keeps a CPU step in the tens of milliseconds.
 GLOO_SETTLE_S = 0.5  # see the end of main()
 MODEL_SIZES = {
@@ -93,10 +97,15 @@ def torch_profiler(args: argparse.Namespace, info: rankinfo.RankInfo, use_cuda: 
     return profiler
 
 
-def log(info: rankinfo.RankInfo, message: str) -> None:
+def emit(text: str) -> None:
     """One line on stdout, flushed at once so launchers and the progress display see it."""
-    sys.stdout.write(f"[rank {info.rank}] {message}\n")  # one write per line: ranks share the launcher's stdout
+    sys.stdout.write(text + "\n")  # one write per line: ranks share the launcher's stdout
     sys.stdout.flush()
+
+
+def log(info: rankinfo.RankInfo, message: str) -> None:
+    """One line of this rank's output (runrecord.line: '[rank N] MESSAGE')."""
+    emit(runrecord.line(info.rank, message))
 
 
 def parameter_checksum(model) -> tuple[str, float]:
@@ -187,13 +196,12 @@ def main(argv: list[str] | None = None) -> int:
         step_times.append(elapsed)
         cpu_times.append(cpu)  # this process's CPU time: unlike wall time, barely moved by other load on the machine
         if info.rank == 0:
-            log(info, f"step {step}/{args.steps} loss={loss_value:.4f} step_ms={elapsed * 1e3:.1f} "
-                      f"tokens_per_s={tokens_per_step / elapsed:.0f} cpu_ms={cpu * 1e3:.1f}")  # fmt: skip
+            emit(runrecord.step_line(info.rank, step, args.steps, loss_value, elapsed, tokens_per_step / elapsed, cpu))
 
     if profiler is not None:
         profiler.stop()
     checksum, total = parameter_checksum(model)
-    log(info, f"checksum={checksum} param_sum={total:.6f}")
+    emit(runrecord.checksum_line(info.rank, checksum, total))
     steady = step_times[1:] or step_times  # the first step pays for warm-up
     median = statistics.median(steady)
     median_cpu = statistics.median(cpu_times[1:] or cpu_times)

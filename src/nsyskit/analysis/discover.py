@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 from nsyskit.analysis import nsys
 from nsyskit.analysis.reader import ExportReader
+from nsyskit.analysis.runinfo import run_record
 from nsyskit.errors import AnalysisError, ReportFileError
 
 RANK_IN_NAME = re.compile(r"(?:^|[_\-.])rank[_\-.]?(\d+)", re.IGNORECASE)
@@ -77,22 +77,16 @@ def _preference(path: Path) -> int:
 
 
 def _ranks_from_run_json(files: list[Path]) -> dict[str, int]:
-    """Report stem -> rank from run.json files beside the reports (written by 'invoke run'), when they say so."""
+    """Report stem -> rank from the run records (run.json) beside the reports, as the ranks' wrappers wrote them."""
     found: dict[str, int] = {}
-    for folder in {f.parent for f in files}:
-        record = folder / "run.json"
-        try:
-            data = json.loads(record.read_text()) if record.exists() else None
-        except (OSError, ValueError):
-            continue
-        entries = data.get("ranks") if isinstance(data, dict) else None
-        for entry in entries if isinstance(entries, list) else []:  # 'invoke run' writes the ranks' status records
-            rank = entry.get("rank") if isinstance(entry, dict) else None
-            if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank <= MAX_RANK:
+    for folder in sorted({f.parent for f in files}):
+        record = run_record(folder)
+        for status in record.ranks if record else []:
+            if not 0 <= status.rank <= MAX_RANK:
                 continue
-            for key in ("report", "sqlite"):
-                if entry.get(key):
-                    found[Path(str(entry[key])).with_suffix("").name] = rank
+            for name in (status.report, status.sqlite):
+                if name:
+                    found[Path(name).with_suffix("").name] = status.rank
     return found
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nsyskit.analysis import ncu, torchprof
+from nsyskit.analysis.runinfo import run_record
 from nsyskit.analysis.table import Table
 from nsyskit.analysis.terminal import rich_table
 
@@ -25,10 +26,8 @@ NSYS_SUFFIXES = (".nsys-rep", ".qdrep", ".sqlite", ".qdstrm")
 
 def recorded_profiler(folder: Path) -> str | None:
     """The PROFILER a run folder's run.json recorded, if any."""
-    try:
-        return json.loads((folder / "run.json").read_text())["config"]["PROFILER"]["value"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    record = run_record(folder)
+    return (record.profiler or None) if record else None
 
 
 def profiler_of(paths: list[str | Path]) -> str:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import datetime
-import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-RUN_JSON = "run.json"
+from nsyskit import runrecord
+from nsyskit.errors import AnalysisError
+from nsyskit.runrecord import RunRecord
+
 REPORT_SUFFIXES = (
     ".nsys-rep",
     ".qdrep",
@@ -37,6 +39,8 @@ class RunHeader:
     started: str
     window: str
     reports: list[RankReport] = field(default_factory=list)
+    unprofiled_ranks: list[int] = field(default_factory=list)  # ranks that ran without the profiler
+    not_profiled: str = ""  # 'ranks 1,3 were not profiled (PROFILE_RANKS=local0)'
 
     @property
     def open_together(self) -> str:
@@ -54,16 +58,31 @@ class RunHeader:
         return {**asdict(self), "open_together": self.open_together}
 
 
-def read_run_json(folders: list[Path]) -> dict:
-    """The first readable run.json among the folders ('invoke run' writes one per run folder), else {}."""
+def run_record(folder: Path) -> RunRecord | None:
+    """FOLDER/run.json as a RunRecord (any version every target's collect wrote), None when there is none.
+
+    A run.json that is not JSON, or that a newer nsyskit wrote, is an error naming the file and the fix.
+    """
+    try:
+        return runrecord.read_run(str(folder))
+    except runrecord.RunRecordError as exc:
+        raise AnalysisError(exc.path, exc.problem, exc.fix) from None
+
+
+def read_run_record(folders: list[Path]) -> RunRecord | None:
+    """The run record of the first of the folders that has one (each collect writes one per run folder), else None."""
     for folder in folders:
-        try:
-            data = json.loads((folder / RUN_JSON).read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict):
-            return data
-    return {}
+        record = run_record(folder)
+        if record is not None:
+            return record
+    return None
+
+
+def not_profiled(paths: list[Path]) -> tuple[list[int], str]:
+    """(ranks, one line) of the ranks the run records beside PATHS say ran without the profiler; ([], '') if none."""
+    folders = sorted({p if p.is_dir() else p.parent for p in map(Path, paths)})
+    record = read_run_record(folders)
+    return (record.unprofiled(), record.unprofiled_line()) if record else ([], "")
 
 
 def _versions(nsys_versions: dict[int, str]) -> str:
@@ -71,8 +90,8 @@ def _versions(nsys_versions: dict[int, str]) -> str:
     return ", ".join(found) or "unknown"
 
 
-def _layout(record: dict, ranks: int) -> str:
-    nodes, per_node = record.get("nodes"), record.get("procs_per_node")
+def _layout(record: RunRecord | None, ranks: int) -> str:
+    nodes, per_node = (record.nodes, record.procs_per_node) if record else (None, None)
     if isinstance(nodes, int) and isinstance(per_node, int):
         return f"{nodes} node(s) x {per_node} rank(s) = {nodes * per_node} ranks ({ranks} reports)"
     return f"{ranks} rank(s)"
@@ -91,20 +110,22 @@ def rank_reports(sources: dict[int, str], folder: Path) -> list[RankReport]:
 def run_header(analysis, folder: Path, window: str) -> RunHeader:
     """The header of the analysis of a run written into `folder` (run.json where 'invoke run' left one)."""
     folders = [folder] + sorted({Path(s).parent for s in analysis.sources.values()})
-    record = read_run_json(folders)
-    started = record.get("started")
+    record = read_run_record(folders)
+    started = record.started if record else None
     when = (
         datetime.datetime.fromtimestamp(started, datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
         if isinstance(started, int | float)
         else ""
     )
     return RunHeader(
-        run_id=str(record.get("run_id") or folder.name),
+        run_id=str(record.run_id if record else folder.name),
         layout=_layout(record, len(analysis.sources)),
-        image=str(record.get("image") or "unknown"),
+        image=str(record.image if record and record.image else "unknown"),
         nsys=_versions(analysis.nsys_versions),
-        launcher=str(record.get("launcher") or ""),
+        launcher=str(record.launcher if record else ""),
         started=when,
         window=window,
         reports=rank_reports(analysis.sources, folder),
+        unprofiled_ranks=record.unprofiled() if record else [],
+        not_profiled=record.unprofiled_line() if record else "",
     )

@@ -23,6 +23,7 @@ from nsyskit.analysis.projection import project
 from nsyskit.analysis.reader import ExportReader
 from nsyskit.analysis.records import Intervals, join_launches
 from nsyskit.analysis.result import Analysis, combine_kernel_summaries, concat, with_rank
+from nsyskit.analysis.runinfo import not_profiled
 from nsyskit.analysis.table import Table
 from nsyskit.errors import NsyskitError
 
@@ -237,8 +238,9 @@ def analyze_run(
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
             per_file = list(_counted(pool.map(_analyze_in_worker, *zip(*found, strict=True)), len(found), progress))
         for outcome in per_file:
-            if isinstance(outcome, str):  # the first file that failed, as its one-line message
-                raise NsyskitError(outcome)
+            if isinstance(outcome, str):  # the first file that failed, as its one-line message: its fix kept apart
+                message, _sep, fix = outcome.partition("; fix: ")
+                raise NsyskitError(message, fix=fix)
     results = _renumber(per_file)
     analysis = Analysis(sources={}, nsys_versions={})
     for result in results:
@@ -250,6 +252,9 @@ def analyze_run(
     for name in ("breakdown", "memcpy", "nvtx", "nvtx_gpu", "steps", "nccl_ops"):
         setattr(analysis, name, concat([r[name] for r in results]))
     analysis.nccl_sizes = nccl.nccl_size_summary(analysis.nccl_ops)
+    _unprofiled, line = not_profiled([path for _rank, path in found])
+    if line:  # the ranks the run ran without nsys: absent from every table, named so no one reads them as idle
+        analysis.warnings.append(line)
     analysis.ranks = analyzers.cross_rank([r["summary"] for r in results], straggler_pct)
     return analysis
 

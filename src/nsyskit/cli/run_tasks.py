@@ -74,9 +74,6 @@ def stop(c, run_id=None, all=False):
     if run_id and all:
         raise UsageError("--run-id and --all exclude each other", fix="give one of them")
     if run_id:
-        try:
-            check_run_id(run_id)
-        except ValueError as exc:
-            raise UsageError(*str(exc).split("; fix: ", 1)) from None
+        check_run_id(run_id)
     removed = local_dev.stop(run_id, everything=all)
     console.out.print(f"removed {', '.join(removed)}" if removed else "nothing to remove")

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from nsyskit import nsysargs
 from nsyskit.config import parse as p
 from nsyskit.errors import ConfigError
 
@@ -122,6 +123,11 @@ def cross_checks(v: dict[str, Any], sources: dict[str, str], root: Path) -> list
         # NVIDIA's injectors start nsys themselves: ncu and torch need the kit's wrapper in the pods.
         err("PROFILER", f"needs the kit's wrapper but K8S_PROFILER={v['k8s_profiler']} starts nsys itself",
             "set K8S_PROFILER=wrapper, or PROFILER=nsys")
+    if have("k8s_profiler", "profile_ranks", "efa_metrics", "efa_per_node") and v["k8s_profiler"] != "wrapper":
+        efa = v["efa_metrics"] and v["efa_per_node"] > 0  # as launch.wrapper_env decides it
+        settings = {"NSYSKIT_PROFILE_RANKS": v["profile_ranks"], "NSYSKIT_EFA_METRICS": "1" if efa else "0"}
+        for key, _value, problem, fix in nsysargs.injector_problems(settings):  # what one nsys for all ranks cannot do
+            err(key, f"{problem} (K8S_PROFILER={v['k8s_profiler']})", fix)
 
     if have("k8s_mpi_operator_manifest") and (problem := manifest_problem(v["k8s_mpi_operator_manifest"], root)):
         err("K8S_MPI_OPERATOR_MANIFEST", *problem)

@@ -12,6 +12,7 @@ from nsyskit import console, jobdir, launch
 from nsyskit.config import Config
 from nsyskit.errors import ClusterError, ClusterUnreachable, JobNotFound, NsyskitError
 from nsyskit.k8s import crd, kubectl, render
+from nsyskit.local import runfolder
 
 TARGET = "k8s"
 OPERATOR_VERSION = "v0.8.2"  # the release whose CRD k8s/crds/ holds and the renderer targets
@@ -199,6 +200,11 @@ def collect(cfg: Config, root: Path, job: str | None) -> Path:
     shutil.rmtree(staging, ignore_errors=True)
     if "dir" in record:
         shutil.copy2(Path(record["dir"]) / jobdir.RECORD, dest / jobdir.RECORD)
+    runfolder.write_run_record(
+        dest, cfg, TARGET, name, launcher="mpirun", world_size=record.get("world_size", cfg.world_size),
+        nodes=record.get("nodes", cfg.nodes), image=record.get("image", cfg.image_ref),
+        details={"namespace": namespace, "k8s_profiler": record.get("profiler", cfg.k8s_profiler), "job_dir": str(record.get("dir", ""))},
+    )  # fmt: skip
     return dest
 
 

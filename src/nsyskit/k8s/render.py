@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
-from nsyskit import launch
+from nsyskit import launch, nsysargs
 from nsyskit.config import Config
 from nsyskit.templates import render_template
 
@@ -102,22 +103,19 @@ def injector_label(cfg: Config) -> tuple[str, str] | None:
 
 
 def injector_nsys_args(cfg: Config) -> str:
-    """'nsys profile' arguments for the injector, with per-pod, per-rank report names under /reports."""
-    args = ["profile", "--trace", cfg.nsys_trace, "--sample", cfg.nsys_sample, "--force-overwrite", "true"]
-    if cfg.profile_steps and cfg.uses_gpu:
-        args += ["--capture-range", "cudaProfilerApi", "--capture-range-end", "stop"]
-    elif cfg.nsys_delay:
-        args += ["--delay", str(cfg.nsys_delay)]
-    if cfg.nsys_duration:
-        args += ["--duration", str(cfg.nsys_duration)]
-    if cfg.nsys_extra_args:
-        args.append(cfg.nsys_extra_args)
+    """'nsys profile' arguments for the injector: the wrapper's (nsysargs), with per-pod, per-rank report names.
+
+    The settings an injector cannot honour (a rank selection, EFA counters) are refused by 'invoke config --check'.
+    """
     # {..} are filled in by the injector, %{..} by nsys from the process environment (mpirun sets the rank).
     placeholders = {
         "devtools-sidecar-injector": "%{POD_FULLNAME}_rank%{OMPI_COMM_WORLD_RANK}_{PROCESS_NAME}_{TIMESTAMP}_{UID}",
         "nsight-operator": "%{NVDT_POD_FULLNAME}_rank%{OMPI_COMM_WORLD_RANK}_{NVDT_PROCESS_NAME}_{NVDT_TIMESTAMP}_{NVDT_UID}",
     }[cfg.k8s_profiler]
-    return " ".join([*args, "-o", f"{launch.CONTAINER_REPORT_DIR}/{placeholders}.nsys-rep"])
+    output = f"{launch.CONTAINER_REPORT_DIR}/{placeholders}"
+    args = nsysargs.profile_args(launch.wrapper_env(cfg), output)
+    # Plain words: the injector's own placeholders ({..}) must reach it unquoted; only words with spaces get quotes.
+    return " ".join(shlex.quote(arg) if any(c.isspace() for c in arg) else arg for arg in args)
 
 
 def context(cfg: Config, job: str) -> dict[str, Any]:

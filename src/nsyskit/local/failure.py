@@ -6,7 +6,7 @@ import re
 import signal
 from dataclasses import dataclass
 
-from nsyskit.local.runfolder import RankStatus
+from nsyskit.runrecord import RankStatus
 
 # Signals a launcher sends to the surviving ranks after the first failure: their victims are not the cause.
 COLLATERAL_SIGNALS = {"SIGTERM", "SIGINT", "SIGHUP"}

@@ -10,7 +10,7 @@ from docker import DockerClient
 
 from nsyskit import console, engine
 from nsyskit.config import Config
-from nsyskit.errors import ConfigError, JobFailed, UsageError
+from nsyskit.errors import JobFailed
 from nsyskit.local import runfolder
 from nsyskit.local.cluster import LocalCluster, launcher_kind, launcher_role
 from nsyskit.local.failure import Failure, blame
@@ -65,30 +65,17 @@ def run_local(cfg: Config, root: Path, run_id: str | None = None, show_progress:
 
 def prepare(cfg: Config, root: Path, run_id: str | None = None) -> tuple[DockerClient, str, Path]:
     """Check the run id, the engine and the image, then make the run folder: (engine client, run id, run folder)."""
-    try:
-        run_id = runfolder.check_run_id(run_id or runfolder.new_run_id())
-    except ValueError as exc:
-        raise UsageError(*str(exc).split("; fix: ", 1)) from None
+    run_id = runfolder.check_run_id(run_id or runfolder.new_run_id())
     client = engine.connect()  # engine and image before the run folder: a run that cannot start leaves nothing
     engine.require_image(client, cfg.image_ref)
-    try:
-        run_dir = runfolder.make_run_dir(root, cfg, run_id)
-    except FileExistsError as exc:
-        raise UsageError(*str(exc).split("; fix: ", 1)) from None
-    except OSError as exc:
-        raise ConfigError("REPORT_DIR", cfg.report_dir, f"the run folder cannot be created ({exc.strerror})",
-                          "set REPORT_DIR to a writable folder", cfg.sources.get("REPORT_DIR", "")) from None  # fmt: skip
+    run_dir = runfolder.make_run_dir(root, cfg, run_id)
     return client, run_id, run_dir
 
 
 def execute(cfg: Config, client: DockerClient, run_id: str, run_dir: Path, show_progress: bool = True) -> RunResult:
     """Start the containers, follow their logs until the run ends, remove them and write run.json: the result."""
     cluster = LocalCluster(client, cfg, run_id, run_dir)
-    record: dict = {
-        "run_id": run_id, "image": cfg.image_ref, "nodes": cfg.nodes, "procs_per_node": cfg.procs_per_node,
-        "world_size": cfg.world_size, "launcher": launcher_kind(cfg),
-        "started": time.time(), "config": runfolder.config_snapshot(cfg),
-    }  # fmt: skip
+    record: dict = {"started": time.time()}
     started = time.monotonic()
     ended_how = "not started"
     followers: list[LogFollower] = []
@@ -158,11 +145,11 @@ def _finish(
         run_id, run_dir, exit_code, duration, failure, ended_how,
         checksums=runfolder.checksums(logs), world_sizes=runfolder.world_sizes(logs), files=runfolder.outputs(run_dir),
     )  # fmt: skip
-    record.update(
-        ended=time.time(), duration_s=round(duration, 3), ended_how=ended_how, exit_code=exit_code,
-        container_exit_codes=exit_codes,
+    runfolder.write_run_record(
+        run_dir, cfg, "local", run_id, logs, started=record.pop("started"), ended=time.time(),
+        duration_s=round(duration, 3), ended_how=ended_how, exit_code=exit_code,
+        launcher=launcher_kind(cfg),
         failed_rank=None if failure is None else {"rank": failure.rank, "host": failure.host, "exit_code": failure.exit_code, "how": failure.how},
-        ranks=[s.raw for s in statuses], checksums=result.checksums, world_sizes=sorted(result.world_sizes), files=result.files,
+        details={**record, "container_exit_codes": exit_codes},
     )  # fmt: skip
-    runfolder.write_run_json(run_dir, record)
     return result

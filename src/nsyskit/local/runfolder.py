@@ -1,21 +1,18 @@
-"""The run folder reports/<run-id>/: its id, its layout, what the ranks left in it, and run.json."""
+"""The run folder reports/<run-id>/ on the host: its id, its layout, and its run.json (schema: nsyskit.runrecord)."""
 
 from __future__ import annotations
 
-import json
 import re
 import secrets
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from nsyskit import runrecord
 from nsyskit.config import Config
 from nsyskit.config.schema import key_of, settings
+from nsyskit.errors import NsyskitError, UsageError
+from nsyskit.runrecord import LOGS, RUN_JSON, RankStatus, RunRecord, checksums, world_sizes  # noqa: F401
 
-LOGS = "logs"
-RUN_JSON = "run.json"
-CHECKSUM_LINE = re.compile(r"\[rank (\d+)\] checksum=(\w+)")
-WORLD_SIZE_LINE = re.compile(r"\[rank (\d+)\] world_size=(\d+)")
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,62}")  # no '_': it separates the fields of report names
 
 
@@ -25,11 +22,10 @@ def new_run_id() -> str:
 
 
 def check_run_id(run_id: str) -> str:
-    """The run id if it can name containers and report files, else ValueError saying what is allowed."""
+    """The run id if it can name containers and report files, else a UsageError saying what is allowed."""
     if not RUN_ID.fullmatch(run_id):
-        raise ValueError(
-            f"--run-id {run_id!r} is not a run id; fix: use letters, digits, '.' and '-' (no '_'), at most 63 characters"
-        )
+        raise UsageError(f"--run-id {run_id!r} is not a run id",
+                         fix="use letters, digits, '.' and '-' (no '_'), at most 63 characters")  # fmt: skip
     return run_id
 
 
@@ -37,60 +33,18 @@ def make_run_dir(root: Path, cfg: Config, run_id: str) -> Path:
     """Create reports/<run-id>/ and its logs/ folder (an existing run id is refused: reports are never overwritten)."""
     run_dir = Path(root) / cfg.report_dir / run_id
     if run_dir.exists():
-        raise FileExistsError(f"run folder {run_dir} exists already; fix: pick another --run-id")
-    (run_dir / LOGS).mkdir(parents=True)
+        raise UsageError(f"run folder {run_dir} exists already", fix="pick another --run-id")
+    try:
+        (run_dir / LOGS).mkdir(parents=True)
+    except OSError as exc:
+        raise NsyskitError(f"cannot create the run folder {run_dir} under REPORT_DIR={cfg.report_dir} ({exc.strerror})",
+                           fix="set REPORT_DIR to a writable folder") from None  # fmt: skip
     return run_dir
-
-
-@dataclass
-class RankStatus:
-    """What the wrapper recorded for one rank (logs/<name>.status.json)."""
-
-    rank: int
-    host: str
-    exit_code: int
-    signal: str | None
-    ended: float
-    profiled: bool
-    report: str | None
-    sqlite: str | None
-    raw: dict = field(repr=False, default_factory=dict)
 
 
 def rank_statuses(run_dir: Path) -> list[RankStatus]:
     """The status files the ranks' wrappers wrote, by rank."""
-    statuses = []
-    for path in sorted((run_dir / LOGS).glob("*.status.json")):
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue  # a rank killed while writing: the atomic rename makes this rare; its log still says why
-        if not isinstance(data, dict) or not isinstance(data.get("rank"), int):
-            continue  # not a status the wrapper wrote
-        statuses.append(
-            RankStatus(
-                rank=data["rank"],
-                host=data.get("host", "?"),
-                exit_code=data.get("exit_code", 0),
-                signal=data.get("signal"),
-                ended=data.get("ended", 0.0),
-                profiled=data.get("profiled", False),
-                report=data.get("report"),
-                sqlite=data.get("sqlite"),
-                raw=data,
-            )  # fmt: skip
-        )
-    return sorted(statuses, key=lambda s: s.rank)
-
-
-def checksums(log_text: str) -> dict[int, str]:
-    """rank -> parameter checksum printed by the example."""
-    return {int(rank): value for rank, value in CHECKSUM_LINE.findall(log_text)}
-
-
-def world_sizes(log_text: str) -> set[int]:
-    """Every world size the ranks logged at start."""
-    return {int(size) for _rank, size in WORLD_SIZE_LINE.findall(log_text)}
+    return runrecord.read_statuses(str(run_dir))
 
 
 def outputs(run_dir: Path) -> dict[str, list[str]]:
@@ -107,7 +61,7 @@ def outputs(run_dir: Path) -> dict[str, list[str]]:
         "commands": names("*.cmd"),
         "nccl_logs": names("*.nccl.log"),
         "logs": names(f"{LOGS}/*.log"),
-        "statuses": names(f"{LOGS}/*.status.json"),
+        "statuses": names(f"{LOGS}/*{runrecord.STATUS_SUFFIX}"),
     }
 
 
@@ -123,9 +77,34 @@ def config_snapshot(cfg: Config) -> dict[str, object]:
     return snapshot
 
 
-def write_run_json(run_dir: Path, record: dict) -> Path:
-    """Write run.json (atomically) and return its path."""
-    path = run_dir / RUN_JSON
-    path.with_suffix(".tmp").write_text(json.dumps(record, indent=2, default=str) + "\n")
-    path.with_suffix(".tmp").replace(path)
-    return path
+def logs_text(run_dir: Path, extra: tuple[Path, ...] = ()) -> str:
+    """The launchers' logs of a run folder (logs/*.log) and any other log files given, as one text."""
+    paths = sorted((Path(run_dir) / LOGS).glob("*.log")) + [p for p in extra if Path(p).is_file()]
+    return "\n".join(Path(path).read_text(errors="replace") for path in paths)
+
+
+def write_run_record(run_dir: Path, cfg: Config, target: str, run_id: str, log_text: str = "", **values) -> RunRecord:
+    """Write RUN_DIR/run.json in the one shape every target's collect writes; returns the record.
+
+    The ranks, checksums, world sizes and files are read from the folder and LOG_TEXT (the example's output);
+    VALUES sets the other RunRecord fields (exit_code, ended_how, started, details ...).
+    """
+    text = log_text or logs_text(run_dir)
+    record = RunRecord(
+        run_id=run_id, target=target, nodes=cfg.nodes, procs_per_node=cfg.procs_per_node, world_size=cfg.world_size,
+        image=cfg.image_ref, profiler=cfg.profiler, profile_ranks=cfg.profile_ranks, config=config_snapshot(cfg),
+        ranks=rank_statuses(run_dir), checksums=checksums(text), world_sizes=sorted(world_sizes(text)),
+        files=outputs(Path(run_dir)),
+    )  # fmt: skip
+    for key, value in values.items():
+        setattr(record, key, value)
+    record.write(str(run_dir))
+    return record
+
+
+def read_run_record(run_dir: Path) -> RunRecord | None:
+    """RUN_DIR/run.json as a RunRecord (any earlier version), None when absent; an error naming the file otherwise."""
+    try:
+        return runrecord.read_run(str(run_dir))
+    except runrecord.RunRecordError as exc:
+        raise NsyskitError(str(exc), fix=exc.fix) from None

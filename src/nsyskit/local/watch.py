@@ -11,8 +11,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from nsyskit import console
 from nsyskit.local.runfolder import LOGS, rank_statuses
+from nsyskit.runrecord import parse_step
 
-STEP_LINE = re.compile(r"\[rank 0\] step (\d+)/(\d+) .*?step_ms=([\d.]+) tokens_per_s=(\d+)")
 PROGRESS_BAR = re.compile(r"\r|\[\d+/\d+\] \[[=\d% ]*\]")  # nsys's importer/export bars, redrawn with \r
 FAILURE_GRACE_S = 30  # after a rank's failure, how long the launcher gets to end the run itself
 
@@ -66,13 +66,11 @@ class RunProgress:
 
     def line(self, text: str) -> None:
         """Feed one output line; steps advance the bar."""
-        match = STEP_LINE.search(text)
-        if match:
-            self.last_step = int(match.group(1))
+        step = parse_step(text)
+        if step:
+            self.last_step, _total, step_ms, tokens_per_s = step
             self.progress.update(
-                self.task,
-                completed=self.last_step,
-                rate=f"{float(match.group(3)):.0f} ms/step, {int(match.group(4))} tok/s",
+                self.task, completed=self.last_step, rate=f"{step_ms:.0f} ms/step, {tokens_per_s} tok/s"
             )
         elif "Generating" in text or "Generated:" in text or "converting" in text:
             self.progress.update(self.task, rate="writing reports")

@@ -6,6 +6,7 @@ import errno
 import glob
 from pathlib import Path
 
+from nsyskit import runrecord
 from nsyskit.errors import NcclLogError
 
 # In a folder, these are the files that can hold NCCL output or step lines (rank logs, NCCL_DEBUG_FILE files).
@@ -50,6 +51,14 @@ def _not_found(item: str, argument: str) -> NcclLogError:
     return NcclLogError("LOG", item, "no such file or folder", "give an NCCL_DEBUG=INFO log, a glob, or a run folder")
 
 
+def is_run_folder(path: Path) -> bool:
+    """Whether PATH is a run folder: one with the run.json every target's collect writes (local, Slurm, k8s)."""
+    try:
+        return runrecord.read_run(str(path)) is not None
+    except runrecord.RunRecordError as exc:  # written by a newer nsyskit, or not JSON: say so rather than guess
+        raise NcclLogError("LOG", exc.path, exc.problem, exc.fix) from None
+
+
 def _expand(item: str, argument: str) -> tuple[list[Path], str | None]:
     """The files one path, folder or glob names, and the job they form (a run folder, one with run.json: one job;
     None: each file is its own job)."""
@@ -63,7 +72,7 @@ def _expand(item: str, argument: str) -> tuple[list[Path], str | None]:
                 "the folder holds no log files (*.log, *.txt, *.out, *nccl*, .gz)",
                 "name the log files themselves",
             )
-        return found, str(path) if (path / "run.json").is_file() else None  # a run's rank logs: one job
+        return found, str(path) if is_run_folder(path) else None  # a run's rank logs: one job
     if path.is_file():
         return [path], None
     if glob.has_magic(item):

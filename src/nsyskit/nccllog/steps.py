@@ -6,10 +6,12 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from nsyskit import runrecord
+
 # Until a file shows its format, candidate step lines are found with bytes.find of literals the formats' lines
 # contain (the fastest search Python has: 'iteration' is in NeMo's and Megatron's lines, 'step_ms=' in the
 # example's), each candidate checked by parse_step_line; then its lines are read with STEP_FIELDS in C.
-NEEDLES: tuple[bytes, ...] = (b"iteration", b"step_ms=")
+NEEDLES: tuple[bytes, ...] = (b"iteration", runrecord.STEP_TIME_KEY.encode() + b"=")
 ITERATION = re.compile(r"iteration\s*(\d+)\s*/\s*(\d+)")
 
 # NeMo: 'Training epoch 0, iteration 45/99 | lr: ... | train_step_timing in s: 1.23 | TFLOPS_per_GPU: 412.3'
@@ -23,10 +25,10 @@ NEMO_TFLOPS = re.compile(r"TFLOPS_per_GPU: ([0-9.eE+-]+)")
 MEGATRON_TIME = re.compile(r"elapsed time per iteration \(ms\): ([0-9.eE+-]+)")
 MEGATRON_TFLOPS = re.compile(r"(?:throughput per GPU \(TFLOP/s/GPU\)|\bTFLOPs): ([0-9.eE+-]+)")
 
-# The kit's example (Container-Root/nsyskit/workload/train.py), rank 0 after each step:
-# '[rank 0] step 5/20 loss=10.8000 step_ms=123.4 tokens_per_s=1234' (no TFLOP/s: reported as not available).
-KIT_MARK = re.compile(r"\[rank \d+\] step (\d+)/(\d+) ")
-KIT_TIME = re.compile(r"\bstep_ms=([0-9.eE+-]+)")
+# The kit's example (Container-Root/nsyskit/workload/train.py), rank 0 after each step, as runrecord.step_line
+# writes it: '[rank 0] step 5/20 loss=10.8000 step_ms=123.4 tokens_per_s=1234' (no TFLOP/s: not available).
+KIT_MARK = re.compile(runrecord.STEP_MARK)
+KIT_TIME = re.compile(rf"\b{runrecord.STEP_TIME_KEY}=([0-9.eE+-]+)")
 KIT_TFLOPS = re.compile(r"\btflops(?:_per_gpu)?=([0-9.eE+-]+)")
 
 
@@ -58,7 +60,10 @@ def _later(key: bytes) -> bytes:
 
 STEP_FIELDS: dict[str, re.Pattern[bytes]] = {
     "nsyskit": re.compile(
-        rb"\[rank \d+\] step (\d+)/(\d+) (?=[^\n]*?\bstep_ms="
+        runrecord.STEP_MARK.encode()
+        + rb"(?=[^\n]*?\b"
+        + runrecord.STEP_TIME_KEY.encode()
+        + rb"="
         + _NUMBER
         + rb")?(?=[^\n]*?\btflops(?:_per_gpu)?="
         + _NUMBER

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import shutil
 from pathlib import Path
 
@@ -12,13 +10,12 @@ from nsyskit import console
 from nsyskit.config import Config
 from nsyskit.errors import JobNotFound
 from nsyskit.jobdir import find_job_dir, fresh_job_dir, read_record, write_record
-from nsyskit.local.runfolder import rank_statuses
+from nsyskit.local import runfolder
 from nsyskit.slurm import scheduler
 from nsyskit.slurm.render import REPORTS, SCRIPT, log_path, render_script
 from nsyskit.targets.follow import print_log
 
 TARGET = "slurm"
-CHECKSUM = re.compile(r"\[rank (\d+)\] checksum=(\S+)")  # what the example prints at the end, on every rank
 
 
 def render_job(cfg: Config, root: Path) -> Path:
@@ -119,17 +116,12 @@ def collect(cfg: Config, root: Path, job: str | None) -> Path:
             _link_or_copy(extra, dest / extra.name)
     record = read_record(job_dir)
     log = log_path(job_dir, job_id)
-    run = {
-        "run_id": run_id, "target": TARGET, "mode": record.get("mode"), "job_id": job_id,
-        "state": state.state if state else record.get("state"), "exit_code": state.exit_code if state else record.get("exit_code"),
-        "nodes": record.get("nodes"), "procs_per_node": record.get("procs_per_node"), "world_size": record.get("world_size"),
-        "job_dir": str(job_dir), "log": log.name,
-        # What every rank's wrapper recorded (rank, host, exit code, command, EFA decision, report), as 'invoke run' keeps it.
-        "ranks": [status.raw for status in rank_statuses(dest)],  # unreadable (half-written) ones are skipped
-        "checksums": {int(r): c for r, c in CHECKSUM.findall(log.read_text(errors="replace"))} if log.is_file() else {},
-        "files": files,
-    }  # fmt: skip
-    (dest / "run.json").write_text(json.dumps(run, indent=2) + "\n")
+    runfolder.write_run_record(
+        dest, cfg, TARGET, run_id, log.read_text(errors="replace") if log.is_file() else "",
+        exit_code=state.exit_code if state else record.get("exit_code"), ended_how=state.state if state else record.get("state") or "",
+        nodes=record.get("nodes"), procs_per_node=record.get("procs_per_node"), world_size=record.get("world_size"),
+        launcher="srun", details={"mode": record.get("mode"), "job_id": job_id, "job_dir": str(job_dir), "log": log.name},
+    )  # fmt: skip
     if not any(name.endswith((".nsys-rep", ".qdstrm", ".ncu-rep", ".pt.trace.json.gz")) for name in files):
         console.warn(f"no profiler report in {job_dir / REPORTS}: see the job's log {log_path(job_dir, job_id)}")
     return dest

@@ -1,0 +1,105 @@
+"""Which ranks are profiled and with which 'nsys profile' arguments: one decision for the wrapper and the k8s injectors.
+
+The single source, shared like runrecord.py: the wrapper in the image imports it from /nsyskit, the host as
+nsyskit.nsysargs (src/nsyskit/nsysargs.py links here). Standard library only, Python 3.8+. Settings come as the
+NSYSKIT_* environment that nsyskit.launch.wrapper_env renders from the config.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+EFA_MIN_NSYS = (2024, 4)  # first nsys with the efa_metrics plugin
+WINDOW_RANGE = "profile_window"  # the NVTX range the example opens around --profile-steps
+DEFAULT_TRACE = "cuda,nvtx,osrt"
+CAPTURES = ("none", "cudaProfilerApi", "nvtx")
+
+
+def should_profile(selection: str, rank: int, local_rank: int) -> bool:
+    """Whether this rank runs under the profiler: all, none, local0 (local rank 0 of each node) or a list like 0,3."""
+    selection = selection.strip().lower().replace(" ", "") or "all"
+    if selection == "all":
+        return True
+    if selection == "none":
+        return False
+    if selection == "local0":
+        return local_rank == 0
+    if re.fullmatch(r"\d+(,\d+)*", selection):
+        return rank in {int(n) for n in selection.split(",")}
+    raise ValueError(f"NSYSKIT_PROFILE_RANKS={selection!r}: use all, none, local0 or a list of ranks like 0,3")
+
+
+def flag_int(env: dict, key: str) -> int:
+    """A non-negative integer setting (empty: 0)."""
+    value = env.get(key, "").strip() or "0"
+    if not value.isdigit():
+        raise ValueError(f"{key}={value!r}: needs a whole number (seconds, launches)")
+    return int(value)
+
+
+def efa_requested(env: dict) -> bool:
+    """Whether the settings ask for the EFA NIC counters."""
+    return env.get("NSYSKIT_EFA_METRICS", "0").strip().lower() in ("1", "true", "yes")
+
+
+def efa_decision(env: dict, local_rank: int, nsys_version: tuple | None) -> tuple[bool, str]:
+    """Whether to add '--enable efa_metrics', and why (recorded in the rank's status file)."""
+    if not efa_requested(env):
+        return False, "not requested"
+    if local_rank != 0:
+        return False, "skipped: only local rank 0 samples the node's NICs"
+    if nsys_version is not None and tuple(nsys_version[:2]) < EFA_MIN_NSYS:
+        have = ".".join(map(str, nsys_version))
+        return False, f"skipped: nsys {have} has no efa_metrics plugin (needs >= {EFA_MIN_NSYS[0]}.{EFA_MIN_NSYS[1]})"
+    return True, "applied"
+
+
+def profile_args(env: dict, output: str, efa: bool = False) -> list[str]:
+    """'profile' and every option after it for one rank, up to the application (pure: settings in, argv out)."""
+    sample = env.get("NSYSKIT_SAMPLE", "").strip() or "none"
+    args = [
+        "profile",
+        f"--trace={env.get('NSYSKIT_TRACE', '').strip() or DEFAULT_TRACE}",
+        f"--sample={sample}",
+        f"--output={output}",
+        "--force-overwrite=true",
+        "--stats=false",
+    ]
+    if sample == "none":
+        args.append("--cpuctxsw=none")  # context-switch tracing needs the same perf access as sampling
+    capture = env.get("NSYSKIT_CAPTURE", "").strip() or "none"
+    if capture == "cudaProfilerApi":
+        args += ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
+    elif capture == "nvtx":  # record only the example's profile_window range; its ranges are unregistered strings
+        args += [
+            "--capture-range=nvtx", f"--nvtx-capture={env.get('NSYSKIT_NVTX_CAPTURE') or WINDOW_RANGE}",
+            "--capture-range-end=stop", "--env-var=NSYS_NVTX_PROFILER_REGISTER_ONLY=0",
+        ]  # fmt: skip
+    elif capture != "none":
+        raise ValueError(f"NSYSKIT_CAPTURE={capture!r}: use none, cudaProfilerApi or nvtx")
+    else:  # delay/duration only make sense without a capture range
+        if flag_int(env, "NSYSKIT_DELAY"):
+            args.append(f"--delay={flag_int(env, 'NSYSKIT_DELAY')}")
+        if flag_int(env, "NSYSKIT_DURATION"):
+            args.append(f"--duration={flag_int(env, 'NSYSKIT_DURATION')}")
+    if efa:
+        args += ["--enable", "efa_metrics"]  # one sampler per node: the NIC counters are node-wide
+    return args + shlex.split(env.get("NSYSKIT_EXTRA_ARGS", ""))
+
+
+def injector_problems(env: dict) -> list[tuple[str, str, str, str]]:
+    """(key, value, problem, fix) for each setting an injector (nsys started by NVIDIA's operator) cannot honour.
+
+    The injector starts the same 'nsys profile' in every matched process, so per-rank decisions are out of reach:
+    a rank selection, and EFA counters (one sampler per node, on local rank 0, and only where nsys has them).
+    """
+    problems = []
+    selection = env.get("NSYSKIT_PROFILE_RANKS", "all").strip().lower() or "all"
+    if selection != "all":
+        problems.append(("PROFILE_RANKS", selection, "an injector profiles every rank: it cannot select ranks",
+                         "set PROFILE_RANKS=all, or K8S_PROFILER=wrapper"))  # fmt: skip
+    if efa_requested(env):
+        problems.append(("EFA_METRICS", True, "an injector cannot limit the EFA sampler to local rank 0 of each node",
+                         "set EFA_METRICS=false, or K8S_PROFILER=wrapper"))  # fmt: skip
+    return problems
