@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -69,3 +70,28 @@ class Target(Protocol):
 
     def logs(self, cfg: Config, root: Path, job: str | None, follow: bool) -> None:
         """Print the job's output (following it until the job ends with follow=True)."""
+
+
+class ClusterSteps:
+    """collect, undeploy, status and logs of a cluster target: the functions of the same names in its module."""
+
+    module = ""  # nsyskit.k8s or nsyskit.slurm, imported when a step runs (keeps 'invoke --list' fast)
+
+    def _steps(self):
+        return importlib.import_module(self.module)
+
+    def collect(self, cfg: Config, root: Path, job: str | None) -> Path:
+        """The module's collect."""
+        return self._steps().collect(cfg, root, job)
+
+    def undeploy(self, cfg: Config, root: Path, job: str | None) -> str:
+        """The module's undeploy."""
+        return self._steps().undeploy(cfg, root, job)
+
+    def status(self, cfg: Config, root: Path, job: str | None) -> str:
+        """The module's status."""
+        return self._steps().status(cfg, root, job)
+
+    def logs(self, cfg: Config, root: Path, job: str | None, follow: bool) -> None:
+        """The module's logs."""
+        self._steps().logs(cfg, root, job, follow)

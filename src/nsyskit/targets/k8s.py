@@ -8,7 +8,7 @@ from pathlib import Path
 from nsyskit.config import Config
 from nsyskit.config.k8s_parse import quantity_bytes
 from nsyskit.errors import ConfigError, ConfigErrors
-from nsyskit.targets.base import Job, Outcome
+from nsyskit.targets.base import ClusterSteps, Job, Outcome
 
 
 def problems(cfg: Config) -> list[ConfigError]:
@@ -49,10 +49,11 @@ def label_value_ok(value: str) -> bool:
     return bool(re.fullmatch(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?", value))
 
 
-class K8sTarget:
+class K8sTarget(ClusterSteps):
     """kubectl: render the MPIJob (CRD-validated), apply it, watch its conditions, copy the reports out of the pods."""
 
     name = "k8s"
+    module = "nsyskit.k8s"
     submit_waits = False
 
     def validate(self, cfg: Config, root: Path) -> None:
@@ -89,26 +90,6 @@ class K8sTarget:
             code, reason = code or 0, f"the launcher exited {code}" if code else ""
         logs = f"'invoke logs --k8s --job {job.job_dir.name}'"
         return Outcome(state, code, logs, reason, lines=[f"MPIJob {job.job_id} ended {state} with exit code {code}"])
-
-    def collect(self, cfg: Config, root: Path, job: str | None) -> Path:
-        from nsyskit import k8s
-
-        return k8s.collect(cfg, root, job)
-
-    def undeploy(self, cfg: Config, root: Path, job: str | None) -> str:
-        from nsyskit import k8s
-
-        return k8s.undeploy(cfg, root, job)
-
-    def status(self, cfg: Config, root: Path, job: str | None) -> str:
-        from nsyskit import k8s
-
-        return k8s.status(cfg, root, job)
-
-    def logs(self, cfg: Config, root: Path, job: str | None, follow: bool) -> None:
-        from nsyskit import k8s
-
-        k8s.logs(cfg, root, job, follow)
 
 
 TARGET = K8sTarget()

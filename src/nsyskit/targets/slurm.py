@@ -8,7 +8,7 @@ from pathlib import Path
 from nsyskit.config import Config
 from nsyskit.errors import ConfigError, ConfigErrors
 from nsyskit.jobdir import jobs_root
-from nsyskit.targets.base import Job, Outcome
+from nsyskit.targets.base import ClusterSteps, Job, Outcome
 
 
 def problems(cfg: Config, root: Path) -> list[ConfigError]:
@@ -31,10 +31,11 @@ def problems(cfg: Config, root: Path) -> list[ConfigError]:
     return errors
 
 
-class SlurmTarget:
+class SlurmTarget(ClusterSteps):
     """sbatch/squeue/sacct/scancel on a Slurm cluster whose file system is shared with this machine."""
 
     name = "slurm"
+    module = "nsyskit.slurm"
     submit_waits = False
 
     def validate(self, cfg: Config, root: Path) -> None:
@@ -71,26 +72,6 @@ class SlurmTarget:
         reason = f"reason {final.reason}" if final.reason and final.reason != "None" else ""
         return Outcome(final.state, code, log, reason,
                        lines=[f"job {job.job_id} COMPLETED (exit code 0); 'invoke collect --slurm' gathers its reports"])  # fmt: skip
-
-    def collect(self, cfg: Config, root: Path, job: str | None) -> Path:
-        from nsyskit import slurm
-
-        return slurm.collect(cfg, root, job)
-
-    def undeploy(self, cfg: Config, root: Path, job: str | None) -> str:
-        from nsyskit import slurm
-
-        return slurm.undeploy(cfg, root, job)
-
-    def status(self, cfg: Config, root: Path, job: str | None) -> str:
-        from nsyskit import slurm
-
-        return slurm.status(cfg, root, job)
-
-    def logs(self, cfg: Config, root: Path, job: str | None, follow: bool) -> None:
-        from nsyskit import slurm
-
-        slurm.logs(cfg, root, job, follow)
 
 
 TARGET = SlurmTarget()
