@@ -173,10 +173,8 @@ def test_multi_node_is_decided_in_one_place(nodes, kind, role):
     assert cluster.launcher_kind(cfg) == kind and cluster.launcher_role(cfg) == role
 
 
-def test_the_long_running_container_gets_sys_admin_like_the_runs(tmp_path):
+def test_containers_get_sys_admin_only_when_sampling(tmp_path):  # nsyskit-dev too: see test_run_local
     sampling = cluster.host_config(config("cpu", NSYS_SAMPLE="process-tree"), tmp_path)
     plain = cluster.host_config(config("cpu", NSYS_SAMPLE="none"), tmp_path)
     assert sampling["cap_add"] == ["SYS_ADMIN"] and "cap_add" not in plain
     assert sampling["volumes"] == {str(tmp_path.resolve()): {"bind": "/reports", "mode": "rw"}}
-    source = (ROOT / "src" / "nsyskit" / "local" / "dev.py").read_text()
-    assert "**host_config(cfg, reports)" in source  # dev.start passes exactly these options to the engine
