@@ -26,12 +26,12 @@ def connect() -> docker.DockerClient:
         return client
     except ValueError as exc:  # docker-py's word for a malformed address
         raise EngineUnavailable(
-            f"DOCKER_HOST={_where()!r} is not a Docker engine address ({_short(exc)}); "
-            "fix: use unix:///PATH/docker.sock or tcp://HOST:PORT, or unset DOCKER_HOST"
+            f"DOCKER_HOST={_where()!r} is not a Docker engine address ({_short(exc)})",
+            fix="use unix:///PATH/docker.sock or tcp://HOST:PORT, or unset DOCKER_HOST",
         ) from None
     except DockerException as exc:
         where = f"DOCKER_HOST={_where()}" if os.environ.get("DOCKER_HOST") else _where()
-        raise EngineUnavailable(f"no Docker engine reachable at {where}: {_short(exc)}; fix: {_engine_fix(exc)}") from exc
+        raise EngineUnavailable(f"no Docker engine reachable at {where}: {_short(exc)}", fix=_engine_fix(exc)) from exc
 
 
 def require_image(client: docker.DockerClient, ref: str) -> None:
@@ -40,7 +40,7 @@ def require_image(client: docker.DockerClient, ref: str) -> None:
         client.images.get(ref)
     except ImageNotFound:
         raise ImageNotBuilt(
-            f"image {ref} is not in the local engine; fix: run 'invoke build' (or 'invoke pull') first", [ref]
+            f"image {ref} is not in the local engine", [ref], fix="run 'invoke build' (or 'invoke pull') first"
         ) from None
 
 
@@ -53,7 +53,7 @@ def start_failed(exc: DockerException, gpus_per_node: int, source: str = "") -> 
             "set GPUS_PER_NODE=0 to run on CPU (e.g. --profile local-cpu), or install the NVIDIA Container Toolkit "
             "and restart dockerd", source,
         )  # fmt: skip
-    return EngineUnavailable(f"the Docker engine would not start a container: {text}; fix: act on the engine's message")
+    return EngineUnavailable(f"the Docker engine would not start a container: {text}", fix="act on the engine's message")
 
 
 def _can_start_one() -> bool:
@@ -110,7 +110,7 @@ def ensure_engine() -> tuple[docker.DockerClient, str]:
             if time.monotonic() > deadline:
                 tail = " | ".join(DOCKERD_LOG.read_text(errors="replace").strip().splitlines()[-3:])
                 raise EngineUnavailable(
-                    f"dockerd did not answer within {START_TIMEOUT_S} s; log {DOCKERD_LOG}: {tail}; fix: see that log"
+                    f"dockerd did not answer within {START_TIMEOUT_S} s; log {DOCKERD_LOG}: {tail}", fix="see that log"
                 ) from None
             time.sleep(1)
     did.append(f"started dockerd (log: {DOCKERD_LOG})")

@@ -142,8 +142,9 @@ def import_image(cfg: Config, force: bool = False) -> tuple[Path, bool]:
     target = Path(sqsh_path(cfg))
     if not shutil.which("enroot"):
         raise EnrootMissing(
-            "enroot is not installed here; fix: run 'invoke enroot-import' on a cluster node that has it "
-            "(e.g. srun -N1 .venv/bin/invoke enroot-import), or install enroot (github.com/NVIDIA/enroot)"
+            "enroot is not installed here",
+            fix="run 'invoke enroot-import' on a cluster node that has it "
+            "(e.g. srun -N1 .venv/bin/invoke enroot-import), or install enroot (github.com/NVIDIA/enroot)",
         )
     if target.exists():
         if not force:

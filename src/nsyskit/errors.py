@@ -75,9 +75,9 @@ class CommandError(NsyskitError):
 class AwsError(NsyskitError):
     """An AWS API call failed: carries the operation (e.g. CreateRepository) and the service's error code."""
 
-    def __init__(self, message: str, operation: str = "", code: str = "") -> None:
+    def __init__(self, message: str, operation: str = "", code: str = "", fix: str = "") -> None:
         self.operation, self.code = operation, code
-        super().__init__(message)
+        super().__init__(message, fix)
 
 
 class AwsCredentialsMissing(AwsError):
@@ -87,9 +87,9 @@ class AwsCredentialsMissing(AwsError):
 class AwsAccessDenied(AwsError):
     """The credentials lack an IAM permission: carries the IAM action (e.g. ecr:CreateRepository)."""
 
-    def __init__(self, message: str, action: str, operation: str = "", code: str = "") -> None:
+    def __init__(self, message: str, action: str, operation: str = "", code: str = "", fix: str = "") -> None:
         self.action = action
-        super().__init__(message, operation, code)
+        super().__init__(message, operation, code, fix)
 
 
 class AwsEndpointUnreachable(AwsError):
@@ -99,9 +99,9 @@ class AwsEndpointUnreachable(AwsError):
 class RegistryError(NsyskitError):
     """A registry login, push or pull failed: carries the registry host, the operation and the registry's own message."""
 
-    def __init__(self, message: str, registry: str = "", operation: str = "", detail: str = "") -> None:
+    def __init__(self, message: str, registry: str = "", operation: str = "", detail: str = "", fix: str = "") -> None:
         self.registry, self.operation, self.detail = registry, operation, detail
-        super().__init__(message)
+        super().__init__(message, fix)
 
 
 class RegistryAuthError(RegistryError):
@@ -119,9 +119,9 @@ class TagImmutable(RegistryError):
 class ImageNotBuilt(NsyskitError):
     """The image to push is not in the local engine: carries the references looked for."""
 
-    def __init__(self, message: str, refs: Sequence[str] = ()) -> None:
+    def __init__(self, message: str, refs: Sequence[str] = (), fix: str = "") -> None:
         self.refs = list(refs)
-        super().__init__(message)
+        super().__init__(message, fix)
 
 
 class ClusterError(NsyskitError):

@@ -19,11 +19,12 @@ def render_template(env: jinja2.Environment, name: str, folder: str, context: di
         return env.get_template(name).render(context)
     except jinja2.TemplateNotFound:
         raise TemplateProblem(
-            f"template {folder}/{name} is missing; fix: restore it from the nsyskit repository (git checkout -- {folder}/)"
+            f"template {folder}/{name} is missing",
+            fix=f"restore it from the nsyskit repository (git checkout -- {folder}/)",
         ) from None
     except jinja2.TemplateError as exc:
         where = f" line {exc.lineno}" if getattr(exc, "lineno", None) else ""
         raise TemplateProblem(
-            f"template {folder}/{name}{where} cannot be rendered: {exc.message}; "
-            f"fix: undo local edits to it (git diff -- {folder}/)"
+            f"template {folder}/{name}{where} cannot be rendered: {exc.message}",
+            fix=f"undo local edits to it (git diff -- {folder}/)",
         ) from None

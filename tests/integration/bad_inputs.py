@@ -25,7 +25,7 @@ ECR = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
 # Environment every case starts from: nothing of the caller's settings, AWS files or Docker host leaks in.
 BASE_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8",
             "AWS_CONFIG_FILE": "/nonexistent/aws-config", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/aws-creds",
-            "AWS_EC2_METADATA_DISABLED": "true", "REGISTRY": "localhost:5000"}  # fmt: skip
+            "AWS_EC2_METADATA_DISABLED": "true", "NSYSKIT_REGISTRY": "localhost:5000"}  # fmt: skip
 HTTP_404 = "{http404}"  # in Case.env: replaced by the URL of a local server that answers 404 to everything
 BUILD = "build --dry-run"
 K8S = "deploy --k8s --dry-run"

@@ -64,6 +64,21 @@ def test_read_only_run_folder_prints_the_analysis(export, world_dir):
     assert str(folder) in line and "report.html could not be written" in line and "--output" in line
 
 
+def test_unreadable_nccl_log_leaves_its_section_out_with_a_warning(export, world_dir):
+    folder = world_dir / "run"
+    folder.mkdir()
+    export.rename(folder / export.name)
+    log = folder / "rank0.log"
+    log.write_bytes((ROOT / "tests" / "data" / "nccl" / "kit_mpirun.log").read_bytes())
+    log.chmod(0o000)
+    folder.chmod(0o777)  # report.html can be written: only the log is unreadable
+    result = as_nobody([*INVOKE, "analyze", str(folder)], env={"HOME": str(world_dir), "PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert "Ranks" in result.stdout and "gemm" in result.stdout  # the nsys analysis is whole
+    assert "NCCL log section was left out" in result.stderr and str(log) in result.stderr and "fix:" in result.stderr
+    assert 'id="nccl-log"' not in (folder / "report.html").read_text()
+
+
 def test_output_naming_a_file_or_an_impossible_path(export, tmp_path):
     a_file = tmp_path / "note.txt"
     a_file.write_text("x")

@@ -69,7 +69,7 @@ def test_dry_run_prints_the_build_arguments_and_builds_nothing():
 
 
 def test_wrong_base_image_is_one_line_with_the_step_and_the_fix():
-    env = {"BASE_IMAGE": "nsyskit-no-such-base:never", "BASE_IMAGE_SOURCE": "pull", "IMAGE": "nsyskit-test-error"}
+    env = {"NSYSKIT_BASE_IMAGE": "nsyskit-no-such-base:never", "NSYSKIT_BASE_IMAGE_SOURCE": "pull", "NSYSKIT_IMAGE": "nsyskit-test-error"}
     result = invoke("build", "--profile", "local-cpu", "--no-progress", env=env)
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()
@@ -78,7 +78,7 @@ def test_wrong_base_image_is_one_line_with_the_step_and_the_fix():
 
 
 def test_missing_debootstrap_base_says_to_run_setup():
-    env = {"BASE_IMAGE": "nsyskit-base:no-such-suite", "IMAGE": "nsyskit-test-error"}
+    env = {"NSYSKIT_BASE_IMAGE": "nsyskit-base:no-such-suite", "NSYSKIT_IMAGE": "nsyskit-test-error"}
     result = invoke("build", "--profile", "local-cpu", env=env)
     assert result.returncode != 0 and len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "nsyskit-base:no-such-suite is not in the local engine" in result.stderr and "invoke setup" in result.stderr

@@ -123,7 +123,7 @@ def test_wrong_checksum_fails_the_build_naming_file_and_both_checksums(
     sources, efa_image, url_key, sha_key, step, file_name
 ):
     wrong = "0" * 64
-    env = {**sources, sha_key: wrong, "IMAGE": "nsyskit-test-error"}
+    env = {f"NSYSKIT_{key}": value for key, value in {**sources, sha_key: wrong, "IMAGE": "nsyskit-test-error"}.items()}
     result = invoke("build", "--profile", "local-cpu", "--no-progress", env=env)
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()

@@ -20,7 +20,7 @@ STEPS, WINDOW = 6, (2, 4)
 def run_env(kit_image, tmp_path) -> dict[str, str]:
     """Environment that points invoke at the session's kit image and a private report folder."""
     name, _, tag = kit_image.rpartition(":")
-    return {"IMAGE": name, "TAG": tag, "REPORT_DIR": str(tmp_path / "reports")}
+    return {"NSYSKIT_IMAGE": name, "NSYSKIT_TAG": tag, "NSYSKIT_REPORT_DIR": str(tmp_path / "reports")}
 
 
 def run_local(run_env: dict[str, str], what: str, *flags: str) -> tuple[Path, str]:
@@ -29,7 +29,7 @@ def run_local(run_env: dict[str, str], what: str, *flags: str) -> tuple[Path, st
     result = invoke("run", "--local", "--profile", "local-cpu", "--steps", str(STEPS), "--profile-steps",
                     f"{WINDOW[0]}-{WINDOW[1]}", "--run-id", run_id, "--no-progress", *flags, env=run_env, timeout=600)  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
-    return Path(run_env["REPORT_DIR"]) / run_id, result.stdout
+    return Path(run_env["NSYSKIT_REPORT_DIR"]) / run_id, result.stdout
 
 
 def analyze_json(run_dir: Path) -> dict:

@@ -116,7 +116,7 @@ def test_push_creates_repository_logs_in_pushes_then_noop_and_pulls_by_digest(ec
     name, tag, image_id = push_image
     moto, host = ecr_registry.moto, ecr_registry.registry.host
     moto.reset()
-    env = {**ecr_registry.env, "IMAGE": name, "TAG": tag}
+    env = {**ecr_registry.env, "NSYSKIT_IMAGE": name, "NSYSKIT_TAG": tag}
     try:
         login = invoke("login", env=env)
         assert login.returncode == 0, login.stderr
@@ -162,7 +162,7 @@ def test_push_creates_repository_logs_in_pushes_then_noop_and_pulls_by_digest(ec
 def test_pull_by_digest_restores_a_removed_image(ecr_registry, scratch_image, client):
     name = f"nsyskit-regtest-pull-{secrets.token_hex(3)}"
     image = scratch_image(name)
-    env = {**ecr_registry.env, "IMAGE": name, "TAG": "latest"}
+    env = {**ecr_registry.env, "NSYSKIT_IMAGE": name, "NSYSKIT_TAG": "latest"}
     digest = digest_of(invoke("push", "--no-progress", env=env))
     for ref in client.images.get(image.id).tags:
         client.images.remove(ref)
@@ -182,7 +182,7 @@ def test_wrong_password_is_one_clear_line(ecr_registry, start_registry, scratch_
     name = f"nsyskit-regtest-auth-{secrets.token_hex(3)}"
     scratch_image(name)
     other = start_registry("AWS", "not-what-the-ecr-token-says")
-    env = {**ecr_registry.env, "REGISTRY_ENDPOINT": other.host, "IMAGE": name}
+    env = {**ecr_registry.env, "NSYSKIT_REGISTRY_ENDPOINT": other.host, "NSYSKIT_IMAGE": name}
     for task in ("login", "push"):
         line = error_line(invoke(task, env=env))
         assert line.startswith(f"error: registry {other.host} rejected the credentials (ECR token of account"), line
@@ -194,7 +194,7 @@ def test_stopped_registry_is_one_clear_line(ecr_registry, start_registry, scratc
     scratch_image(name)
     stopped = start_registry("AWS", ecr_registry.moto.password)
     stopped.stop()
-    result = invoke("push", env={**ecr_registry.env, "REGISTRY_ENDPOINT": stopped.host, "IMAGE": name})
+    result = invoke("push", env={**ecr_registry.env, "NSYSKIT_REGISTRY_ENDPOINT": stopped.host, "NSYSKIT_IMAGE": name})
     line = error_line(result)
     assert line.startswith(f"error: registry {stopped.host} unreachable for login after 3 attempts"), line
     assert "connection refused" in line
@@ -209,7 +209,7 @@ def test_missing_aws_credentials_say_how_to_provide_them(ecr_registry, scratch_i
         for key, value in ecr_registry.env.items()
         if key not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
     }
-    env["IMAGE"] = name
+    env["NSYSKIT_IMAGE"] = name
     for task in ("login", "push"):
         line = error_line(invoke(task, env=env))
         assert line.startswith("error: no AWS credentials found for ecr:"), line
@@ -217,7 +217,7 @@ def test_missing_aws_credentials_say_how_to_provide_them(ecr_registry, scratch_i
 
 
 def test_image_not_built_yet(ecr_registry):
-    line = error_line(invoke("push", env={**ecr_registry.env, "IMAGE": "nsyskit-regtest-never-built"}))
+    line = error_line(invoke("push", env={**ecr_registry.env, "NSYSKIT_IMAGE": "nsyskit-regtest-never-built"}))
     assert "nsyskit-regtest-never-built:latest is not in the local Docker engine; fix: build it first" in line
 
 
@@ -234,7 +234,7 @@ def test_access_denied_names_the_missing_iam_action(tmp_path, ecr_registry, scra
         ]}  # fmt: skip
         iam.put_user_policy(UserName="pusher", PolicyName="no-create", PolicyDocument=json.dumps(policy))
         key = iam.create_access_key(UserName="pusher")["AccessKey"]
-        env = {**ecr_registry.env, "AWS_ENDPOINT_URL_ECR": moto.endpoint_url, "IMAGE": name,
+        env = {**ecr_registry.env, "AWS_ENDPOINT_URL_ECR": moto.endpoint_url, "NSYSKIT_IMAGE": name,
                "AWS_ACCESS_KEY_ID": key["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"]}  # fmt: skip
         assert invoke("login", env=env).returncode == 0  # GetAuthorizationToken is allowed
         line = error_line(invoke("push", env=env))
@@ -248,7 +248,7 @@ def test_access_denied_names_the_missing_iam_action(tmp_path, ecr_registry, scra
 
 def test_tag_immutability_conflict_is_caught_before_uploading(ecr_registry, scratch_image, client):
     name = f"nsyskit-regtest-immutable-{secrets.token_hex(3)}"
-    env = {**ecr_registry.env, "IMAGE": name, "TAG": "v1", "ECR_TAG_IMMUTABILITY": "true"}
+    env = {**ecr_registry.env, "NSYSKIT_IMAGE": name, "NSYSKIT_TAG": "v1", "NSYSKIT_ECR_TAG_IMMUTABILITY": "true"}
     scratch_image(name, "v1")
     first = invoke("push", env=env)
     digest = digest_of(first)
@@ -284,7 +284,7 @@ def test_token_never_in_process_list_logs_or_image_history(ecr_registry, scratch
 
     name = f"nsyskit-regtest-secret-{secrets.token_hex(3)}"
     scratch_image(name)
-    env = {**ecr_registry.env, "IMAGE": name}
+    env = {**ecr_registry.env, "NSYSKIT_IMAGE": name}
     poller = threading.Thread(target=poll_ps, daemon=True)
     poller.start()
     try:
@@ -334,7 +334,7 @@ def test_generic_aws_endpoint_url_is_honoured(ecr_registry):
 def test_build_push_is_one_command(ecr_registry, push_image, client):
     name, _, _ = push_image  # the session's kit image: the build below is served from its layer cache
     moto, host = ecr_registry.moto, ecr_registry.registry.host
-    env = {**ecr_registry.env, "IMAGE": name, "TAG": "buildpush"}
+    env = {**ecr_registry.env, "NSYSKIT_IMAGE": name, "NSYSKIT_TAG": "buildpush"}
     built_ref = f"{moto.registry_host}/{name}:buildpush"
     try:
         result = invoke("build", "--no-progress", "push", "--no-progress", env=env, timeout=1800)
@@ -355,7 +355,7 @@ def test_other_registry_with_credentials_from_environment(start_registry, scratc
     name = f"nsyskit-regtest-plain-{secrets.token_hex(3)}"
     scratch_image(name)
     plain = start_registry("robot", "robot-password")
-    env = {"REGISTRY": plain.host, "IMAGE": name, "DOCKER_CONFIG": str(plain.workdir)}  # an empty Docker config
+    env = {"NSYSKIT_REGISTRY": plain.host, "NSYSKIT_IMAGE": name, "DOCKER_CONFIG": str(plain.workdir)}  # an empty Docker config
     line = error_line(invoke("login", env=env))
     assert line.startswith(f"error: no credentials for registry {plain.host}: set NSYSKIT_REGISTRY_USERNAME"), line
 

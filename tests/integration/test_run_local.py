@@ -27,7 +27,7 @@ PHASES = ("data", "forward", "backward", "optimizer")
 def run_env(kit_image, tmp_path) -> dict[str, str]:
     """Environment that points invoke at the session's kit image and a private report folder."""
     name, _, tag = kit_image.rpartition(":")
-    return {"IMAGE": name, "TAG": tag, "REPORT_DIR": str(tmp_path / "reports")}
+    return {"NSYSKIT_IMAGE": name, "NSYSKIT_TAG": tag, "NSYSKIT_REPORT_DIR": str(tmp_path / "reports")}
 
 
 def run_local(run_env: dict[str, str], run_id: str, *flags: str) -> subprocess.CompletedProcess:
@@ -60,7 +60,7 @@ def new_run_id(what: str) -> str:
 def test_two_ranks_leave_reports_with_steps_phases_and_window(run_env):
     run_id = new_run_id("two")
     result = run_local(run_env, run_id)
-    run_dir = Path(run_env["REPORT_DIR"]) / run_id
+    run_dir = Path(run_env["NSYSKIT_REPORT_DIR"]) / run_id
     assert result.returncode == 0, result.stderr[-3000:]
     assert "parameters in sync" in result.stdout
 
@@ -91,7 +91,7 @@ def test_two_ranks_leave_reports_with_steps_phases_and_window(run_env):
 def test_two_nodes_of_two_ranks_through_mpirun(run_env):
     run_id = new_run_id("nodes")
     result = run_local(run_env, run_id, "--nodes", "2")
-    run_dir = Path(run_env["REPORT_DIR"]) / run_id
+    run_dir = Path(run_env["NSYSKIT_REPORT_DIR"]) / run_id
     assert result.returncode == 0, result.stderr[-3000:]
 
     expected = [f"{run_id}_node{r // 2}_rank{r}_worker-{r // 2}.nsys-rep" for r in range(4)]
@@ -112,7 +112,7 @@ def test_two_nodes_of_two_ranks_through_mpirun(run_env):
 def test_profiling_only_rank_0_leaves_one_report_and_both_ranks_train(run_env):
     run_id = new_run_id("rank0")
     result = run_local(run_env, run_id, "--profile-ranks", "0")
-    run_dir = Path(run_env["REPORT_DIR"]) / run_id
+    run_dir = Path(run_env["NSYSKIT_REPORT_DIR"]) / run_id
     assert result.returncode == 0, result.stderr[-3000:]
 
     assert [p.name for p in run_dir.glob("*.nsys-rep")] == [f"{run_id}_node0_rank0_worker-0.nsys-rep"]
@@ -123,7 +123,7 @@ def test_profiling_only_rank_0_leaves_one_report_and_both_ranks_train(run_env):
 
 def test_killing_a_rank_ends_the_run_naming_it_and_keeps_the_reports(run_env):
     run_id = new_run_id("kill")
-    run_dir = Path(run_env["REPORT_DIR"]) / run_id
+    run_dir = Path(run_env["NSYSKIT_REPORT_DIR"]) / run_id
     command = [sys.executable, "-m", "invoke", "run", "--local", "--profile", "local-cpu", "--steps", "1000",
                "--profile-steps", "2-4", "--run-id", run_id, "--no-progress"]  # fmt: skip
     env = {**{k: v for k, v in os.environ.items() if k != "NSYSKIT_PROFILE"}, **run_env}
@@ -160,7 +160,7 @@ def test_killing_a_rank_ends_the_run_naming_it_and_keeps_the_reports(run_env):
 
 def test_ctrl_c_removes_the_containers_and_keeps_the_run_folder(run_env):
     run_id = new_run_id("int")
-    run_dir = Path(run_env["REPORT_DIR"]) / run_id
+    run_dir = Path(run_env["NSYSKIT_REPORT_DIR"]) / run_id
     command = [sys.executable, "-m", "invoke", "run", "--local", "--profile", "local-cpu", "--steps", "1000",
                "--run-id", run_id, "--no-progress"]  # fmt: skip
     env = {**{k: v for k, v in os.environ.items() if k != "NSYSKIT_PROFILE"}, **run_env}
@@ -183,13 +183,13 @@ def test_ctrl_c_removes_the_containers_and_keeps_the_run_folder(run_env):
 
 
 def test_the_long_running_container_gets_the_runs_host_config_and_undeploy_local_removes_it(run_env):
-    env = {**run_env, "NSYS_SAMPLE": "process-tree"}  # CPU sampling: the run's containers get SYS_ADMIN
+    env = {**run_env, "NSYSKIT_NSYS_SAMPLE": "process-tree"}  # CPU sampling: the run's containers get SYS_ADMIN
     try:
         started = invoke("run", "--local", "--detach", "--profile", "local-cpu", env=env, timeout=120)
         assert started.returncode == 0, started.stderr
         host = docker.from_env().containers.get("nsyskit-dev").attrs["HostConfig"]
         assert host["CapAdd"] == ["SYS_ADMIN"] and host["ShmSize"] == 1024**3
-        assert host["Binds"] == [f"{Path(run_env['REPORT_DIR']).resolve() / 'dev'}:/reports:rw"]
+        assert host["Binds"] == [f"{Path(run_env['NSYSKIT_REPORT_DIR']).resolve() / 'dev'}:/reports:rw"]
         status = invoke("status", "--local", "--profile", "local-cpu", env=env, timeout=60)
         assert "nsyskit-dev  running" in status.stdout, status.stderr
     finally:

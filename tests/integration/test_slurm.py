@@ -56,9 +56,10 @@ def invoke(
     """Run 'invoke ARGS' in the project with the host-mode settings of this test (and `env` on top)."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("NSYSKIT_", "SLURM_", "AWS_"))}
     clean.update(
-        NSYSKIT_PROFILE="local-cpu", SLURM_MODE="host", NODES=str(NODES), PROCS_PER_NODE=str(TASKS_PER_NODE),
-        EFA_PER_NODE="1", EFA_METRICS="true", SLURM_SUBMIT_PREFIX=cluster.submit_prefix, SLURM_TIME_LIMIT="15",
-        SLURM_MPI="pmix", COLUMNS="200",
+        NSYSKIT_PROFILE="local-cpu", NSYSKIT_SLURM_MODE="host", NSYSKIT_NODES=str(NODES),
+        NSYSKIT_PROCS_PER_NODE=str(TASKS_PER_NODE), NSYSKIT_EFA_PER_NODE="1", NSYSKIT_EFA_METRICS="true",
+        NSYSKIT_SLURM_SUBMIT_PREFIX=cluster.submit_prefix, NSYSKIT_SLURM_TIME_LIMIT="15", NSYSKIT_SLURM_MPI="pmix",
+        COLUMNS="200",
     )  # fmt: skip
     clean.update(env)
     return subprocess.run(
@@ -163,7 +164,8 @@ def test_failing_job_exits_with_its_code_naming_state_and_log_and_is_collected(p
     # A user error only the nodes find out: nsys refuses an unknown option on every rank.
     # 'invoke run --slurm' is deploy --wait, then collect (a failed job too), then the job's exit code.
     result = invoke(
-        project, cluster, "run", "--slurm", "--no-progress", timeout=JOB_TIMEOUT_S, NSYS_EXTRA_ARGS="--no-such-nsys-option"
+        project, cluster, "run", "--slurm", "--no-progress", timeout=JOB_TIMEOUT_S,
+        NSYSKIT_NSYS_EXTRA_ARGS="--no-such-nsys-option",
     )
     job_dir = last_job_dir(project)
     job_id = job_id_of(result)
@@ -179,7 +181,7 @@ def test_failing_job_exits_with_its_code_naming_state_and_log_and_is_collected(p
 
 
 def test_undeploy_cancels_the_last_job(project, cluster):
-    submitted = invoke(project, cluster, "deploy", "--slurm", STEPS="2000", PROFILE_STEPS="")
+    submitted = invoke(project, cluster, "deploy", "--slurm", NSYSKIT_STEPS="2000", NSYSKIT_PROFILE_STEPS="")
     assert submitted.returncode == 0, submitted.stderr
     job_id = job_id_of(submitted)
     cancelled = invoke(project, cluster, "undeploy", "--slurm")
@@ -196,7 +198,7 @@ def test_undeploy_cancels_the_last_job(project, cluster):
 
 
 def test_logs_follow_prints_until_the_job_ends(project, cluster):
-    submitted = invoke(project, cluster, "deploy", "--slurm", NSYS_EXTRA_ARGS="--no-such-nsys-option")
+    submitted = invoke(project, cluster, "deploy", "--slurm", NSYSKIT_NSYS_EXTRA_ARGS="--no-such-nsys-option")
     assert submitted.returncode == 0, submitted.stderr
     job_id = job_id_of(submitted)
     followed = invoke(project, cluster, "logs", "--slurm", "--follow", timeout=JOB_TIMEOUT_S)

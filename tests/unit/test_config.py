@@ -8,11 +8,15 @@ from pathlib import Path
 import pytest
 
 from nsyskit.config import Config, key_of, load_config, settings
+from nsyskit.config.envfile import parse
 from nsyskit.config.parse import host_problem, image_reference_problem
 from nsyskit.config.rules import NSYS_PINNED
+from nsyskit.config.schema import SECTION_TITLES
+from nsyskit.config.template import render_template
 from nsyskit.errors import ConfigErrors
 
 ROOT = Path(__file__).resolve().parents[2]
+KEYS = {key_of(f) for f in settings()}
 
 
 @pytest.fixture
@@ -23,6 +27,8 @@ def project(tmp_path: Path) -> Path:
 
 
 def load(root: Path, profile: str | None = None, overrides=None, **environ: str) -> Config:
+    """Settings given as a user sets them in the environment: NSYSKIT_<KEY> (other variables as they are)."""
+    environ = {f"NSYSKIT_{k}" if k in KEYS else k: v for k, v in environ.items()}
     return load_config(root, profile=profile, overrides=overrides, environ=environ)
 
 
@@ -194,21 +200,95 @@ def test_unrelated_key_in_profile_is_reported_as_ignored(project):
 
 def test_misspelt_environment_variable_gets_did_you_mean_but_others_are_left_alone(project):
     cfg = load(project, INSTALL_EFAA="false", HOME="/root", PATH="/bin", AWS_PROFILE="dev")
-    assert cfg.warnings == ("unknown environment variable INSTALL_EFAA: did you mean INSTALL_EFA?",)
+    assert cfg.warnings == ("unknown environment variable INSTALL_EFAA: did you mean NSYSKIT_INSTALL_EFA?",)
+
+
+def test_misspelt_prefixed_variable_gets_did_you_mean_but_the_kits_own_do_not(project):
+    cfg = load(project, NSYSKIT_INSTALL_EFAA="false", NSYSKIT_DEBUG="1", NSYSKIT_NODE="0", NSYSKIT_ASSETS_PORT="7489")
+    assert cfg.warnings == ("unknown environment variable NSYSKIT_INSTALL_EFAA: did you mean NSYSKIT_INSTALL_EFA?",)
+
+
+# --- the environment: NSYSKIT_<KEY>, deprecated bare names, Slurm's own SLURM_* ---------------------
+
+
+def test_prefixed_variable_sets_a_setting_without_warning(project):
+    cfg = load_config(project, environ={"NSYSKIT_NODES": "4", "NSYSKIT_SLURM_PARTITION": "p5"})
+    assert (cfg.nodes, cfg.sources["NODES"], cfg.slurm_partition) == (4, "environment", "p5")
+    assert cfg.warnings == ()
+
+
+def test_bare_name_still_works_with_one_deprecation_warning_naming_both(project):
+    cfg = load_config(project, environ={"NODES": "4", "TAG": "v1"})
+    assert (cfg.nodes, cfg.tag, cfg.sources["TAG"]) == (4, "v1", "environment")
+    assert cfg.warnings == ("environment variable NODES is deprecated; use NSYSKIT_NODES",
+                            "environment variable TAG is deprecated; use NSYSKIT_TAG")  # fmt: skip
+
+
+def test_aws_region_of_the_aws_tools_is_honoured_without_a_warning(project):
+    cfg = load_config(project, environ={"AWS_REGION": "eu-west-1"})
+    assert (cfg.aws_region, cfg.sources["AWS_REGION"], cfg.warnings) == ("eu-west-1", "environment", ())
+    assert load_config(project, environ={"AWS_REGION": "eu-west-1", "NSYSKIT_AWS_REGION": "us-east-1"}).aws_region == "us-east-1"
+
+
+def test_prefixed_name_wins_over_the_bare_one(project):
+    cfg = load_config(project, environ={"NODES": "3", "NSYSKIT_NODES": "5"})
+    assert (cfg.nodes, cfg.warnings) == (5, ())
+
+
+def test_bare_slurm_names_are_slurms_own_and_do_not_set_the_setting(project):
+    cfg = load_config(project, environ={"SLURM_PARTITION": "p5", "SLURM_ACCOUNT": ""})
+    assert (cfg.slurm_partition, cfg.sources["SLURM_PARTITION"]) == ("", "default")
+    assert cfg.warnings == ("SLURM_PARTITION='p5' in the environment is Slurm's own variable and does not set "
+                            "nsyskit's SLURM_PARTITION (resolved: ''); set NSYSKIT_SLURM_PARTITION for that",)  # fmt: skip
+
+
+def test_bare_slurm_name_that_agrees_with_the_setting_gets_no_note(project):
+    cfg = load_config(project, environ={"SLURM_PARTITION": "p5", "NSYSKIT_SLURM_PARTITION": "p5", "SLURM_MPI": "pmix"})
+    assert (cfg.slurm_partition, cfg.warnings) == ("p5", ())
 
 
 # --- the committed files ----------------------------------------------------------------------
 
 
-def test_committed_env_documents_every_setting_with_a_comment_and_nothing_else():
-    lines = (ROOT / ".env").read_text().splitlines()
-    keys = {}
+def test_committed_env_holds_only_what_differs_from_the_defaults_and_points_to_the_template():
+    text = (ROOT / ".env").read_text()
+    values, bad_lines = parse(text, ".env")
+    assert not bad_lines
+    defaults = {key_of(f): f.metadata["raw_default"] for f in settings()}
+    assert [key for key, value in values.items() if defaults.get(key) == value] == []
+    assert "invoke config --template" in text
+    assert set(load_config(ROOT, environ={}).sources.values()) == {"default"} | ({".env"} if values else set())
+
+
+def _template_blocks() -> list[tuple[str, str, str]]:
+    """(section heading, help, 'KEY=value') for each setting in the template, in order."""
+    blocks, heading, lines = [], "", render_template().splitlines()
     for number, line in enumerate(lines):
-        if line and not line.startswith("#"):
-            key = line.split("=", 1)[0]
-            keys[key] = number
-            assert lines[number - 1].startswith("# "), f".env: {key} has no comment line above it"
-    assert set(keys) == {key_of(f) for f in settings()}
+        if line.startswith("# ---- "):
+            heading = line
+        elif line.startswith("# ") and "=" in line and line[2:].split("=", 1)[0] in KEYS:
+            blocks.append((heading, lines[number - 1], line[2:]))
+    return blocks
+
+
+def test_template_has_every_setting_once_commented_with_its_help_in_its_group():
+    blocks = _template_blocks()
+    assert sorted(line.split("=", 1)[0] for _, _, line in blocks) == sorted(KEYS)
+    by_key = {f.name.upper(): f.metadata for f in settings()}
+    for heading, help_line, line in blocks:
+        meta = by_key[line.split("=", 1)[0]]
+        assert help_line == f"# {meta['help']}"
+        assert heading == f"# ---- {SECTION_TITLES[meta['section']]} ----"
+    assert all(not line or line.startswith("#") for line in render_template().splitlines())  # nothing set by itself
+
+
+def test_template_uncommented_reads_back_as_exactly_the_defaults(tmp_path):
+    uncommented = "\n".join(line for _, _, line in _template_blocks()) + "\n"
+    values, bad_lines = parse(uncommented, "template")
+    assert not bad_lines
+    assert values == {key_of(f): f.metadata["raw_default"] for f in settings()}
+    (tmp_path / ".env").write_text(uncommented)
+    assert load_config(tmp_path, environ={}) == load_config(tmp_path / "nothing", environ={})
 
 
 def test_committed_env_and_every_profile_load_cleanly():

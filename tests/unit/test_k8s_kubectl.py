@@ -219,7 +219,7 @@ def invoke_in(project: Path, *args: str, **env: str) -> subprocess.CompletedProc
 
 
 def test_deploy_task_without_a_cluster_prints_one_error_line_and_exits_1(no_cluster, project):
-    result = invoke_in(project, "deploy", "--k8s", REGISTRY=ECR_HOST)
+    result = invoke_in(project, "deploy", "--k8s", NSYSKIT_REGISTRY=ECR_HOST)
     assert result.returncode == 1 and result.stdout == ""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: submitting MPIJob nsyskit-k8s-"), result.stderr
@@ -234,7 +234,7 @@ def test_deploy_task_dry_run_needs_no_cluster_and_prints_where_the_files_are(pro
         "--dry-run",
         "--nodes",
         "3",
-        REGISTRY=ECR_HOST,
+        NSYSKIT_REGISTRY=ECR_HOST,
         PATH="/nonexistent:" + os.path.dirname(sys.executable),
     )
     assert result.returncode == 0, result.stderr
@@ -244,7 +244,7 @@ def test_deploy_task_dry_run_needs_no_cluster_and_prints_where_the_files_are(pro
 
 
 def test_deploy_task_rejects_bad_values_in_one_line_before_writing(project):
-    result = invoke_in(project, "deploy", "--k8s", "--dry-run", REGISTRY=ECR_HOST, GPUS_PER_NODE="3")
+    result = invoke_in(project, "deploy", "--k8s", "--dry-run", NSYSKIT_REGISTRY=ECR_HOST, NSYSKIT_GPUS_PER_NODE="3")
     assert result.returncode == 1 and result.stderr.startswith(
         "error: GPUS_PER_NODE=3 (from environment): does not divide"
     )

@@ -12,7 +12,7 @@ from nsyskit.nccllog import Window, analyze, parse_range, resolve_logs
 from nsyskit.nccllog import blocks as blocks_module
 from nsyskit.nccllog.dtypes import DATATYPES, algorithm_name, protocol_name, size_bucket
 from nsyskit.nccllog.facts import MAX_DISTINCT, Facts
-from nsyskit.nccllog.render import human_bytes, render_html
+from nsyskit.nccllog.render import human_bytes, render_page
 from nsyskit.nccllog.steps import parse_step_line
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nccl"
@@ -475,14 +475,14 @@ def test_parse_range():
 # --- HTML section ------------------------------------------------------------------------------------------------
 
 
-def test_html_section_is_self_contained_and_escaped(tmp_path):
+def test_html_page_is_self_contained_and_escaped(tmp_path):
     log = tmp_path / "nemo.log"
     log.write_text(
         NEMO.read_text() + "nodeA:101:101 [0] NCCL INFO NCCL_IB_HCA set by environment to <script>x</script>\n"
     )
-    page = render_html(analyze([log]))
+    page = render_page(analyze([log]))
     assert "NCCL_IB_HCA=&lt;script&gt;x&lt;/script&gt;" in page
-    assert page.startswith('<section class="nsyskit-nccl-log" id="nccl-log">') and page.endswith("</section>")
+    assert page.startswith("<!doctype html>") and '<section id="nccl-log">' in page and "<style>" in page
     for heading in (
         "Init facts",
         "Per-op message sizes",

@@ -99,17 +99,6 @@ def test_html_naming_a_folder_or_a_missing_parent(tmp_path):
     assert done.stdout == ""  # checked before the logs are read
 
 
-def test_non_utf8_report_html_is_left_unchanged(tmp_path):
-    run = _run_folder(tmp_path)
-    page = "<html><body><h1>Durchsatz: 5 µs</h1></body></html>".encode("latin-1")
-    (run / "report.html").write_bytes(page)
-    done = invoke(str(run))
-    one_error(done, f"report.html '{run / 'report.html'}'", "is not UTF-8", "unchanged", "invoke analyze")
-    assert (run / "report.html").read_bytes() == page
-    assert json.loads((run / "nccl-log.json").read_text())["lines"]["collective"] > 0  # the rest was written
-    assert (run / "nccl-log.html").read_text().startswith("<section")
-
-
 @pytest.mark.parametrize(
     "name, content, holds",
     [

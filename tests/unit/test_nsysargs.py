@@ -96,7 +96,8 @@ def test_an_injector_refuses_the_settings_it_cannot_honour(settings, key):
 
 def test_config_check_names_the_setting_an_injector_cannot_honour(tmp_path):
     environ = {k: v for k, v in os.environ.items() if k != "NSYSKIT_PROFILE"}
-    environ.update(REGISTRY=ECR, K8S_PROFILER="devtools-sidecar-injector", PROFILE_RANKS="local0", EFA_METRICS="false")
+    environ.update(NSYSKIT_REGISTRY=ECR, NSYSKIT_K8S_PROFILER="devtools-sidecar-injector",
+                   NSYSKIT_PROFILE_RANKS="local0", NSYSKIT_EFA_METRICS="false")  # fmt: skip
     result = subprocess.run([sys.executable, "-m", "invoke", "config", "--check"], cwd=ROOT, env=environ,
                             capture_output=True, text=True, timeout=120)  # fmt: skip
     assert result.returncode != 0

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def config(profile: str | None = None, **environ: str):
-    return load_config(ROOT, profile=profile, environ=environ)
+    return load_config(ROOT, profile=profile, environ={f"NSYSKIT_{key}": value for key, value in environ.items()})
 
 
 def test_defaults_keep_nsys_and_the_documented_ncu_settings():
@@ -99,7 +99,7 @@ def test_the_profiler_flag_is_on_run_and_deploy(task):
 
 def test_the_profiler_flag_overrides_the_setting(tmp_path):
     # 'invoke deploy --slurm --dry-run --profiler torch' renders the batch script with the torch profiler.
-    env = {"PATH": "/usr/bin:/bin", "SLURM_MODE": "host", "SLURM_SHARED_DIR": str(tmp_path)}
+    env = {"PATH": "/usr/bin:/bin", "NSYSKIT_SLURM_MODE": "host", "NSYSKIT_SLURM_SHARED_DIR": str(tmp_path)}
     done = subprocess.run([sys.executable, "-m", "invoke", "deploy", "--slurm", "--dry-run", "--profiler", "torch"],
                           cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr

@@ -36,7 +36,7 @@ ENDPOINT = Endpoint("127.0.0.1:5000", RegistryCredentials("AWS", SECRET, source=
 
 def cfg(**env: str):
     """The project's config with these environment values on top (no real environment read)."""
-    return load_config(ROOT, environ=env)
+    return load_config(ROOT, environ={f"NSYSKIT_{key}": value for key, value in env.items()})
 
 
 # --- error classification: the engine's and the registries' real message texts ---

@@ -80,7 +80,7 @@ def test_task_writes_a_new_private_file(moto_ecr, tmp_path):
     """'invoke enroot-credentials' end to end: a new file (and folder), mode 0600, one line printed."""
     config_dir = tmp_path / "new" / "enroot"
     env = {**os.environ, **moto_ecr.env, "ENROOT_CONFIG_PATH": str(config_dir),
-           "REGISTRY": moto_ecr.registry_host, "AWS_REGION": moto_ecr.region}  # fmt: skip
+           "NSYSKIT_REGISTRY": moto_ecr.registry_host, "NSYSKIT_AWS_REGION": moto_ecr.region}  # fmt: skip
     env.pop("NSYSKIT_PROFILE", None)
     done = subprocess.run(
         [str(INVOKE), "enroot-credentials"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120

@@ -42,11 +42,13 @@ def test_json_analysis_of_an_export_needs_neither_rich_nor_matplotlib(tmp_path):
         "from pathlib import Path\n"
         "from nsys_fixtures import Export, Kernel, write_export\n"
         f"path = write_export(Path({str(tmp_path / 'r.sqlite')!r}), Export(kernels=[Kernel(0, 10, 'k')]))\n"
+        "(path.parent / 'rank0.log').write_bytes(Path('tests/data/nccl/kit_mpirun.log').read_bytes())  # + NCCL section\n"
         "import tasks\n"
         "from invoke import Context\n"
         "import io, contextlib\n"
-        "with contextlib.redirect_stdout(io.StringIO()):\n"
-        "    tasks.ns['analyze'](Context(), str(path), json_=True, html=False)"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "    tasks.ns['analyze'](Context(), str(path), json_=True, html=False)\n"
+        "assert '\"nccl_log\"' in out.getvalue()"
     )
     loaded = imported_after(code)
     assert not loaded & {"rich", "matplotlib", "jinja2", "boto3", "docker"}, sorted(loaded)

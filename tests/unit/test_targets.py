@@ -28,7 +28,7 @@ def invoke_in(project: Path, *args: str, **env: str) -> subprocess.CompletedProc
     for folder in ("profiles", "k8s", "slurm"):
         if not (project / folder).exists():
             (project / folder).symlink_to(ROOT / folder)
-    environ = {k: v for k, v in os.environ.items() if k != "NSYSKIT_PROFILE"} | env
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("NSYSKIT_")} | env
     return subprocess.run([sys.executable, "-m", "invoke", *args], cwd=project, env=environ, capture_output=True,
                           text=True, timeout=120)  # fmt: skip
 
@@ -59,7 +59,7 @@ def test_the_target_flags_choose_exactly_one():
 
 
 def test_config_check_with_a_target_catches_what_deploy_would_reject(tmp_path):
-    env = {"REGISTRY": ECR, "GPUS_PER_NODE": "3"}
+    env = {"NSYSKIT_REGISTRY": ECR, "NSYSKIT_GPUS_PER_NODE": "3"}
     assert invoke_in(tmp_path, "config", "--check", **env).returncode == 0  # the settings alone are well-formed
     deploy = invoke_in(tmp_path, "deploy", "--k8s", "--dry-run", **env)
     check = invoke_in(tmp_path, "config", "--check", "--k8s", **env)
@@ -69,11 +69,11 @@ def test_config_check_with_a_target_catches_what_deploy_would_reject(tmp_path):
 
 
 def test_config_check_slurm_and_k8s_together_list_both_targets_problems(tmp_path):
-    result = invoke_in(tmp_path, "config", "--check", "--k8s", "--slurm", REGISTRY="")
+    result = invoke_in(tmp_path, "config", "--check", "--k8s", "--slurm", NSYSKIT_REGISTRY="")
     assert result.returncode == 1
     assert "REGISTRY=''" in result.stderr and "SLURM_CONTAINER_IMAGE='registry'" in result.stderr
     assert "2 configuration problem(s)" in result.stderr
-    host = invoke_in(tmp_path, "config", "--check", "--slurm", REGISTRY="", SLURM_MODE="host")
+    host = invoke_in(tmp_path, "config", "--check", "--slurm", NSYSKIT_REGISTRY="", NSYSKIT_SLURM_MODE="host")
     assert host.returncode == 0, host.stderr  # host mode pulls no image
 
 
@@ -88,7 +88,8 @@ def fake_cluster(tmp_path) -> dict[str, str]:
     kubectl = bin_dir / "kubectl"
     kubectl.write_text(f"#!{sys.executable}\n" + (HERE / "fake_kubectl.py").read_text())
     kubectl.chmod(0o755)
-    return {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_KUBECTL_STATE": str(tmp_path / "state.json"), "REGISTRY": ECR}
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_KUBECTL_STATE": str(tmp_path / "state.json"),
+            "NSYSKIT_REGISTRY": ECR}
 
 
 def test_deploy_k8s_wait_exits_with_the_launchers_exit_code(tmp_path, fake_cluster):

@@ -45,15 +45,24 @@ def test_invoke_list_shows_every_task_with_its_help():
         assert line.strip() != name and len(line.split()) > 1, f"{name} listed without help: {line!r}"
 
 
+def test_task_help_works_after_the_task_name_even_where_a_positional_would_take_it():
+    # Invoke hands a positional argument the next word, '--help' included: every task answers with its help.
+    for name in namespace().task_names:
+        result = invoke(name, "--help")
+        assert result.returncode == 0, f"invoke {name} --help: {result.stderr}"
+        assert f"Usage: inv[oke] [--core-opts] {name} " in result.stdout, f"invoke {name} --help: {result.stdout[:200]}"
+        assert "error:" not in result.stderr
+
+
 def test_config_check_names_both_keys_of_a_broken_dependency_and_exits_non_zero():
-    result = invoke("config", "--check", INSTALL_TESTS="true", INSTALL_EFA="false")
+    result = invoke("config", "--check", NSYSKIT_INSTALL_TESTS="true", NSYSKIT_INSTALL_EFA="false")
     assert result.returncode != 0
     assert "INSTALL_TESTS" in result.stderr and "INSTALL_EFA" in result.stderr
     assert "Traceback" not in result.stderr + result.stdout
 
 
 def test_config_check_lists_every_problem_at_once():
-    result = invoke("config", "--check", NODES="0", INSTALL_MPI="perhaps")
+    result = invoke("config", "--check", NSYSKIT_NODES="0", NSYSKIT_INSTALL_MPI="perhaps")
     assert result.returncode != 0
     assert "NODES='0'" in result.stderr and "INSTALL_MPI='perhaps'" in result.stderr
     assert "2 configuration problem(s)" in result.stderr
@@ -66,18 +75,18 @@ def test_config_check_passes_on_the_committed_files():
 
 
 def test_config_shows_value_and_source_of_each_layer():
-    result = invoke("config", "--json", "--profile", "local-cpu", STEPS="33")
+    result = invoke("config", "--json", "--profile", "local-cpu", NSYSKIT_STEPS="33")
     assert result.returncode == 0, result.stderr
     import json
 
     shown = json.loads(result.stdout)
     assert shown["STEPS"] == {"value": "33", "source": "environment"}
     assert shown["MODEL_SIZE"] == {"value": "tiny", "source": "profiles/local-cpu.env"}
-    assert shown["IMAGE"]["source"] == ".env"
+    assert shown["IMAGE"] == {"value": "nsyskit", "source": "default"}  # the committed .env holds no defaults
 
 
 def test_a_bad_value_in_a_task_is_one_line_without_traceback():
-    result = invoke("setup", NODES="zero")
+    result = invoke("setup", NSYSKIT_NODES="zero")
     assert result.returncode != 0
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert lines == ["error: NODES='zero' (from environment): is not a positive integer; fix: use a whole number of 1 or more (at most 2147483647), e.g. 2"]

@@ -15,7 +15,7 @@ def run_analysis(
 ) -> tuple[Analysis, Path | None]:
     """Analyze a run (folders and/or report files) and, when `write`, write report.html, PNGs and analysis.json."""
     result = produce(paths, output, html=write, straggler_pct=straggler_pct)
-    return result.analysis, result.report
+    return result.analysis, result.report_html
 
 
 __all__ = ["Analysis", "Table", "analyze_run", "discover", "produce", "report_folder", "run_analysis", "run_diff"]

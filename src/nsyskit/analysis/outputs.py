@@ -1,4 +1,5 @@
-"""One analysis of a run and everything written from it: summary, timeline.json.gz, report.html, analysis.json."""
+"""One analysis of a run and everything made from it: its report (nsyskit.analysis.report), timeline.json.gz,
+report.html and analysis.json."""
 
 from __future__ import annotations
 
@@ -7,24 +8,24 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nsyskit.analysis.report import TIMELINE_NAME, Report, compose, write_report
 from nsyskit.analysis.result import Analysis
 from nsyskit.analysis.summary import Summary, summarize
 from nsyskit.analysis.timeline import DEFAULT_MAX_EVENTS, write_timeline
 from nsyskit.analysis.trace import analyze_run
 from nsyskit.errors import AnalysisError
 
-TIMELINE_NAME = "timeline.json.gz"
-
 
 @dataclass
 class Outputs:
-    """What 'invoke analyze' made: the analysis, its summary, where files go and the files written."""
+    """What 'invoke analyze' made: the analysis, its summary and report, where files go and the files written."""
 
     paths: list[str | Path]
     folder: Path
     analysis: Analysis
     summary: Summary
-    report: Path | None = None
+    report: Report
+    report_html: Path | None = None
     timeline: Path | None = None
     timeline_notes: list[str] = field(default_factory=list)
 
@@ -39,10 +40,12 @@ def analyze(
     paths: list[str | Path], output: Path | None = None, straggler_pct: float = 5.0,
     progress: Callable[[int, int], None] | None = None,
 ) -> Outputs:  # fmt: skip
-    """Analyze the run and summarize it (findings, window metrics, header) for the folder its files go to."""
+    """Analyze the run, summarize it (findings, window metrics, header) and compose its report for the folder its
+    files go to."""
     folder = Path(output) if output else report_folder(paths)
     analysis = analyze_run(paths, straggler_pct=straggler_pct, progress=progress)
-    return Outputs(list(paths), folder, analysis, summarize(analysis, folder))
+    summary = summarize(analysis, folder)
+    return Outputs(list(paths), folder, analysis, summary, compose(analysis, summary, folder))
 
 
 def write(
@@ -58,12 +61,8 @@ def write(
         with _unwritable(result.folder, TIMELINE_NAME):
             result.timeline_notes = write_timeline(result.paths, result.timeline, max_events, progress)
     if html:
-        from nsyskit.analysis.report import write_report  # matplotlib and Jinja2 only when a report is written
-
         with _unwritable(result.folder, "report.html"):
-            result.report = write_report(
-                result.analysis, result.folder, summary=result.summary, timeline_notes=result.timeline_notes
-            )
+            result.report_html = write_report(result.report, timeline_notes=result.timeline_notes)
     return result
 
 

@@ -6,8 +6,6 @@ the three profilers' results read the same way; nsys runs keep their own path (a
 
 from __future__ import annotations
 
-import base64
-import html
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,26 +105,21 @@ def print_profiler_analysis(analysis: ProfilerAnalysis, console: Console, top: i
 
 def write_profiler_report(analysis: ProfilerAnalysis, folder: Path, top: int = 20) -> Path:
     """Write report.html (self-contained), the PNGs and analysis.json into `folder`; returns report.html's path."""
+    from nsyskit import pages
     from nsyskit.analysis import plots  # matplotlib only when a report is written
-    from nsyskit.analysis.report import STYLE, html_table
+    from nsyskit.analysis.sections import figure, table_data
 
     render = {"step_times.png": plots.step_times_per_rank, "top_kernels.png": plots.top_kernels}
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "analysis.json").write_text(json.dumps(analysis.to_json(), indent=1))
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>nsyskit analysis ({analysis.profiler})</title>"
-             f"<style>{STYLE}</style></head><body><h1>nsyskit analysis ({html.escape(analysis.profiler)})</h1>"]  # fmt: skip
-    parts.append("<ul>" + "".join(f"<li>rank {r}: {html.escape(s)}</li>" for r, s in analysis.sources.items()) + "</ul>")
-    parts += [f"<p class='empty'>{html.escape(note)}</p>" for note in analysis.notes]
-    for filename, title, table in analysis.figures:
-        png = render[filename](table)
-        if png:
-            (folder / filename).write_bytes(png)
-            parts.append(f"<h2>{html.escape(title)}</h2><img alt='{html.escape(title)}' "
-                         f"src='data:image/png;base64,{base64.b64encode(png).decode()}'>")  # fmt: skip
-    for title, table, columns in analysis.tables.values():
-        parts.append(f"<h2>{html.escape(title)}</h2>" + html_table(table, columns, top))
+    figures = [fig for name, title, table in analysis.figures for fig in figure(title, render[name](table), folder, name)]
+    tables = [table_data(table, columns, top, title) for title, table, columns in analysis.tables.values()]
+    page = pages.render(
+        "profiler_report.html.j2", profiler=analysis.profiler, sources=analysis.sources, notes=analysis.notes,
+        data={"figures": figures, "tables": tables},
+    )  # fmt: skip
     target = folder / "report.html"
-    target.write_text("\n".join(parts) + "\n</body></html>\n")
+    target.write_text(page)
     return target
 
 

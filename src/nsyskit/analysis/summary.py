@@ -5,14 +5,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from nsyskit.analysis import findings as rules
 from nsyskit.analysis import units
 from nsyskit.analysis.metrics import RunView, run_metrics, view_of
 from nsyskit.analysis.runinfo import RunHeader, run_header
-
-SCHEMA_VERSION = 2  # analysis.json: 2 = run, findings and metrics first (what --diff reads)
 
 
 @dataclass
@@ -29,21 +26,6 @@ def summarize(analysis, folder: Path) -> Summary:
     """Findings, metrics and header of an Analysis whose outputs go to `folder`."""
     view = view_of(analysis)
     return Summary(view, run_metrics(view), rules.find(view), run_header(analysis, Path(folder), view.window_source))
-
-
-def _number(value: float) -> float | None:
-    return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
-
-
-def document(analysis, summary: Summary) -> dict[str, Any]:
-    """The analysis as JSON data: schema, run header, findings and window metrics first, then every table."""
-    return {
-        "schema": SCHEMA_VERSION,
-        "run": summary.header.to_json(),
-        "findings": [f.to_json() for f in summary.findings],
-        "metrics": {name: _number(value) for name, value in summary.metrics.items()},
-        **analysis.to_json(),
-    }
 
 
 def print_findings(summary: Summary, console) -> None:

@@ -1,6 +1,7 @@
-"""The analysis as terminal tables (rich), bounded to the top N rows with a note of how many more there are.
+"""Render tables for the terminal (rich): cells in the unit that fits, at most N rows with a note of how many more.
 
-Kept apart from report.py so that printing needs neither matplotlib nor the HTML templates (a fast --no-html).
+The sections (nsyskit.analysis.sections) print with these; kept apart from the HTML side so that printing needs
+neither matplotlib nor Jinja2 (a fast --no-html).
 """
 
 from __future__ import annotations
@@ -9,11 +10,9 @@ import math
 from typing import TYPE_CHECKING
 
 from nsyskit.analysis import units
-from nsyskit.analysis.result import Analysis
 from nsyskit.analysis.table import Table
 
 if TYPE_CHECKING:  # rich is imported when a table is printed: JSON output does without it
-    from rich.console import Console
     from rich.table import Table as RichTable
 
 BREAKDOWN_SHOWN = [
@@ -63,30 +62,3 @@ def rich_table(title: str, table: Table, columns: list[str] | None = None, limit
         out.caption = f"{len(table) - len(shown):,} more rows (--top N shows more; --json has the first 100)"
         out.caption_justify = "left"
     return out
-
-
-def print_analysis(analysis: Analysis, console: Console, top: int = 15) -> None:
-    """The analysis as terminal tables, each at most `top` rows."""
-    if analysis.has_gpu:
-        kernels = ["name", "time_pct", "total_ns", "instances", "avg_ns", "min_ns", "max_ns", "ranks"]
-        console.print(rich_table(f"Top kernels, all ranks (top {top})", analysis.top_kernels, kernels, top))
-        first = min(analysis.kernel_summaries)
-        title = f"Kernel summary, rank {first} (as nsys stats)"
-        console.print(rich_table(title, analysis.kernel_summaries[first], limit=top))
-        title = "GPU time breakdown per rank/GPU (% of the profiled window)"
-        console.print(rich_table(title, analysis.breakdown, BREAKDOWN_SHOWN, limit=max(top, 64)))
-        if analysis.memcpy is not None and len(analysis.memcpy):
-            console.print(rich_table("Memcpy by kind", analysis.memcpy))
-    else:
-        console.print(
-            "no GPU activity in these reports (CPU-only capture): kernel, breakdown and memcpy tables are empty"
-        )
-    if analysis.nvtx is not None and len(analysis.nvtx):
-        nvtx = ["rank", "name", "instances", "total_ns", "avg_ns", "median_ns", "min_ns", "max_ns"]
-        console.print(rich_table(f"NVTX ranges (top {top})", analysis.nvtx.sorted_by("total_ns"), nvtx, top))
-    if analysis.has_gpu and analysis.nvtx_gpu is not None and len(analysis.nvtx_gpu):
-        title = "NVTX ranges projected onto the GPU (kernels each range launched)"
-        console.print(rich_table(title, analysis.nvtx_gpu, limit=top * 2))
-    if analysis.nccl_sizes is not None and len(analysis.nccl_sizes):
-        console.print(rich_table("NCCL operations by message size", analysis.nccl_sizes, limit=top * 2))
-    console.print(rich_table("Ranks (stragglers in red)", analysis.ranks, limit=max(top, 256)))

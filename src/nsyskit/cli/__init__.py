@@ -38,6 +38,23 @@ def _unexpected(exc: Exception) -> Exit:
                 "traceback and report it", code=70)  # fmt: skip
 
 
+HELP_FLAGS = ("-h", "--help")
+
+
+def _asks_for_help(args: tuple, kwargs: dict) -> bool:
+    """True when a positional argument took '--help': Invoke gives a positional the next word, even a flag."""
+    return any(isinstance(value, str) and value in HELP_FLAGS for value in (*args, *kwargs.values()))
+
+
+def _show_help(function_name: str) -> None:
+    """Print the task's help as 'invoke --help TASK' does, then stop (exit 0)."""
+    import subprocess
+    import sys
+
+    name = function_name.rstrip("_").replace("_", "-")
+    raise Exit(code=subprocess.call([sys.executable, "-m", "invoke", "--help", name]))
+
+
 def task(*args: Any, **kwargs: Any):
     """invoke.task whose errors become a one-line message on stderr and a non-zero exit (never a traceback).
 
@@ -48,6 +65,8 @@ def task(*args: Any, **kwargs: Any):
     def decorate(body):
         @functools.wraps(body)
         def run(c, *a, **kw):
+            if _asks_for_help(a, kw):
+                _show_help(body.__name__)
             try:
                 return body(c, *a, **kw)
             except NsyskitError as exc:

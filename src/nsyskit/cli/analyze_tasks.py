@@ -9,7 +9,7 @@ from pathlib import Path
 
 from nsyskit import console
 from nsyskit.cli import task
-from nsyskit.errors import AnalysisError, ConfigError, RegressionFound
+from nsyskit.errors import AnalysisError, ConfigError, RegressionFound, UsageError
 
 PROGRESS_FROM = 8  # reports in a run from which analyze and --timeline print their progress
 
@@ -17,10 +17,8 @@ PROGRESS_FROM = 8  # reports in a run from which analyze and --timeline print th
 def _paths(path: str) -> list[str]:
     parts = [p.strip() for p in (path or "").split(",") if p.strip()]
     if not parts:
-        raise AnalysisError(
-            "(no path)",
-            "no run folder or report given",
-            "pass a run folder (reports/<run-id>) or report files separated by commas",
+        raise UsageError(
+            "no run folder or report given", fix="pass a run folder (reports/<run-id>) or report files separated by commas"
         )
     return parts
 
@@ -74,12 +72,11 @@ def analyze(
     c, path=None, json_=False, html=True, output=None, timeline=False, timeline_max_events=None, diff=None,
     fail_on=None, fail_on_regression=None, straggler_pct=None, top=None,
 ):  # fmt: skip
-    """Findings first, then kernel summary, GPU breakdown and overlap, NCCL sizes, stragglers; report.html, timeline."""
+    """Findings first, then kernels, GPU breakdown and overlap, NVTX, NCCL sizes, ranks, NCCL logs; report.html, timeline."""
     from nsyskit.analysis import outputs
     from nsyskit.analysis.diff import diff_table, run_diff
     from nsyskit.analysis.profilers import print_profiler_analysis, profiler_of, run_profiler_analysis
-    from nsyskit.analysis.summary import document, print_findings
-    from nsyskit.analysis.terminal import print_analysis
+    from nsyskit.analysis.report import print_report, render_json
     from nsyskit.analysis.timeline import DEFAULT_MAX_EVENTS
 
     rows = int(_number("--top", top, 15, integer=True, low=1))
@@ -94,31 +91,32 @@ def analyze(
             console.out.print(diff_table(result))
         if result.regressions:
             raise RegressionFound(
-                f"regression past the threshold: {', '.join(result.regressions)} (A={diff}, B={path})"
+                f"regression past the threshold: {', '.join(result.regressions)} (A={diff}, B={path})",
+                fix="see the table above; when the change is expected, raise the threshold with --fail-on METRIC=PCT",
             )
         return
     if threshold is not None or fail_on is not None:
-        raise AnalysisError(
-            path, "--fail-on needs a baseline", "use 'invoke analyze --diff BASELINE RUN --fail-on step_time=5'"
+        raise UsageError(
+            "--fail-on and --fail-on-regression need a baseline (--diff)",
+            fix="use 'invoke analyze --diff BASELINE RUN --fail-on step_time=5'",
         )
     paths = _paths(path)
     folder = _check_output(output) or outputs.report_folder(paths)
     profiler = profiler_of(paths)
     if profiler != "nsys":  # PROFILER=ncu or torch runs: their own tables, shown the same way
-        other, report = run_profiler_analysis(profiler, paths, folder, html, straggler)
+        other, page = run_profiler_analysis(profiler, paths, folder, html, straggler)
         if json_:
             _print_json(other.to_json())
         else:
             print_profiler_analysis(other, console.out, top=rows)
-        if report:
-            console.done(f"report: {report}")
+        if page:
+            console.done(f"report: {page}")
         return
     result = outputs.analyze(paths, folder, straggler, _progress("analyze"))
     if json_:
-        _print_json(document(result.analysis, result.summary))
+        _print_json(render_json(result.report))
     else:
-        print_findings(result.summary, console.out)
-        print_analysis(result.analysis, console.out, top=rows)
+        print_report(result.report, console.out, top=rows)
     for warning in result.analysis.warnings:
         console.warn(warning)
     outputs.write(result, html, timeline, max_events, _progress("timeline"))
@@ -126,18 +124,18 @@ def analyze(
         console.warn(note)
     if result.timeline:
         console.done(f"timeline: {result.timeline} (open https://ui.perfetto.dev and drop the file on it)")
-    if result.report:
-        console.done(f"report: {result.report}")
+    if result.report_html:
+        console.done(f"report: {result.report_html}")
 
 
 def _progress(what: str):
     """A progress callback printing '<what>: i/N reports' about ten times, from 8 reports on (few are quick)."""
 
-    def report(done: int, total: int) -> None:
+    def show(done: int, total: int) -> None:
         if total >= PROGRESS_FROM and (done == total or done % max(1, total // 10) == 0):
             console.info(f"{what}: {done}/{total} reports")
 
-    return report
+    return show
 
 
 def _print_json(data: object) -> None:

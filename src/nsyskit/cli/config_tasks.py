@@ -24,18 +24,27 @@ def _shown(value) -> str:
         "check": "Only validate: list every problem at once and exit non-zero if there is any.",
         "profile": PROFILE_HELP,
         "json": "Print the resolved settings as JSON (key: value, source).",
+        "template": "Print the documented .env (every setting commented out, with its default and help, grouped).",
+        "output": "With --template: write it to this file instead of stdout (an existing file needs --force).",
+        "force": "With --template --output: overwrite an existing file.",
         "k8s": "With --check: also run the Kubernetes target's checks (what 'invoke deploy --k8s' would reject).",
         "slurm": "With --check: also run the Slurm target's checks (what 'invoke deploy --slurm' would reject).",
     },
 )
-def show_config(c, check=False, profile=None, json_=False, k8s=False, slurm=False):
+def show_config(c, check=False, profile=None, json_=False, template=False, output=None, force=False, k8s=False,
+                slurm=False):  # fmt: skip
     """Print the resolved configuration and where each value came from (defaults < .env < profile < env < flags)."""
     from rich.table import Table
 
     from nsyskit.config import SECTIONS, available_profiles, key_of, load_config, settings
-    from nsyskit.errors import ConfigErrors
+    from nsyskit.errors import ConfigErrors, UsageError
     from nsyskit.targets import validate_targets
 
+    if (output or force) and not template:
+        raise UsageError(f"{'--output' if output else '--force'} goes with --template only", fix="add --template")
+    if template:
+        _template(output, force)
+        return
     root = project_root(c)
     try:
         cfg = load_config(root, profile=profile)
@@ -64,6 +73,18 @@ def show_config(c, check=False, profile=None, json_=False, k8s=False, slurm=Fals
                 table.add_row(key, value, source, style=style)
     console.out.print(table)
     console.out.print(f"image: {cfg.image_ref}   world size: {cfg.world_size}   profiles: {', '.join(available_profiles(root))}")
+
+
+def _template(output: str | None, force: bool) -> None:
+    from pathlib import Path
+
+    from nsyskit.config.template import render_template, write_template
+
+    if not output:
+        console.out.file.write(render_template())  # plain text: no rich markup or wrapping
+        return
+    write_template(Path(output), force)
+    console.done(f"wrote the documented settings to {output}")
 
 
 @task(help={"profile": PROFILE_HELP})

@@ -16,13 +16,13 @@ DEMO_PROFILE = "local-cpu"
 )
 def demo(c, profile=DEMO_PROFILE, progress=True):
     """Setup, build the image, run the example under nsys on 2 CPU ranks, analyze; prints the summary and report path."""
-    from nsyskit.analysis.summary import print_findings, summarize
-    from nsyskit.analysis.terminal import print_analysis
+    from nsyskit.analysis.report import compose, print_report
+    from nsyskit.analysis.summary import summarize
     from nsyskit.demo import run_demo
 
     result = run_demo(load(c, profile), project_root(c), show_progress=progress)
-    print_findings(summarize(result.analysis, result.report.parent), console.out)
-    print_analysis(result.analysis, console.out)
+    folder = result.report.parent
+    print_report(compose(result.analysis, summarize(result.analysis, folder), folder), console.out)
     for line in result.run.summary_lines():
         console.out.print(line)
     console.out.print(f"report: {result.report}")

@@ -20,31 +20,31 @@ from nsyskit.cli import task
         "lines": "Only lines A-B (1-based, inclusive) of each file; combined with --steps, lines in both.",
         "json": "Print the results as JSON instead of tables.",
         "top": "Rows of the aggregate table (default 20; --json has them all).",
-        "html": "Also write the HTML section to this file (a run folder always gets nccl-log.html and nccl-log.json, "
-        "and the section in its report.html when there is one).",
+        "html": "Also write the results as a self-contained HTML page to this file (a run folder always gets nccl-log.html "
+        "and nccl-log.json; its report.html gets the same section from 'invoke analyze').",
     },
 )
 def nccl_log(c, logs, steps=None, lines=None, json_=False, top=20, html=None):
     """Analyze NCCL_DEBUG=INFO logs (COLL lines; INIT/NET/TUNING when present): per-op sizes, histograms, aggregates, steps, init facts."""
     from nsyskit.nccllog import Window, analyze, parse_range, resolve_jobs
     from nsyskit.nccllog.outputs import check_html_target, no_nccl_line, write_outputs
-    from nsyskit.nccllog.render import print_report
+    from nsyskit.nccllog.render import print_analysis
 
     arguments = [logs]
     window = Window(steps=parse_range("--steps", steps), lines=parse_range("--lines", lines, lowest=1))
     html_path = check_html_target(html)
     jobs = resolve_jobs(arguments)
-    report = analyze(list(jobs), window, jobs={str(path): job for path, job in jobs.items()}, progress=_progress(jobs))
-    error = no_nccl_line(report)
+    analysis = analyze(list(jobs), window, jobs={str(path): job for path, job in jobs.items()}, progress=_progress(jobs))
+    error = no_nccl_line(analysis)
     if error:
         raise error
     if json_:
-        console.out.print_json(json.dumps(report.to_dict()))
+        console.out.print_json(json.dumps(analysis.to_dict()))
     else:
-        print_report(report, console.out, top=int(top))
-    for warning in report.warnings:
+        print_analysis(analysis, console.out, top=int(top))
+    for warning in analysis.warnings:
         console.warn(warning)
-    for written in write_outputs(report, arguments, html_path, int(top)):
+    for written in write_outputs(analysis, arguments, html_path, int(top)):
         console.done(written)
 
 
@@ -59,7 +59,7 @@ def _progress(paths: list[Path]) -> Callable[[int, int], None] | None:
     phases = console.Phases("nccl-log", every_s=0)
     phases.update(f"reading {len(paths)} file(s), {total / 1e6:,.0f} MB")
 
-    def report(read: int, of: int) -> None:
+    def show(read: int, of: int) -> None:
         phases.update(f"read {read / 1e6:,.0f} of {of / 1e6:,.0f} MB ({100 * read / max(of, 1):.0f}%)")
 
-    return report
+    return show

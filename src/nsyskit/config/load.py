@@ -11,6 +11,7 @@ from typing import Any
 
 from nsyskit.config import parse as p
 from nsyskit.config.envfile import read_env_file
+from nsyskit.config.environ import environment_layer
 from nsyskit.config.rules import cross_checks
 from nsyskit.config.schema import Config, key_of, settings
 from nsyskit.errors import ConfigError, ConfigErrors, NsyskitError
@@ -51,20 +52,6 @@ def _known_only(values: dict[str, str], label: str, known: set[str], warnings: l
     return kept
 
 
-def _environment_warnings(environ: Mapping[str, str], known: set[str]) -> list[str]:
-    """Did-you-mean warnings for environment variables that look like a misspelt setting."""
-    prefixes = {key.split("_", 1)[0] + "_" for key in known}
-    warnings = []
-    for name in sorted(environ):
-        # Slurm sets dozens of SLURM_* variables inside an allocation; they are Slurm's, not misspellings of ours.
-        if name in known or not name.startswith(tuple(prefixes)) or name.startswith("SLURM_"):
-            continue
-        guess = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.85)
-        if guess:
-            warnings.append(f"unknown environment variable {name}: did you mean {guess[0]}?")
-    return warnings
-
-
 def _label(path: Path, root: Path) -> str:
     return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
 
@@ -103,7 +90,11 @@ def load_config(
     overrides: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> Config:
-    """Read defaults, ROOT/.env, the profile overlay, the environment and flag overrides; raise ConfigErrors listing every problem."""
+    """Read defaults, ROOT/.env, the profile overlay, the environment and flag overrides; raise ConfigErrors listing every problem.
+
+    The environment sets a setting KEY as NSYSKIT_KEY; a bare KEY still works with a deprecation warning,
+    except SLURM_* (Slurm's own variables), which only the prefixed name sets.
+    """
     root = Path(root)
     environ = os.environ if environ is None else environ
     fields = settings()
@@ -113,8 +104,9 @@ def load_config(
     source = "flag" if profile else "environment"
     profile = profile or environ.get(PROFILE_ENV) or None
     layers = _file_layers(root, profile, source, known, warnings, errors)
-    layers.append(("environment", {k: v for k, v in environ.items() if k in known}))
-    warnings += _environment_warnings(environ, known)
+    from_environment = environment_layer(environ, known)
+    layers.append(("environment", from_environment.values))
+    warnings += from_environment.warnings
 
     flag_values: dict[str, str] = {}
     for key, value in (overrides or {}).items():
@@ -127,18 +119,20 @@ def load_config(
 
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
+    resolved_raw: dict[str, str] = {}
     for f in fields:
         key = key_of(f)
         raw, source = f.metadata["raw_default"], "default"
         for label, layer in layers:
             if key in layer:
                 raw, source = layer[key], label
-        sources[key] = source
+        sources[key], resolved_raw[key] = source, raw
         try:
             values[f.name] = f.metadata["parse"](p.plain_text(raw))
         except p.Problem as problem:
             errors.append(ConfigError(key, raw, problem.problem, problem.fix, source))
 
+    warnings += from_environment.ignored_notes(resolved_raw)
     # Rules tying settings together run even when some value is bad: each skips when one of its inputs is.
     errors += cross_checks(values, sources, root)
     if errors:

@@ -12,7 +12,11 @@ from nsyskit.config import slurm_parse as sp
 
 
 def setting(default: str, parser, section: str, help: str) -> Any:
-    """A config field whose .env key is the upper-cased attribute name; `default` is raw .env text."""
+    """A config field whose .env key is the upper-cased attribute name; `default` is raw .env text.
+
+    This is the one place a setting's default, type (its parser), group and help are written: the
+    template ('invoke config --template'), 'invoke config' and the validation all read them from here.
+    """
     return field(default=parser(default), metadata={"raw_default": default, "parse": parser, "section": section, "help": help})
 
 
@@ -169,4 +173,14 @@ def key_of(f: dataclasses.Field) -> str:
     return f.name.upper()
 
 
-SECTIONS = ("image", "build", "components", "run", "profile", "k8s", "slurm")
+# The groups of settings, in the order 'invoke config' and the template show them, with their template headings.
+SECTION_TITLES = {
+    "image": "Image: what is built and where it is pushed",
+    "build": "Build: which components go into the image (EFA needs MPI, TESTS needs EFA)",
+    "components": "Components: pinned versions and overridable sources (URL or local path + sha256)",
+    "run": "Run: the distributed training job",
+    "profile": "Profile: what nsys records and where reports go",
+    "k8s": "Kubernetes: the Kubeflow MPIJob of 'invoke deploy --k8s'",
+    "slurm": "Slurm: the sbatch job of 'invoke deploy --slurm' (Pyxis/enroot or host mode)",
+}
+SECTIONS = tuple(SECTION_TITLES)

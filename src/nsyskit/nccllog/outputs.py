@@ -1,5 +1,7 @@
-"""Where 'invoke nccl-log' writes: the --html file, a run folder's nccl-log.html/.json and its report.html section;
-each problem is one NcclLogError naming the file, the value and the fix, raised after every other output was written."""
+"""Where 'invoke nccl-log' writes: the --html page, a run folder's nccl-log.html and nccl-log.json; each problem is
+one NcclLogError naming the file, the value and the fix, raised after every other output was written.
+
+The run's report.html is 'invoke analyze''s: it composes its own NCCL log section, so nothing here edits it."""
 
 from __future__ import annotations
 
@@ -7,9 +9,8 @@ import json
 from pathlib import Path
 
 from nsyskit.errors import NcclLogError
-from nsyskit.nccllog.render import render_html
-from nsyskit.nccllog.report import NcclLogReport
-from nsyskit.nccllog.section import update_report_html
+from nsyskit.nccllog.analysis import NcclLogAnalysis
+from nsyskit.nccllog.render import render_page
 
 
 def check_html_target(html: str | None) -> Path | None:
@@ -29,10 +30,10 @@ def check_html_target(html: str | None) -> Path | None:
     return path
 
 
-def no_nccl_line(report: NcclLogReport) -> NcclLogError | None:
+def no_nccl_line(analysis: NcclLogAnalysis) -> NcclLogError | None:
     """The error to give when no file holds an NCCL line nor a step line (empty, binary, UTF-16 input); else None."""
-    held = report.files_without_nccl
-    if report.steps["step_lines"] or len(held) < len(report.files) or not report.files:
+    held = analysis.files_without_nccl
+    if analysis.steps["step_lines"] or len(held) < len(analysis.files) or not analysis.files:
         return None
     first, what = next(iter(held.items()))
     more = f" (and {len(held) - 1} more file(s) without one)" if len(held) > 1 else ""
@@ -59,24 +60,21 @@ def _write(path: Path, text: str) -> None:
         ) from None  # fmt: skip
 
 
-def write_outputs(report: NcclLogReport, arguments: list[str], html: Path | None, top: int) -> list[str]:
+def write_outputs(analysis: NcclLogAnalysis, arguments: list[str], html: Path | None, top: int) -> list[str]:
     """Write every output the arguments ask for; what was written, in words. Raises the first problem (one line)
     once every other output was attempted, so nothing writable is lost to an unwritable one."""
-    fragment = render_html(report, top=top)
+    page = render_page(analysis, top=top)
     written, problems = [], []
     for folder in run_folders(arguments):
         try:
-            _write(folder / "nccl-log.json", json.dumps(report.to_dict(), indent=1))
-            _write(folder / "nccl-log.html", fragment)
-            page = update_report_html(folder, render_html(report, top=top, heading=False))
-            written.append(
-                f"wrote {folder / 'nccl-log.html'} and nccl-log.json" + (f"; section added to {page}" if page else "")
-            )
+            _write(folder / "nccl-log.json", json.dumps(analysis.to_dict(), indent=1))
+            _write(folder / "nccl-log.html", page)
+            written.append(f"wrote {folder / 'nccl-log.html'} and nccl-log.json")
         except NcclLogError as exc:
             problems.append(exc)
     if html is not None:
         try:
-            _write(html, fragment)
+            _write(html, page)
             written.append(f"wrote {html}")
         except NcclLogError as exc:
             problems.append(exc)

@@ -1,14 +1,18 @@
-"""Output of an NcclLogReport: rich tables for the terminal and an HTML section for the run's report.html."""
+"""Render an NcclLogAnalysis: rich tables for the terminal, and the data of its HTML section (Jinja2 templates in
+nsyskit/nccllog/templates: the section of invoke analyze's report.html, and nccl-log.html, a page of its own)."""
 
 from __future__ import annotations
 
-import html
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.table import Table
-
+from nsyskit.nccllog.analysis import NcclLogAnalysis
 from nsyskit.nccllog.dtypes import BUCKET_NAMES
-from nsyskit.nccllog.report import NcclLogReport
+
+if TYPE_CHECKING:  # rich only when tables are printed: invoke analyze --json goes without it
+    from rich.console import Console
+    from rich.table import Table
+
+SECTION_TEMPLATE = "nccl_log.html.j2"  # the section's body; nccl_log_page.html.j2 puts it in a page of its own
 
 INIT_ROWS = (
     ("NCCL version", "nccl_version"),
@@ -60,9 +64,9 @@ def shown(value) -> str:
     return str(value)
 
 
-def init_rows(report: NcclLogReport) -> list[tuple[str, str]]:
+def init_rows(analysis: NcclLogAnalysis) -> list[tuple[str, str]]:
     """(label, text) of every init fact the logs gave."""
-    return [(label, shown(report.init.get(key))) for label, key in INIT_ROWS if shown(report.init.get(key)) != "-"]
+    return [(label, shown(analysis.init.get(key))) for label, key in INIT_ROWS if shown(analysis.init.get(key)) != "-"]
 
 
 def _one_job_rows(s: dict) -> list[tuple[str, str]]:
@@ -88,10 +92,10 @@ def _one_job_rows(s: dict) -> list[tuple[str, str]]:
     return rows
 
 
-def step_text(report: NcclLogReport) -> list[tuple[str, str]]:
+def step_text(analysis: NcclLogAnalysis) -> list[tuple[str, str]]:
     """(label, text) of the step timing, per job when the logs come from several jobs (files or run folders are
     never averaged together); says 'not available' where the step lines do not print it."""
-    s = report.steps
+    s = analysis.steps
     jobs = s.get("jobs", [])
     if not s["step_lines"]:
         return [
@@ -112,20 +116,20 @@ def step_text(report: NcclLogReport) -> list[tuple[str, str]]:
     return rows
 
 
-def summary_line(report: NcclLogReport) -> str:
+def summary_line(analysis: NcclLogAnalysis) -> str:
     """One line: files, window, lines, calls, speed."""
-    lines = report.lines
-    speed = report.bytes_read / report.seconds / 1e6 if report.seconds else 0.0
+    lines = analysis.lines
+    speed = analysis.bytes_read / analysis.seconds / 1e6 if analysis.seconds else 0.0
     return (
-        f"{len(report.files)} file(s), {report.bytes_read / 1e6:.1f} MB, {lines['total']:,} lines; window: {report.window} "
+        f"{len(analysis.files)} file(s), {analysis.bytes_read / 1e6:.1f} MB, {lines['total']:,} lines; window: {analysis.window} "
         f"({lines['in_window']:,} lines); NCCL INFO {lines['nccl_info']:,}, collective calls {lines['collective']:,}, "
         f"WARN {lines['nccl_warn']:,}; skipped: {lines['unrecognized_nccl']:,} unrecognized, {lines['garbled_collective']:,} garbled; "
-        f"{report.seconds:.2f} s ({speed:.0f} MB/s)" + _jobs_note(report)
+        f"{analysis.seconds:.2f} s ({speed:.0f} MB/s)" + _jobs_note(analysis)
     )
 
 
-def _jobs_note(report: NcclLogReport) -> str:
-    jobs = report.steps.get("jobs", [])
+def _jobs_note(analysis: NcclLogAnalysis) -> str:
+    jobs = analysis.steps.get("jobs", [])
     if len(jobs) <= 1:
         return ""
     return f"; step statistics per job ({len(jobs)} jobs, not averaged together: {', '.join(j['job'] for j in jobs)})"
@@ -135,6 +139,8 @@ TEXT_COLUMNS = {"op", "gpu", "dtype", "algorithm", "protocol", "fact", "value", 
 
 
 def _table(title: str, columns: list[str], rows: list[list[str]]) -> Table:
+    from rich.table import Table
+
     table = Table(title=title, title_justify="left")
     for column in columns:
         table.add_column(column, justify="left" if column in TEXT_COLUMNS else "right")
@@ -143,130 +149,99 @@ def _table(title: str, columns: list[str], rows: list[list[str]]) -> Table:
     return table
 
 
-def print_report(report: NcclLogReport, console: Console, top: int = 20) -> None:
-    """The report as rich tables: summary, init facts, per-op stats, histograms, aggregate, tuning, steps, problems."""
-    console.print(summary_line(report))
-    facts = init_rows(report)
+def per_op_table(analysis: NcclLogAnalysis) -> Table:
+    """The per-op message sizes as a rich table (calls, min/avg/max/total bytes in binary units)."""
+    return _table(
+        "Per-op message sizes",
+        ["op", "calls", "min", "avg", "max", "total"],
+        [
+            [r["op"], f"{r['calls']:,}", human_bytes(r["min_bytes"]), human_bytes(r["avg_bytes"]),
+             human_bytes(r["max_bytes"]), human_bytes(r["total_bytes"])]
+            for r in analysis.per_op
+        ],
+    )  # fmt: skip
+
+
+def print_analysis(analysis: NcclLogAnalysis, console: Console, top: int = 20) -> None:
+    """The analysis as rich tables: summary, init facts, per-op stats, histograms, aggregate, tuning, steps, problems."""
+    console.print(summary_line(analysis))
+    facts = init_rows(analysis)
     if facts:
         console.print(_table("Init facts", ["fact", "value"], [list(r) for r in facts]))
-    console.print(
-        _table(
-            "Per-op message sizes",
-            ["op", "calls", "min", "avg", "max", "total"],
-            [
-                [
-                    r["op"],
-                    f"{r['calls']:,}",
-                    human_bytes(r["min_bytes"]),
-                    human_bytes(r["avg_bytes"]),
-                    human_bytes(r["max_bytes"]),
-                    human_bytes(r["total_bytes"]),
-                ]
-                for r in report.per_op
-            ],
-        )
-    )
+    console.print(per_op_table(analysis))
     for title, key, rows in (
-        ("Message-size histogram per op (calls)", "op", report.histogram_per_op),
-        ("Message-size histogram per GPU (calls)", "gpu", report.histogram_per_gpu[: top * 4]),
+        ("Message-size histogram per op (calls)", "op", analysis.histogram_per_op),
+        ("Message-size histogram per GPU (calls)", "gpu", analysis.histogram_per_gpu[: top * 4]),
     ):
-        console.print(
-            _table(
-                title,
-                [key, *BUCKET_NAMES, "calls"],
-                [[r[key], *(f"{r[b]:,}" for b in BUCKET_NAMES), f"{r['calls']:,}"] for r in rows],
-            )
-        )
-    if len(report.histogram_per_gpu) > top * 4:
-        console.print(f"… {len(report.histogram_per_gpu) - top * 4} more GPUs (see --json)")
+        table_rows = [[r[key], *(f"{r[b]:,}" for b in BUCKET_NAMES), f"{r['calls']:,}"] for r in rows]
+        console.print(_table(title, [key, *BUCKET_NAMES, "calls"], table_rows))
+    if len(analysis.histogram_per_gpu) > top * 4:
+        console.print(f"… {len(analysis.histogram_per_gpu) - top * 4} more GPUs (see --json)")
     console.print(
         _table(
-            f"Aggregate: distinct calls by total bytes (top {min(top, len(report.aggregate))} of {len(report.aggregate)})",
+            f"Aggregate: distinct calls by total bytes (top {min(top, len(analysis.aggregate))} of {len(analysis.aggregate)})",
             ["calls", "op", "count", "dtype", "bytes/call", "total"],
             [
-                [
-                    f"{r['calls']:,}",
-                    r["op"],
-                    f"{r['count']:,}",
-                    r["dtype"],
-                    f"{r['bytes_per_call']:,}",
-                    human_bytes(r["total_bytes"]),
-                ]
-                for r in report.aggregate[:top]
+                [f"{r['calls']:,}", r["op"], f"{r['count']:,}", r["dtype"], f"{r['bytes_per_call']:,}",
+                 human_bytes(r["total_bytes"])]
+                for r in analysis.aggregate[:top]
             ],
         )
-    )
-    if report.tuning:
+    )  # fmt: skip
+    if analysis.tuning:
+        rows = [
+            [r["op"], r["algorithm"], r["protocol"], f"{r['calls']:,}", human_bytes(r["total_bytes"])]
+            for r in analysis.tuning
+        ]
         console.print(
-            _table(
-                "Algorithms and protocols (TUNING lines)",
-                ["op", "algorithm", "protocol", "calls", "total"],
-                [
-                    [r["op"], r["algorithm"], r["protocol"], f"{r['calls']:,}", human_bytes(r["total_bytes"])]
-                    for r in report.tuning
-                ],
-            )
+            _table("Algorithms and protocols (TUNING lines)", ["op", "algorithm", "protocol", "calls", "total"], rows)
         )
-    console.print(_table("Steps", ["", "value"], [list(r) for r in step_text(report)]))
-    for kind, examples in report.examples.items():
+    console.print(_table("Steps", ["", "value"], [list(r) for r in step_text(analysis)]))
+    for kind, examples in analysis.examples.items():
         for example in examples:
             console.print(f"  {kind}: {example}", markup=False)
 
 
-def _html_table(columns: list[str], rows: list[list[object]]) -> str:
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+def _html_table(title: str, columns: list[str], rows: list[list[object]]) -> dict:
+    return {"title": title, "columns": columns, "rows": [[str(value) for value in row] for row in rows]}
 
 
-def render_html(report: NcclLogReport, top: int = 20, heading: bool = True) -> str:
-    """A self-contained <section> with the same tables, for the run's report.html (pure: report in, text out);
-    heading=False leaves out the <h2> (report.html's section hook adds its own)."""
-    parts = ['<section class="nsyskit-nccl-log" id="nccl-log">']
-    if heading:
-        parts.append("<h2>NCCL log analysis</h2>")
-    parts.append(f"<p>{html.escape(summary_line(report))}</p>")
-    facts = init_rows(report)
+def html_data(analysis: NcclLogAnalysis, top: int = 20) -> dict:
+    """The HTML section's data (SECTION_TEMPLATE): the summary line, its tables (raw byte counts) and the warnings."""
+    tables = []
+    facts = init_rows(analysis)
     if facts:
-        parts += ["<h3>Init facts</h3>", _html_table(["fact", "value"], [list(r) for r in facts])]
-    parts += [
-        "<h3>Per-op message sizes (bytes)</h3>",
+        tables.append(_html_table("Init facts", ["fact", "value"], [list(r) for r in facts]))
+    tables += [
         _html_table(
-            ["op", "calls", "min", "avg", "max", "total"],
-            [
-                [r["op"], r["calls"], r["min_bytes"], f"{r['avg_bytes']:.1f}", r["max_bytes"], r["total_bytes"]]
-                for r in report.per_op
-            ],
+            "Per-op message sizes (bytes)", ["op", "calls", "min", "avg", "max", "total"],
+            [[r["op"], r["calls"], r["min_bytes"], f"{r['avg_bytes']:.1f}", r["max_bytes"], r["total_bytes"]] for r in analysis.per_op],
         ),
-        "<h3>Message-size histogram per op (calls)</h3>",
         _html_table(
-            ["op", *BUCKET_NAMES, "calls"],
-            [[r["op"], *(r[b] for b in BUCKET_NAMES), r["calls"]] for r in report.histogram_per_op],
+            "Message-size histogram per op (calls)", ["op", *BUCKET_NAMES, "calls"],
+            [[r["op"], *(r[b] for b in BUCKET_NAMES), r["calls"]] for r in analysis.histogram_per_op],
         ),
-        "<h3>Message-size histogram per GPU (calls)</h3>",
         _html_table(
-            ["gpu", *BUCKET_NAMES, "calls"],
-            [[r["gpu"], *(r[b] for b in BUCKET_NAMES), r["calls"]] for r in report.histogram_per_gpu],
+            "Message-size histogram per GPU (calls)", ["gpu", *BUCKET_NAMES, "calls"],
+            [[r["gpu"], *(r[b] for b in BUCKET_NAMES), r["calls"]] for r in analysis.histogram_per_gpu],
         ),
-        f"<h3>Aggregate: distinct calls by total bytes (top {min(top, len(report.aggregate))} of {len(report.aggregate)})</h3>",
         _html_table(
+            f"Aggregate: distinct calls by total bytes (top {min(top, len(analysis.aggregate))} of {len(analysis.aggregate)})",
             ["calls", "op", "count", "dtype", "bytes/call", "total bytes"],
-            [
-                [r["calls"], r["op"], r["count"], r["dtype"], r["bytes_per_call"], r["total_bytes"]]
-                for r in report.aggregate[:top]
-            ],
+            [[r["calls"], r["op"], r["count"], r["dtype"], r["bytes_per_call"], r["total_bytes"]] for r in analysis.aggregate[:top]],
         ),
-    ]
-    if report.tuning:
-        parts += [
-            "<h3>Algorithms and protocols (TUNING lines)</h3>",
-            _html_table(
-                ["op", "algorithm", "protocol", "calls", "total bytes"],
-                [[r["op"], r["algorithm"], r["protocol"], r["calls"], r["total_bytes"]] for r in report.tuning],
-            ),
-        ]
-    parts += ["<h3>Steps</h3>", _html_table(["", "value"], [list(r) for r in step_text(report)])]
-    if report.warnings:
-        parts.append("<ul class='warnings'>" + "".join(f"<li>{html.escape(w)}</li>" for w in report.warnings) + "</ul>")
-    parts.append("</section>")
-    return "\n".join(parts)
+    ]  # fmt: skip
+    if analysis.tuning:
+        tables.append(_html_table(
+            "Algorithms and protocols (TUNING lines)", ["op", "algorithm", "protocol", "calls", "total bytes"],
+            [[r["op"], r["algorithm"], r["protocol"], r["calls"], r["total_bytes"]] for r in analysis.tuning],
+        ))  # fmt: skip
+    tables.append(_html_table("Steps", ["", "value"], [list(r) for r in step_text(analysis)]))
+    return {"summary": summary_line(analysis), "tables": tables, "warnings": list(analysis.warnings)}
+
+
+def render_page(analysis: NcclLogAnalysis, top: int = 20) -> str:
+    """nccl-log.html: the section as a self-contained page (report.html's style, no script, every value escaped)."""
+    from nsyskit import pages
+
+    return pages.render("nccl_log_page.html.j2", title="NCCL log analysis", data=html_data(analysis, top))

@@ -16,7 +16,7 @@ from docker.errors import ImageNotFound
 
 from nsyskit import console, engine
 from nsyskit.config import Config
-from nsyskit.errors import ConfigError, ImageNotBuilt, NsyskitError, RegistryAuthError, TagImmutable
+from nsyskit.errors import ConfigError, ImageNotBuilt, RegistryAuthError, TagImmutable, UsageError
 from nsyskit.registry import ecr, transfer
 from nsyskit.registry.ecr import RegistryCredentials
 from nsyskit.registry.progress import LayerProgress
@@ -130,8 +130,8 @@ def _check_docker_config(host: str) -> None:
             json.load(handle)
     except (OSError, ValueError) as exc:
         raise RegistryAuthError(
-            f"the Docker config {path} cannot be read as JSON ({exc}); fix: repair it, or move it away and run "
-            f"'docker login {host}'", host, "login",
+            f"the Docker config {path} cannot be read as JSON ({exc})", host, "login",
+            fix=f"repair it, or move it away and run 'docker login {host}'",
         ) from None  # fmt: skip
 
 
@@ -198,8 +198,9 @@ def local_image(client: docker.DockerClient, cfg: Config):
             console.warn(f"{' and '.join(found)} are different images; pushing the newer one, {ref}")
         return image
     raise ImageNotBuilt(
-        f"image {' or '.join(candidates)} is not in the local Docker engine; fix: build it first ('invoke build', or 'invoke build push')",
+        f"image {' or '.join(candidates)} is not in the local Docker engine",
         candidates,
+        fix="build it first ('invoke build', or 'invoke build push')",
     )
 
 
@@ -240,8 +241,8 @@ def push(cfg: Config, show_progress: bool = True) -> PushResult:
                               time.monotonic() - started, False)  # fmt: skip
         raise TagImmutable(
             f"tag {target.tag} already names another image ({remote}) in ECR repository {target.image}, whose tags are "
-            "immutable; fix: push under a new TAG (e.g. TAG=$(git rev-parse --short HEAD))",
-            target.host, "push", remote,
+            "immutable", target.host, "push", remote,
+            fix="push under a new TAG (e.g. --tag $(git rev-parse --short HEAD))",
         )  # fmt: skip
     with LayerProgress(console.err, enabled=show_progress) as progress:
         digest = transfer.push(client, endpoint, target.repository, target.tag, progress.update)
@@ -266,7 +267,7 @@ def pull(cfg: Config, digest: str | None = None, show_progress: bool = True) -> 
     """Pull IMAGE:TAG (or IMAGE@DIGEST) from the registry and tag it locally as IMAGE_REF for the run tasks."""
     started = time.monotonic()
     if digest is not None and not re.fullmatch(r"sha256:[0-9a-f]{64}", digest):
-        raise NsyskitError(f"--digest {digest!r} is not a manifest digest; fix: give sha256: and 64 hex digits, as 'invoke push' prints")
+        raise UsageError(f"--digest {digest!r} is not a manifest digest", fix="give sha256: and 64 hex digits, as 'invoke push' prints")
     target = target_of(cfg)
     client = engine.connect()
     endpoint = _endpoint(target, client)

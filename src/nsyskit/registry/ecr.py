@@ -101,9 +101,10 @@ def client(region: str, environ=None):
             "environment",
         ) from None  # fmt: skip
     except ValueError as exc:  # an endpoint from the AWS config file that botocore cannot parse
-        raise AwsError(f"cannot make an ECR client: {exc}; fix: check endpoint_url in your AWS config file") from None
+        raise AwsError(f"cannot make an ECR client: {exc}", fix="check endpoint_url in your AWS config file") from None
     except (NoRegionError, BotoCoreError) as exc:
-        raise AwsError(f"cannot make an ECR client for region {region!r}: {exc}; fix: check AWS_REGION and the AWS configuration") from exc
+        raise AwsError(f"cannot make an ECR client for region {region!r}: {exc}",
+                       fix="check AWS_REGION and the AWS configuration") from exc  # fmt: skip
 
 
 def endpoint_of(ecr) -> str:
@@ -123,9 +124,8 @@ def translated(operation: str, ecr) -> Iterator[None]:
         ) from exc
     except (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError) as exc:
         raise AwsEndpointUnreachable(
-            f"cannot reach the ECR API at {endpoint_of(ecr)} for {action}: {exc}; "
-            "fix: check the network or proxy, AWS_REGION, or AWS_ENDPOINT_URL_ECR / AWS_ENDPOINT_URL",
-            operation,
+            f"cannot reach the ECR API at {endpoint_of(ecr)} for {action}: {exc}", operation,
+            fix="check the network or proxy, AWS_REGION, or AWS_ENDPOINT_URL_ECR / AWS_ENDPOINT_URL",
         ) from exc
     except ClientError as exc:
         error = exc.response.get("Error", {})
@@ -140,15 +140,14 @@ def translated(operation: str, ecr) -> Iterator[None]:
             ) from exc  # fmt: skip
         if code in _REJECTED_CREDENTIAL_CODES:
             raise AwsCredentialsMissing(
-                f"AWS rejected the credentials for {action} ({code}: {message}); fix: refresh them, "
-                + HOW_TO_GIVE_CREDENTIALS,
-                operation, code,
+                f"AWS rejected the credentials for {action} ({code}: {message})", operation, code,
+                fix="refresh them, " + HOW_TO_GIVE_CREDENTIALS,
             ) from exc  # fmt: skip
         if not message or code.isdigit():  # an HTTP error without an AWS error body: not the ECR API answering
             raise AwsError(
                 f"{action} failed: {endpoint_of(ecr)} answered HTTP {status or code} without an AWS error, "
-                "so it is not the ECR API; fix: check AWS_ENDPOINT_URL_ECR / AWS_ENDPOINT_URL and AWS_REGION",
-                operation, code,
+                "so it is not the ECR API", operation, code,
+                fix="check AWS_ENDPOINT_URL_ECR / AWS_ENDPOINT_URL and AWS_REGION",
             ) from exc  # fmt: skip
         raise AwsError(f"{action} failed ({code}): {message}", operation, code) from exc
     except ParamValidationError as exc:

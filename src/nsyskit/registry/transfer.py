@@ -69,9 +69,8 @@ def classify(message: str, endpoint: Endpoint, operation: str) -> Exception:
     where = f"registry {endpoint.host}"
     if _IMMUTABLE.search(text):
         return TagImmutable(
-            f"{where} refused to overwrite an existing tag ({text}); fix: push under a new TAG, "
-            "or create the repository with ECR_TAG_IMMUTABILITY=false",
-            endpoint.host, operation, text,
+            f"{where} refused to overwrite an existing tag ({text})", endpoint.host, operation, text,
+            fix="push under a new TAG, or create the repository with ECR_TAG_IMMUTABILITY=false",
         )  # fmt: skip
     action = _IAM_ACTION.search(text)
     if action:
@@ -81,10 +80,9 @@ def classify(message: str, endpoint: Endpoint, operation: str) -> Exception:
     if _AUTH.search(text):
         who = f" ({endpoint.credentials.source}, user {endpoint.credentials.username})" if endpoint.credentials else ""
         return RegistryAuthError(
-            f"{where} rejected the credentials{who} for {operation}: {text}; fix: "
-            + ("check the AWS account/region of REGISTRY" if endpoint.credentials and "ECR" in endpoint.credentials.source
-               else "set NSYSKIT_REGISTRY_USERNAME/NSYSKIT_REGISTRY_PASSWORD or run 'docker login' for this host"),
-            endpoint.host, operation, text,
+            f"{where} rejected the credentials{who} for {operation}: {text}", endpoint.host, operation, text,
+            fix=("check the AWS account/region of REGISTRY" if endpoint.credentials and "ECR" in endpoint.credentials.source
+                 else "set NSYSKIT_REGISTRY_USERNAME/NSYSKIT_REGISTRY_PASSWORD or run 'docker login' for this host"),
         )  # fmt: skip
     if _TRANSIENT.search(text):
         return Transient(text)
@@ -99,9 +97,9 @@ def with_retries(attempt: Callable[[], object], endpoint: Endpoint, operation: s
         except Transient as exc:
             if number == RETRY_ATTEMPTS:
                 raise RegistryUnreachable(
-                    f"registry {endpoint.host} unreachable for {operation} after {RETRY_ATTEMPTS} attempts: {exc}; "
-                    "fix: check that the registry is up and REGISTRY / REGISTRY_ENDPOINT name it",
+                    f"registry {endpoint.host} unreachable for {operation} after {RETRY_ATTEMPTS} attempts: {exc}",
                     endpoint.host, operation, str(exc),
+                    fix="check that the registry is up and REGISTRY / REGISTRY_ENDPOINT name it",
                 ) from None  # fmt: skip
             delay = RETRY_BASE_DELAY_S * 2 ** (number - 1)
             console.warn(

@@ -13,26 +13,27 @@ from nsys_fixtures import Export, Kernel, Memop, Range, write_export
 from rich.console import Console
 
 from nsyskit.analysis import plots, report, run_analysis, terminal
-from nsyskit.analysis.summary import print_findings, summarize
+from nsyskit.analysis.summary import summarize
 from nsyskit.analysis.table import Table
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "nccl"
 NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm *, unsigned long, ncclWork *)"
 
 
-def make_run(folder, ranks=2, step_ns=1000, slow_rank=None, kernel_ns=400):
-    """A run folder with per-rank GPU-shaped exports: 4 steps per rank, a GEMM and an NCCL kernel per step."""
+def make_run(folder, ranks=2, step_ns=1000, slow_rank=None, kernel_ns=400, kernel_name="gemm", range_name=None):
+    """A run folder with per-rank GPU-shaped exports: 4 steps per rank, a GEMM and an NCCL kernel per step
+    (and a range_name NVTX range per step when given)."""
     folder.mkdir(parents=True, exist_ok=True)
     for rank in range(ranks):
         step = step_ns * (2 if rank == slow_rank else 1)
         kernels, ranges = [], []
         for i in range(4):
             t = i * step
-            kernels += [Kernel(t, t + kernel_ns, "gemm"), Kernel(t + kernel_ns // 2, t + kernel_ns, NCCL, stream=20)]
+            kernels += [Kernel(t, t + kernel_ns, kernel_name), Kernel(t + kernel_ns // 2, t + kernel_ns, NCCL, stream=20)]
             ranges += [
                 Range(t, t + step, f"step {i}"),
                 Range(t + 10, t + 20, "ncclAllReduce", payload=(1 << 20) * (i + 1)),
-            ]
+            ] + ([Range(t + 30, t + 60, range_name)] if range_name else [])
         write_export(
             folder / f"run_rank_{rank}.sqlite",
             Export(kernels=kernels, memops=[Memop(5, 50, 1 << 20, 1)], ranges=ranges),
@@ -54,22 +55,13 @@ def external_resources(html: str) -> list[str]:
     ]
 
 
-def test_report_html_is_self_contained_with_plots_and_extra_sections(tmp_path):
+def test_report_html_is_self_contained_with_plots(tmp_path):
     run = make_run(tmp_path / "run", ranks=3, slow_rank=2)
-
-    @report.register_section
-    def nccl_logs(analysis, folder):
-        return report.Section("NCCL logs", f"<p>{len(analysis.sources)} ranks in {folder.name}</p>")
-
-    try:
-        analysis, page = run_analysis([run])
-    finally:
-        report.EXTRA_SECTIONS.remove(nccl_logs)
+    analysis, page = run_analysis([run])
     html = page.read_text()
     assert page == run / "report.html"
     assert html.count("data:image/png;base64,") == 4
     assert external_resources(html) == []
-    assert "<section><h2>NCCL logs</h2><p>3 ranks in run</p></section>" in html
     for png in ("breakdown.png", "nccl_sizes.png", "top_kernels.png", "step_times.png"):
         assert (run / png).read_bytes().startswith(b"\x89PNG")
     assert 'class="straggler"' in html  # rank 2 runs its steps at half speed
@@ -82,15 +74,14 @@ def test_findings_come_first_in_html_json_and_terminal(tmp_path):
     run = make_run(tmp_path / "run", ranks=3, slow_rank=2)
     analysis, page = run_analysis([run])
     html = page.read_text()
-    assert html.index("<h2>Findings</h2>") < html.index("<h2>Ranks</h2>") < html.index("<h2>GPU</h2>")
+    assert html.index("<h2>Findings</h2>") < html.index("<h2>Kernels</h2>") < html.index("<h2>Ranks</h2>")
     assert "rank 2 is a straggler" in html and "<code>straggler</code>" in html
     data = json.loads((run / "analysis.json").read_text())
     assert list(data)[:4] == ["schema", "run", "findings", "metrics"]
     straggler = next(f for f in data["findings"] if f["rule"] == "straggler")
     assert straggler["value"] > straggler["threshold"] == 5.0
     console = Console(record=True, width=200)
-    print_findings(summarize(analysis, run), console)
-    terminal.print_analysis(analysis, console)
+    report.print_report(report.compose(analysis, summarize(analysis, run), run), console)
     text = console.export_text()
     assert text.index("Findings") < text.index("rank 2 is a straggler") < text.index("Top kernels")
 
@@ -145,9 +136,10 @@ def test_per_rank_charts_keep_their_size_from_2_to_1024_ranks(ranks):
 
 
 def test_terminal_tables(tmp_path):
-    analysis, _ = run_analysis([make_run(tmp_path / "run")], write=False)
+    run = make_run(tmp_path / "run")
+    analysis, _ = run_analysis([run], write=False)
     console = Console(record=True, width=200)
-    terminal.print_analysis(analysis, console)
+    report.print_report(report.compose(analysis, summarize(analysis, run), run), console)
     text = console.export_text()
     for title in (
         "Top kernels",

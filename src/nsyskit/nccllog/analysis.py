@@ -1,4 +1,5 @@
-"""analyze(): scan the logs once and assemble every result table into one NcclLogReport."""
+"""analyze(): scan the logs once and assemble every result table into one NcclLogAnalysis (the data; render.py
+turns it into terminal tables and HTML, as the words are used in nsyskit.analysis.report)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from nsyskit.nccllog.steps import StepStats
 
 
 @dataclass
-class NcclLogReport:
+class NcclLogAnalysis:
     """The results of one analysis, every table a list of rows with named columns (JSON-ready)."""
 
     files: list[str]
@@ -115,7 +116,7 @@ def analyze(
     jobs: dict[str, str] | None = None,
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
-) -> NcclLogReport:
+) -> NcclLogAnalysis:
     """Scan the logs (streaming, constant memory: block_size bytes at a time; several files on several cores) and
     return every result table. jobs: file -> the job it belongs to (default: each file is its own job)."""
     started = time.perf_counter()
@@ -163,7 +164,7 @@ def analyze(
         "garbled_collective": scan.garbled_coll_lines,
         "overlong": scan.overlong_lines,
     }
-    return NcclLogReport(
+    return NcclLogAnalysis(
         files=scan.files,
         window=scan.window.describe(),
         bytes_read=scan.bytes_read,

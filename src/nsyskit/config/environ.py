@@ -1,0 +1,81 @@
+"""Settings from the process environment: NSYSKIT_<KEY>, the deprecated bare <KEY>, and Slurm's own SLURM_* left alone."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+PREFIX = "NSYSKIT_"
+# NSYSKIT_* variables of the kit itself that are no setting but look like one to did-you-mean:
+# the profile overlay (not PROFILER) and the node index the rank wrapper exports (not NODES).
+KIT_VARIABLES = frozenset({"NSYSKIT_PROFILE", "NSYSKIT_NODE"})
+# Bare names that are the standard variable of other tools with the very same meaning: honoured without a
+# deprecation warning (a user sets AWS_REGION for the AWS CLI and SDKs; nsyskit's AWS calls mean the same region).
+SHARED_NAMES = frozenset({"AWS_REGION"})
+
+
+def env_name(key: str) -> str:
+    """The environment variable of a setting: NSYSKIT_<KEY>."""
+    return PREFIX + key
+
+
+def slurm_owned(key: str) -> bool:
+    """True for settings whose bare name Slurm reads itself (SLURM_*): only NSYSKIT_<KEY> sets them."""
+    return key.startswith("SLURM_")
+
+
+@dataclass
+class EnvironmentLayer:
+    """What the environment sets, the deprecation warnings it earned, and the bare SLURM_* values it ignored."""
+
+    values: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    ignored: dict[str, str] = field(default_factory=dict)
+
+    def ignored_notes(self, resolved_raw: Mapping[str, str]) -> list[str]:
+        """A note for each ignored bare SLURM_* variable whose value differs from what nsyskit resolved."""
+        return [
+            f"{key}={value!r} in the environment is Slurm's own variable and does not set nsyskit's {key} "
+            f"(resolved: {resolved_raw[key]!r}); set {env_name(key)} for that"
+            for key, value in sorted(self.ignored.items())
+            if resolved_raw.get(key) != value
+        ]
+
+
+def environment_layer(environ: Mapping[str, str], known: set[str]) -> EnvironmentLayer:
+    """The settings the environment gives: NSYSKIT_<KEY> wins; a bare <KEY> still works (deprecated) except SLURM_*."""
+    layer = EnvironmentLayer()
+    for key in sorted(known):
+        if env_name(key) in environ:
+            layer.values[key] = environ[env_name(key)]
+        elif key in environ and slurm_owned(key):
+            # srun/sbatch read SLURM_PARTITION, SLURM_ACCOUNT... themselves: one variable cannot mean both.
+            layer.ignored[key] = environ[key]
+        elif key in environ:
+            layer.values[key] = environ[key]
+            if key not in SHARED_NAMES:
+                layer.warnings.append(f"environment variable {key} is deprecated; use {env_name(key)}")
+    layer.warnings += _misspellings(environ, known)
+    return layer
+
+
+def _misspellings(environ: Mapping[str, str], known: set[str]) -> list[str]:
+    """Did-you-mean warnings for environment variables that look like a misspelt setting (prefixed or bare)."""
+    keys = sorted(known)
+    bare_prefixes = tuple({key.split("_", 1)[0] + "_" for key in known})
+    warnings = []
+    for name in sorted(environ):
+        if name.startswith(PREFIX):
+            bare = name[len(PREFIX):]
+            if bare in known or name in KIT_VARIABLES:
+                continue
+        elif name in known or not name.startswith(bare_prefixes) or name.startswith("SLURM_"):
+            # Slurm sets dozens of SLURM_* variables inside an allocation; they are Slurm's, not misspellings of ours.
+            continue
+        else:
+            bare = name
+        guess = difflib.get_close_matches(bare, keys, n=1, cutoff=0.85)
+        if guess:
+            warnings.append(f"unknown environment variable {name}: did you mean {env_name(guess[0])}?")
+    return warnings
