@@ -53,7 +53,8 @@ class LocalTarget:
     def wait(self, cfg: Config, job: Job) -> Outcome:
         """The ended run's outcome (submit already waited)."""
         result = job.state
-        return Outcome("FAILED" if result.exit_code else "COMPLETED", result.exit_code, str(job.job_dir), result.reason, result.log_tail,
+        state = "FAILED" if result.exit_code else "COMPLETED"
+        return Outcome(state, result.exit_code, str(job.job_dir), result.reason, result.log_tail,
                        lines=result.summary_lines())  # fmt: skip
 
     def collect(self, cfg: Config, root: Path, job: str | None) -> Path:
