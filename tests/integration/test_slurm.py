@@ -177,7 +177,7 @@ def test_failing_job_exits_with_its_code_naming_state_and_log_and_is_collected(p
     assert last == f"error: Slurm job {job_id} ended FAILED (exit code {code}): reason NonZeroExitCode; logs: {log}"
     assert "Traceback" not in result.stderr and log.is_file()
     run = json.loads((project / "reports" / job_dir.name / "run.json").read_text())
-    assert run["job_id"] == job_id and run["state"] == "FAILED" and run["exit_code"] == code
+    assert run["details"]["job_id"] == job_id and run["ended_how"] == "FAILED" and run["exit_code"] == code
 
 
 def test_undeploy_cancels_the_last_job(project, cluster):
