@@ -2,7 +2,8 @@
 
 Reads start, deviceId, end and the name id of every kernel of one export:
 - `sum` of the columns: the scan alone, the floor any read pays;
-- int64s (blobagg.py): one BLOB of int64s per column, no text conversion (the reader's way when it can be built);
+- int64s (blobagg.py): a BLOB of int64s per column, or one BLOB of all columns (one call per row), no text;
+- int64s_into: the columns written by SQLite straight into a numpy buffer (the reader's way when it can be built);
 - group_concat per column parsed by numpy (the reader's way without int64s);
 - np.fromiter over the cursor's rows, and fetchall + np.array: Python objects per value.
 
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nsyskit.analysis import blobagg
+from nsyskit.analysis import blobagg, sqlitefile
 from nsyskit.analysis.reader import KERNEL_TABLES, ExportReader
 
 COLUMNS = ("start", "deviceId", "end")
@@ -59,6 +60,15 @@ def ways(reader: ExportReader, table: str, name: str) -> dict:
             np.frombuffer(b, dtype=np.int64)
             for b in con.execute(f"SELECT {', '.join(f'int64s({c})' for c in cols)} FROM {table}").fetchone()
         ]
+        chosen["int64s of all columns, one call a row"] = lambda: np.frombuffer(
+            con.execute(f"SELECT int64s({', '.join(cols)}) FROM {table}").fetchone()[0], dtype=np.int64
+        ).reshape(len(cols), -1)
+
+        def into():  # the reader's way: SQLite writes into a numpy buffer of rows_bound rows
+            bound = sqlitefile.rows_bound(con, table)
+            return sqlitefile.packed_scan(reader._query, table, {c: c for c in cols}, blob=True, bound=bound)
+
+        chosen["int64s_into a numpy buffer (the reader)"] = into
     return chosen
 
 

@@ -25,6 +25,7 @@ STEP_NAME = re.compile(r"^\s*(?:train[ _-]?)?step[\s_:#-]*(\d+)\s*$", re.IGNOREC
 PROFILE_WINDOW = "profile_window"  # the example's capture range: steps outside it are warm-up
 EXAMPLE_RANGES = ("step", "data", "forward", "backward", "optimizer", PROFILE_WINDOW)
 PER_CALL_SUFFIX = re.compile(r"(?:,\s*(?:seq|op_id)\s*=\s*\d+)+\s*$")
+ASCII_DIGITS = "0123456789"
 MAX_INT64 = (1 << 63) - 1
 STAT_COLUMNS = ("total_ns", "instances", "avg_ns", "median_ns", "min_ns", "max_ns", "stddev_ns")
 BREAKDOWN_COLUMNS = (
@@ -261,11 +262,25 @@ def nvtx_labels(nvtx: NvtxRanges) -> np.ndarray:
     if len(nvtx) == 0:
         return np.empty(0, dtype=object)
     pairs, codes = nvtx.names
-    labels = [
-        (PER_CALL_SUFFIX.sub("", text) if "=" in text else text) + (f"@{domain}" if domain else "")
-        for text, domain in ((str(text), domain) for text, domain in pairs)
-    ]  # the suffix has an '=': a substring test spares the regex most texts
+    texts = _without_per_call_suffix([str(text) for text, _ in pairs])
+    labels = [text + (f"@{domain}" if domain else "") for text, (_, domain) in zip(texts, pairs, strict=True)]
     return np.asarray(labels, dtype=object)[codes]
+
+
+def _without_per_call_suffix(texts: list[str]) -> list[str]:
+    """The texts without PyTorch's per-call ', seq = N' / ', op_id = N' suffix (PER_CALL_SUFFIX)."""
+    # Per-call texts differ in their last number. A text ending in digits matches the pattern where the same text
+    # with its last number made '0' does (the pattern takes a whole run of digits alike): the regex then runs once
+    # per such template. Only texts with an '=' can have the suffix.
+    texts = list(texts)
+    marked = [i for i, text in enumerate(texts) if "=" in text]
+    heads = [texts[i].rstrip(ASCII_DIGITS) for i in marked]
+    templates, template_of = factorize([head + "0" if len(head) < len(texts[i]) else texts[i]
+                                        for i, head in zip(marked, heads, strict=True)])  # fmt: skip
+    cuts = [match.start() if (match := PER_CALL_SUFFIX.search(t)) else None for t in templates]
+    for i, template in zip(marked, template_of.tolist(), strict=True):
+        texts[i] = texts[i][: cuts[template]]
+    return texts
 
 
 def nvtx_gpu_summary(labels: np.ndarray, nvtx: NvtxRanges, projection: Projection, top: int = 15) -> Table:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from nsyskit.analysis.projection import project
-from nsyskit.analysis.records import Intervals, Launches, NvtxRanges
+from nsyskit.analysis.records import Intervals, Launches, NvtxRanges, factorize
 from nsyskit.analysis.table import Table
 
 NCCL_KERNEL = re.compile(r"nccl", re.IGNORECASE)
@@ -66,7 +66,8 @@ def size_bucket(size: float) -> str:
 def payload_sizes(nvtx: NvtxRanges, index: np.ndarray) -> np.ndarray:
     """Message sizes of the ranges at `index`: the numeric payload, else a size/bytes field of a JSON payload."""
     sizes = nvtx.payload[index].astype(np.float64)
-    for at in np.flatnonzero(np.isnan(sizes)):
+    has_json = np.not_equal(nvtx.json[index], None)  # elementwise: only ranges with a JSON text need a look
+    for at in np.flatnonzero(np.isnan(sizes) & has_json):
         text = nvtx.json[index[at]]
         try:
             data = json.loads(text) if text else None
@@ -88,11 +89,15 @@ def nccl_operations(
     else its CPU duration ('nvtx'). Without NCCL ranges, each NCCL kernel is one operation.
     """
     unique, codes = nvtx.texts
-    ops_of_text = np.asarray([collective(t) if NCCL_RANGE.match(t) else None for t in unique], dtype=object)
-    torch_text = np.asarray([t.startswith("nccl:") for t in unique], dtype=bool)
-    op = ops_of_text[codes] if len(codes) else np.empty(0, dtype=object)
+    # What a text says about NCCL lies before its first comma ('nccl:all_reduce, op_id = 17'): the per-call texts
+    # share a few such heads, and the regexes run once per head.
+    heads, head_of_text = factorize([text.partition(",")[0] for text in unique])
+    head = head_of_text[codes] if len(codes) else np.empty(0, dtype=np.int64)  # each range's head
+    ops_of_head = np.asarray([collective(h) if NCCL_RANGE.match(h) else None for h in heads], dtype=object)
+    op = ops_of_head[head]
+    torch_head = np.asarray([h.startswith("nccl:") for h in heads], dtype=bool)
     in_nccl_domain = nvtx.domain == "NCCL"
-    chosen = np.flatnonzero(np.asarray([o is not None for o in op], dtype=bool))
+    chosen = np.flatnonzero(np.asarray([o is not None for o in ops_of_head], dtype=bool)[head])
     if len(chosen):
         is_nccl_kernel = _nccl_kernel_mask(kernels, names)
         timing = (
@@ -103,7 +108,7 @@ def nccl_operations(
         on_gpu = timing.kernels > 0 if timing is not None else np.zeros(len(chosen), dtype=bool)
         cpu = nvtx.end[chosen] - nvtx.start[chosen]
         sizes = payload_sizes(nvtx, chosen)
-        origin = np.where(torch_text[codes[chosen]], "pytorch", "nccl-nvtx").astype(object)
+        origin = np.where(torch_head[head[chosen]], "pytorch", "nccl-nvtx").astype(object)
         origin[in_nccl_domain[chosen]] = "nccl-nvtx"
         return Table({
             "op": op[chosen], "origin": origin, "start_ns": nvtx.start[chosen],

@@ -52,6 +52,7 @@ NSYS_MARKER_TABLES = ("StringIds", *META_TABLES, "TARGET_INFO_SESSION_START_TIME
 # A kernel's name StringId and its duration travel packed as duration * 2^b + name, b the bit length of the largest
 # StringId, up to MAX_NAME_BITS (durations up to +-2^40 ns then still fit an int64; longer ones fall back).
 MAX_NAME_BITS = 23
+PID_SQL = "CASE WHEN typeof(globalPid) = 'integer' THEN globalPid ELSE 0 END"  # a kernel's process (0: not known)
 MAX_CASE_THREADS = 32  # NVTX threads up to which the runtime read sends thread indices instead of globalTids
 
 
@@ -66,6 +67,7 @@ class ExportReader:
         self.warnings: list[str] = []
         self.con = connect(self.path)
         self.blob = blobagg.load(self.con)  # int64s(): integer columns read without text conversion
+        self._bounds: dict[str, int | None] = {}
         try:
             self.tables = {
                 row[0] for row in self.con.execute("SELECT name FROM sqlite_master WHERE type IN ('table','view')")
@@ -116,7 +118,15 @@ class ExportReader:
         self, table: str, exprs: dict[str, str], raw: tuple[str, ...], where: str = ""
     ) -> dict[str, np.ndarray]:
         """Integer expressions over `table`'s rows as int64 columns; rows with a non-integer in `raw` left out, warned."""
-        return read_ints(self._query, self.warn, self.path, table, exprs, raw, where, self.blob)
+        return read_ints(self._query, self.warn, self.path, table, exprs, raw, where, self.blob, self.bound(table))
+
+    def bound(self, table: str) -> int | None:
+        """At least the row count of `table` (None unknown): int64s_into then writes straight into numpy memory."""
+        if not self.blob:
+            return None
+        if table not in self._bounds:
+            self._bounds[table] = sqlitefile.rows_bound(self.con, table)
+        return self._bounds[table]
 
     @cached_property
     def _name_bits(self) -> int | None:
@@ -135,8 +145,9 @@ class ExportReader:
         raw = ("start", "end", *(c for c in more.values() if c.isidentifier() and c not in ("start", "end")))
         bits = self._name_bits
         if self.blob and name_col:  # raw columns, each checked by int64s itself: no arithmetic, no type check
-            cols = packed_scan(self._query, table, {"start": "start", **more, "end": "end", "name": name_col}, where,
-                               blob=True)  # fmt: skip
+            raw_more = {key: "globalPid" if sql == PID_SQL else sql for key, sql in more.items()}  # a text pid: below
+            cols = packed_scan(self._query, table, {"start": "start", **raw_more, "end": "end", "name": name_col},
+                               where, blob=True, bound=self.bound(table))  # fmt: skip
             duration = None if cols is None else sqlitefile.span(cols["start"], cols["end"])
             if duration is not None:
                 cols["duration"] = duration
@@ -264,7 +275,7 @@ class ExportReader:
         asked = {"correlation": ("correlationId", correlation), "stream": ("streamId", stream)}
         more.update({key: col for key, (col, want) in asked.items() if want and col in self.columns(table)})
         if with_pid and "globalPid" in self.columns(table):
-            more["pid"] = "CASE WHEN typeof(globalPid) = 'integer' THEN globalPid ELSE 0 END"
+            more["pid"] = PID_SQL
         cols = self._durations_and_names(table, self.kernel_name_column(), self._scope(table, pid), **more)
         extra = {"name": cols["name"], **{k: cols[k] for k in ("correlation", "stream", "pid") if k in cols}}
         return self._valid(table, Intervals(cols["start"], self._end(cols), cols["device"], extra))
@@ -342,6 +353,11 @@ class ExportReader:
         runtime, threads = self.table(RUNTIME_TABLES), np.unique(threads)
         if not runtime or not len(threads):
             return (np.empty(0, dtype=np.int64),) * 3
+        if self.blob and len(threads) == 1:  # one thread (the usual training loop): no thread column to read
+            where = f"correlationId IS NOT NULL AND globalTid = {int(threads[0])}"
+            exprs = {"start": "start", "corr": "correlationId"}
+            cols = self._read_ints(runtime, exprs, ("start", "correlationId"), where)
+            return np.full(len(cols["start"]), threads[0], dtype=np.int64), cols["start"], cols["corr"]
         if self.blob:  # globalTids cost no digits in int64s: read them as they are
             where = f"correlationId IS NOT NULL AND globalTid IN ({', '.join(str(int(t)) for t in threads)})"
             exprs = {"thread": "globalTid", "start": "start", "corr": "correlationId"}

@@ -65,7 +65,11 @@ class NvtxRanges:
             texts, codes = self.texts
             domain = self.domain[0] if len(self) else ""
             return [(text, domain) for text in texts], codes
-        return factorize(zip(self.text, self.domain, strict=True), len(self))
+        # Several: a pair is its text's code and its domain's code (texts are factorized already, domains are few).
+        texts, text_codes = self.texts
+        domains, domain_codes = factorize(self.domain)
+        pairs, codes = np.unique(text_codes * len(domains) + domain_codes, return_inverse=True)
+        return [(texts[pair // len(domains)], domains[pair % len(domains)]) for pair in pairs.tolist()], codes
 
 
 NVTX_FIELDS = ("start", "end", "text", "domain", "thread", "payload", "json")

@@ -21,6 +21,7 @@ except ImportError:  # platforms without the wheel: the standard library's
     import sqlite3
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
+MAX_BUFFER_VALUES = 1 << 31  # int64s_into's buffer: 16 GiB of address space at most (pages untouched stay free)
 
 
 def decode_text(raw: bytes) -> str:
@@ -88,6 +89,7 @@ def packed_scan(
     where: str = "",
     checks: str = "",
     blob: bool = False,
+    bound: int | None = None,
 ) -> dict[str, np.ndarray] | None:
     """Integer SQL expressions over the rows of `table` as int64 columns, in one scan (an aggregate per column).
 
@@ -97,10 +99,20 @@ def packed_scan(
     `checks` (see type_check) are aggregates in the same scan that say 'integer' unless a value is text or a BLOB,
     which SQLite's arithmetic would silently turn into a number. A NULL (group_concat skips it: the count differs),
     a REAL or an overflow (numpy cannot parse it as an integer) are caught on parsing. Then the result is None and
-    the caller reads again with a filter.
+    the caller reads again with a filter. `bound` (at least the table's row count, see rows_bound) lets int64s_into
+    write the columns straight into numpy memory.
     """
-    aggregate = "int64s({})" if blob else "group_concat({}, ',')"
-    aggregates, width = ", ".join(aggregate.format(expr) for expr in exprs.values()), len(exprs)
+    if blob and bound is not None and 0 < bound * len(exprs) <= MAX_BUFFER_VALUES:
+        try:  # a sparse rowid range may ask for more address space than the system grants: then the BLOB below
+            buffer = np.empty((len(exprs), bound), dtype=np.int64)
+        except MemoryError:
+            buffer = None
+        if buffer is not None:
+            return _scan_into(query, table, exprs, where, checks, buffer)
+    if blob:  # one call per row for all the columns, which come back one after the other in one BLOB
+        aggregates, width = f"int64s({', '.join(exprs.values())})", 1
+    else:
+        aggregates, width = ", ".join(f"group_concat({expr}, ',')" for expr in exprs.values()), len(exprs)
     row = query(
         f"SELECT count(*), {aggregates}{', ' + checks if checks else ''} FROM {table} NOT INDEXED{where_clause(where)}"
     )[0]
@@ -108,10 +120,12 @@ def packed_scan(
     if any(kind not in ("integer", "real", "null") for kind in flags):
         return None
     if blob:  # NULL: a value was not an INTEGER (see blobagg)
-        if any(data is None or len(data) != 8 * count for data in texts):
+        data = texts[0]
+        if data is None or len(data) != 8 * count * len(exprs):
             return None
         # Read-only views of the bytes SQLite returned: no copy (analyzers make new arrays, never write into these)
-        return {name: np.frombuffer(data, dtype=np.int64) for name, data in zip(exprs, texts, strict=True)}
+        columns = np.frombuffer(data, dtype=np.int64).reshape(len(exprs), count)
+        return dict(zip(exprs, columns, strict=True))
     result = {}
     for name, text in zip(exprs, texts, strict=True):
         with warnings.catch_warnings():  # older numpy warns (and stops) where newer numpy raises
@@ -124,6 +138,34 @@ def packed_scan(
             return None
         result[name] = column
     return result
+
+
+def _scan_into(
+    query: Callable[[str], list[tuple]], table: str, exprs: dict[str, str], where: str, checks: str, buffer: np.ndarray
+) -> dict[str, np.ndarray] | None:
+    """packed_scan through int64s_into: SQLite writes the columns straight into `buffer` (a row per expression).
+
+    Pages of the buffer that no row reaches are never touched (nor counted in the resident memory).
+    """
+    address, bound = buffer.__array_interface__["data"][0], buffer.shape[1]
+    row = query(
+        f"SELECT count(*), int64s_into({address}, {bound}, {', '.join(exprs.values())})"
+        f"{', ' + checks if checks else ''} FROM {table} NOT INDEXED{where_clause(where)}"
+    )[0]
+    count, written, flags = row[0], row[1], row[2:]
+    if written is None or written != count or any(kind not in ("integer", "real", "null") for kind in flags):
+        return None  # a value that is not an integer: the caller reads again with a filter
+    return dict(zip(exprs, buffer[:, :count], strict=True))
+
+
+def rows_bound(con: sqlite3.Connection, table: str) -> int | None:
+    """At least the number of rows of `table` (rowids are distinct integers), from two B-tree descents; None for a
+    view or a table without rowids."""
+    try:
+        low, high = con.execute(f"SELECT min(rowid), max(rowid) FROM {table}").fetchone()
+    except sqlite3.Error:
+        return None
+    return high - low + 1 if isinstance(low, int) and isinstance(high, int) else None
 
 
 def span(start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
@@ -154,6 +196,7 @@ def read_ints(
     raw: tuple[str, ...],
     where: str = "",
     blob: bool = False,
+    bound: int | None = None,
 ) -> dict[str, np.ndarray]:
     """Integer SQL expressions over the rows of `table` as int64 columns (row order kept), read columnar.
 
@@ -163,12 +206,12 @@ def read_ints(
     # A column read as is checks itself (text or a BLOB does not parse as an integer); only those read inside
     # arithmetic, where SQLite would turn text into a number, need the aggregate check (it costs a scan's worth).
     hidden = tuple(c for c in raw if c not in exprs.values())
-    columns = packed_scan(query, table, exprs, where, type_check(hidden) if hidden else "", blob)
+    columns = packed_scan(query, table, exprs, where, type_check(hidden) if hidden else "", blob, bound)
     if columns is not None:
         return columns
     valid = " AND ".join(f"typeof({c}) = 'integer'" for c in raw)
     total = query(f"SELECT count(*) FROM {table}{where_clause(where)}")[0][0]
-    columns = packed_scan(query, table, exprs, f"({where}) AND {valid}" if where else valid, blob=blob)
+    columns = packed_scan(query, table, exprs, f"({where}) AND {valid}" if where else valid, blob=blob, bound=bound)
     if columns is None:  # an expression overflowed (integer arithmetic turned REAL)
         raise ReportFileError(path, f"table {table} has values out of range in {', '.join(raw)}", REEXPORT)
     kept = len(next(iter(columns.values()))) if columns else 0

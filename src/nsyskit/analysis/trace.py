@@ -100,6 +100,7 @@ class RankTrace:
 
         def nvtx_and_calls():
             nvtx = side[0].nvtx_ranges(self.pid)
+            self.__dict__["nvtx_labels"] = analyzers.nvtx_labels(nvtx)  # Python work while the scans hold no GIL
             return nvtx, side[0].launch_calls(nvtx.thread) if wants_correlation else None
 
         try:

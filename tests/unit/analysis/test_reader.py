@@ -6,11 +6,12 @@ import sqlite3
 
 import numpy as np
 import pytest
-from nsys_fixtures import Export, Kernel, Memop, Range, write_export
+from nsys_fixtures import THREAD, Export, Kernel, Memop, Range, write_export
 
 from nsyskit import hostpkgs
 from nsyskit.analysis import blobagg
 from nsyskit.analysis.reader import ExportReader
+from nsyskit.analysis.records import NVTX_FIELDS
 from nsyskit.analysis.trace import analyze_run, discover
 from nsyskit.errors import ReportFileError
 
@@ -238,3 +239,105 @@ def test_without_a_compiler_the_reader_uses_group_concat(tmp_path, monkeypatch):
     reader = ExportReader(path)
     assert not reader.blob and blobagg.library() is None
     assert list(reader.kernels().end) == [9, 20] and list(reader.kernel_durations()[1]) == [4, 10]
+
+
+def _nvtx_export(tmp_path, null_thread: bool) -> str:
+    """NVTX ranges of two processes with their own domains, a domain with no create event, registered and pruned
+    strings, integer/REAL/JSON payloads, and starts out of order with ties (nsys writes ranges as they end)."""
+    other = THREAD + (1 << 24)  # another process
+    ranges = [
+        Range(50, 60, "late", payload=7),
+        Range(10, 90, "step 0", registered=True),
+        Range(10, 20, "ncclAllReduce", payload=4096, domain="NCCL"),
+        Range(10, 30, "tie", domain="NCCL", thread=other),
+        Range(5, 8, "json", json='{"a": 1}', thread=other),
+    ]
+    path = write_export(tmp_path / f"nvtx_{null_thread}.sqlite", Export(ranges=ranges))
+    con = sqlite3.connect(path)
+    rows = [
+        (3, 4, 59, None, THREAD, 999_999, 0, None, 2.5),  # a pruned StringId, a REAL payload
+        (3, 9, 59, "orphan domain", other, None, 7, None, None),  # domain 7: its create event was cut off
+        (1, 2, 59, "no thread", None if null_thread else THREAD, None, 0, None, None),
+    ]
+    con.executemany(
+        "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, textId, domainId, uint64Value, doubleValue)"
+        " VALUES (?,?,?,?,?,?,?,?,?)",
+        rows,
+    )
+    con.commit()
+    con.close()
+    return path
+
+
+@pytest.mark.parametrize("null_thread", [False, True])
+def test_nvtx_columnar_read_equals_the_row_wise_read(tmp_path, null_thread, blob_extension, monkeypatch):
+    # With int64s the NVTX numbers, texts and payloads come from separate narrow scans; without it (or with a thread
+    # id that is not an integer) from one row-wise query with SQL joins: both must give the same ranges, in order.
+    from nsyskit.analysis import nvtxread
+
+    path = _nvtx_export(tmp_path, null_thread)
+    row_wise = []
+    monkeypatch.setattr(nvtxread, "_read_rows", lambda *a, _real=nvtxread._read_rows: row_wise.append(1) or _real(*a))
+    results = []
+    for blob in (True, False):
+        reader = ExportReader(path)
+        reader.blob = blob
+        nvtx = reader.nvtx_ranges()
+        results.append({field: getattr(nvtx, field).tolist() for field in NVTX_FIELDS})
+    assert len(row_wise) == (2 if null_thread else 1)  # the columnar read served the clean file
+    assert str(results[0]) == str(results[1])  # str(): NaN payloads compare equal
+    got = results[0]
+    assert got["start"] == sorted(got["start"]) and got["text"][:3] == ["no thread", "<string 999999>", "orphan domain"]
+    assert got["domain"][2] == "domain 7" and got["payload"][1] == 2.5
+    domains = dict(zip(got["text"], got["domain"], strict=True))
+    assert domains["ncclAllReduce"] == "NCCL" and domains["tie"] == "domain 1"  # created in the first process only
+    assert got["json"][got["text"].index("json")] == '{"a": 1}'
+
+
+def test_a_kernel_whose_process_is_not_an_integer_is_kept_with_pid_0(tmp_path, blob_extension):
+    path = write_export(tmp_path / "pid.sqlite", Export(kernels=[Kernel(i, i + 5, "k") for i in range(0, 40, 10)]))
+    con = sqlite3.connect(path)
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET globalPid = NULL WHERE start = 10")
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET globalPid = 'x' WHERE start = 20")
+    con.commit()
+    con.close()
+    results = []
+    for blob in (True, False):
+        reader = ExportReader(path)
+        reader.blob = blob
+        results.append(_columns(reader.kernels(with_pid=True)))
+    assert results[0] == results[1] and results[0]["start"] == [0, 10, 20, 30]
+    assert results[0]["pid"][1:3] == [0, 0] and results[0]["pid"][0] == results[0]["pid"][3] != 0
+
+
+def test_int64s_into_never_writes_past_its_buffer_nor_runs_from_a_view(tmp_path, blob_extension):
+    # int64s_into writes into memory it is given: more rows than the bound must fail (None: the caller reads another
+    # way), and a view in a file being read must not be able to call it at all (SQLITE_DIRECTONLY).
+    from nsyskit.analysis import sqlitefile
+
+    path = write_export(tmp_path / "k.sqlite", Export(kernels=[Kernel(i, i + 1, "k") for i in range(10)]))
+    con = sqlite3.connect(path)
+    con.execute("CREATE VIEW sneaky AS SELECT int64s_into(1, 1000000, start) AS x FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    con.commit()
+    con.close()
+    reader = ExportReader(path)
+    assert reader.blob and reader.bound("CUPTI_ACTIVITY_KIND_KERNEL") == 10
+    table, exprs = "CUPTI_ACTIVITY_KIND_KERNEL", {"start": "start", "end": "end"}
+    assert sqlitefile.packed_scan(reader._query, table, exprs, blob=True, bound=9) is None
+    read = sqlitefile.packed_scan(reader._query, table, exprs, blob=True, bound=10)
+    assert read["start"].tolist() == list(range(10)) and read["end"].tolist() == list(range(1, 11))
+    with pytest.raises(sqlitefile.sqlite3.OperationalError, match="unsafe use of int64s_into"):
+        reader.con.execute("SELECT x FROM sneaky").fetchall()
+
+
+def test_a_sparse_rowid_range_reads_through_the_blob_not_a_huge_buffer(tmp_path, blob_extension):
+    # rows_bound is max(rowid) - min(rowid) + 1: a table with a rowid far away must not make a buffer that big.
+    path = write_export(tmp_path / "sparse.sqlite", Export(kernels=[Kernel(i, i + 3, "k") for i in range(5)]))
+    con = sqlite3.connect(path)
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET rowid = 1 << 40 WHERE start = 4")
+    con.commit()
+    con.close()
+    reader = ExportReader(path)
+    assert reader.bound("CUPTI_ACTIVITY_KIND_KERNEL") == (1 << 40)
+    kernels = reader.kernels()
+    assert kernels.start.tolist() == [0, 1, 2, 3, 4] and (kernels.end - kernels.start).tolist() == [3] * 5
