@@ -140,15 +140,34 @@ class KubectlMissing(ClusterError):
     """kubectl is not installed: says how to install it."""
 
 
-class SlurmJobFailed(NsyskitError):
-    """A Slurm job ended in a state other than COMPLETED: carries the job id, state, exit code and its log path."""
+JOB_LABELS = {"local": "local run", "slurm": "Slurm job", "k8s": "MPIJob"}  # what a job is called per target
 
-    def __init__(self, job_id: str, state: str, exit_code: int, log: str, reason: str = "") -> None:
-        self.job_id, self.state, self.job_exit_code, self.log, self.reason = job_id, state, exit_code, log, reason
-        # The task exits with the job's own exit code (1 when Slurm ended it without one: CANCELLED, TIMEOUT...).
+
+class JobFailed(NsyskitError):
+    """A job of any target (local run, Slurm job, MPIJob) ended non-zero: the task exits with the job's exit code.
+
+    Carries the evidence: target, job id, final state, exit code, where its logs are, the reason and the log tail.
+    """
+
+    def __init__(
+        self, target: str, job_id: str, state: str, exit_code: int, logs: object, reason: str = "",
+        log_tail: Sequence[str] = (),
+    ) -> None:  # fmt: skip
+        self.target, self.job_id, self.state, self.job_exit_code = target, str(job_id), state, exit_code
+        label = JOB_LABELS.get(target, f"{target} job")
+        self.logs, self.reason, self.log_tail = str(logs), reason, list(log_tail)
+        # Exit with the job's own code; 1 when it has none (CANCELLED, TIMEOUT, a launcher that never ran...).
         self.exit_code = exit_code if 0 < exit_code < 256 else 1
-        why = f", reason {reason}" if reason and reason != "None" else ""
-        super().__init__(f"Slurm job {job_id} ended {state} (exit code {exit_code}{why}); log: {log}")
+        why = f": {reason}" if reason else ""
+        super().__init__(f"{label} {job_id} ended {state} (exit code {exit_code}){why}; logs: {self.logs}")
+
+
+class JobError(NsyskitError):
+    """A job cannot be rendered, submitted or read back: names the job folder, record or scheduler answer, and the fix."""
+
+
+class JobNotFound(JobError):
+    """No job (job folder, run folder, container) answers to what a task was asked to act on."""
 
 
 class EnrootMissing(NsyskitError):
@@ -206,11 +225,3 @@ class RegressionFound(NsyskitError):
     """'invoke analyze --diff --fail-on-regression' found a metric that got worse by more than the threshold."""
 
     exit_code = 3
-
-
-class RunFailed(NsyskitError):
-    """A local run ended non-zero: names the failed rank and host, the exit code, and the run folder with its logs."""
-
-    def __init__(self, run_dir: object, exit_code: int, reason: str, log_tail: Sequence[str] = ()) -> None:
-        self.run_dir, self.exit_code_of_run, self.reason, self.log_tail = str(run_dir), exit_code, reason, list(log_tail)
-        super().__init__(f"run failed (exit code {exit_code}): {reason}; reports and logs in {self.run_dir}")

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from nsyskit.errors import NsyskitError
+from nsyskit.errors import JobError, JobNotFound
 
 JOBS = "jobs"
 RECORD = "job.json"
@@ -26,7 +26,7 @@ def _make_job_dir(root: Path, target: str) -> Path:
     base = jobs_root(root)
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     if base.exists() and not base.is_dir():
-        raise NsyskitError(f"{base} is a file, but job folders go there; fix: move that file away")
+        raise JobError(f"{base} is a file, but job folders go there", fix="move that file away")
     try:
         base.mkdir(parents=True, exist_ok=True)
         for n in range(1000):
@@ -38,10 +38,10 @@ def _make_job_dir(root: Path, target: str) -> Path:
             write_record(folder, target=target, job_dir=folder.name)
             return folder
     except OSError as exc:
-        raise NsyskitError(
-            f"cannot create a job folder under {base} ({exc.strerror}); fix: make {base} a writable folder"
+        raise JobError(
+            f"cannot create a job folder under {base} ({exc.strerror})", fix=f"make {base} a writable folder"
         ) from None
-    raise NsyskitError(f"could not make a fresh job folder under {base}; fix: remove old job folders")
+    raise JobError(f"could not make a fresh job folder under {base}", fix="remove old job folders")
 
 
 @contextmanager
@@ -64,9 +64,11 @@ def read_record(job_dir: Path) -> dict[str, Any]:
     try:
         record = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
-        raise NsyskitError(f"{path} cannot be read as a job record ({exc}); fix: repair or remove that job folder") from None
+        raise JobError(
+            f"{path} cannot be read as a job record ({exc})", fix="repair or remove that job folder"
+        ) from None
     if not isinstance(record, dict):
-        raise NsyskitError(f"{path} is not a job record (a JSON object); fix: repair or remove that job folder")
+        raise JobError(f"{path} is not a job record (a JSON object)", fix="repair or remove that job folder")
     return record
 
 
@@ -84,26 +86,28 @@ def find_job_dir(root: Path, target: str, job: str | None = None) -> Path:
     if not job:
         pointer = base / f"last-{target}"
         if not pointer.is_file():
-            raise NsyskitError(
-                f"no {target} job deployed from {root} yet; fix: run 'invoke deploy --{target}' or pass --job"
+            raise JobNotFound(
+                f"no {target} job deployed from {root} yet", fix=f"run 'invoke deploy --{target}' or pass --job"
             )
         try:
             name = pointer.read_text().strip()
         except (OSError, UnicodeDecodeError) as exc:
-            raise NsyskitError(f"{pointer} cannot be read ({exc}); fix: remove it and pass --job") from None
+            raise JobError(f"{pointer} cannot be read ({exc})", fix="remove it and pass --job") from None
         if not name or "/" in name or name in (".", ".."):
-            raise NsyskitError(f"{pointer} holds {name!r}, not a job folder name; fix: remove it and pass --job")
+            raise JobError(f"{pointer} holds {name!r}, not a job folder name", fix="remove it and pass --job")
         folder = base / name
         if not folder.is_dir():
-            raise NsyskitError(f"the last {target} job folder {folder} is gone; fix: pass --job")
+            raise JobNotFound(f"the last {target} job folder {folder} is gone", fix="pass --job")
         return folder
     if job in (".", "..") or "/" in job or "\0" in job:
-        raise NsyskitError(f"--job {job!r} is not a job name; fix: give a job folder name from 'ls {base}' or a job id")
+        raise JobNotFound(
+            f"--job {job!r} is not a job name", fix=f"give a job folder name from 'ls {base}' or a job id"
+        )
     if (base / job).is_dir():
         return base / job
     matches = [d for d in sorted(base.glob(f"{target}-*")) if str(read_record(d).get("job_id")) == str(job)]
     if not matches:
-        raise NsyskitError(
-            f"job {job!r}: no {target} job folder under {base} has that name or job id; fix: check 'ls {base}'"
+        raise JobNotFound(
+            f"job {job!r}: no {target} job folder under {base} has that name or job id", fix=f"check 'ls {base}'"
         )
     return matches[-1]

@@ -180,3 +180,19 @@ def test_ctrl_c_removes_the_containers_and_keeps_the_run_folder(run_env):
     assert process.returncode == 130, stderr[-2000:]
     assert leftovers(run_id) == []
     assert json.loads((run_dir / "run.json").read_text())["ended_how"] == "interrupted (Ctrl-C)"
+
+
+def test_the_long_running_container_gets_the_runs_host_config_and_undeploy_local_removes_it(run_env):
+    env = {**run_env, "NSYSKIT_NSYS_SAMPLE": "process-tree"}  # CPU sampling: the run's containers get SYS_ADMIN
+    try:
+        started = invoke("run", "--local", "--detach", "--profile", "local-cpu", env=env, timeout=120)
+        assert started.returncode == 0, started.stderr
+        host = docker.from_env().containers.get("nsyskit-dev").attrs["HostConfig"]
+        assert host["CapAdd"] == ["SYS_ADMIN"] and host["ShmSize"] == 1024**3
+        assert host["Binds"] == [f"{Path(run_env['NSYSKIT_REPORT_DIR']).resolve() / 'dev'}:/reports:rw"]
+        status = invoke("status", "--local", "--profile", "local-cpu", env=env, timeout=60)
+        assert "nsyskit-dev  running" in status.stdout, status.stderr
+    finally:
+        removed = invoke("undeploy", "--local", "--profile", "local-cpu", env=env, timeout=60)
+    assert removed.returncode == 0 and "removed nsyskit-dev" in removed.stdout, removed.stderr
+    assert leftovers("dev") == []

@@ -160,10 +160,12 @@ def test_host_mode_job_profiles_every_rank_on_two_nodes(project, cluster):
     assert sorted(json.loads(analyzed.stdout)["sources"]) == ["0", "1", "2", "3"]  # ranks told from the report names
 
 
-def test_failing_job_exits_with_its_code_naming_state_and_log(project, cluster):
+def test_failing_job_exits_with_its_code_naming_state_and_log_and_is_collected(project, cluster):
     # A user error only the nodes find out: nsys refuses an unknown option on every rank.
+    # 'invoke run --slurm' is deploy --wait, then collect (a failed job too), then the job's exit code.
     result = invoke(
-        project, cluster, "deploy", "--slurm", "--wait", timeout=JOB_TIMEOUT_S, NSYSKIT_NSYS_EXTRA_ARGS="--no-such-nsys-option"
+        project, cluster, "run", "--slurm", "--no-progress", timeout=JOB_TIMEOUT_S,
+        NSYSKIT_NSYS_EXTRA_ARGS="--no-such-nsys-option",
     )
     job_dir = last_job_dir(project)
     job_id = job_id_of(result)
@@ -172,8 +174,10 @@ def test_failing_job_exits_with_its_code_naming_state_and_log(project, cluster):
     assert result.returncode == code, explain(cluster, result, job_dir)
     log = job_dir / f"slurm-{job_id}.out"
     last = result.stderr.strip().splitlines()[-1]
-    assert last == f"error: Slurm job {job_id} ended FAILED (exit code {code}, reason NonZeroExitCode); log: {log}"
+    assert last == f"error: Slurm job {job_id} ended FAILED (exit code {code}): reason NonZeroExitCode; logs: {log}"
     assert "Traceback" not in result.stderr and log.is_file()
+    run = json.loads((project / "reports" / job_dir.name / "run.json").read_text())
+    assert run["details"]["job_id"] == job_id and run["ended_how"] == "FAILED" and run["exit_code"] == code
 
 
 def test_undeploy_cancels_the_last_job(project, cluster):

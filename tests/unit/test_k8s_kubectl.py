@@ -14,7 +14,7 @@ import pytest
 from k8s_variants import ECR as ECR_HOST
 from k8s_variants import ROOT, config
 
-from nsyskit import hostpkgs, k8s
+from nsyskit import hostpkgs, k8s, targets
 from nsyskit.errors import ClusterError, ClusterUnreachable, KubectlMissing, NsyskitError
 from nsyskit.k8s import kubectl, render
 
@@ -78,7 +78,7 @@ def assert_one_clear_line(error: NsyskitError, *words: str) -> str:
 
 def test_deploy_without_a_reachable_cluster_fails_in_one_line_and_keeps_the_rendered_files(no_cluster, project):
     with pytest.raises(ClusterUnreachable) as error:
-        k8s.deploy(config(), project, dry_run=False, wait=False)
+        targets.deploy(targets.get("k8s"), config(), project)
     line = assert_one_clear_line(
         error.value, "submitting MPIJob nsyskit-k8s-", f"no Kubernetes API server reachable at {no_cluster}",
         "(connection refused)", "rendered files kept in jobs/k8s-",
@@ -93,14 +93,14 @@ def test_without_any_kubeconfig_the_line_names_kubectls_fallback_server(real_kub
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-such-kubeconfig"))
     monkeypatch.setenv("HOME", str(tmp_path))
     with pytest.raises(ClusterUnreachable) as error:
-        k8s.deploy(config(), project, dry_run=False, wait=False)
+        targets.deploy(targets.get("k8s"), config(), project)
     assert_one_clear_line(error.value, "localhost:8080", "KUBECONFIG")
 
 
 @pytest.mark.parametrize("action", ["undeploy", "status", "logs", "collect", "k8s-setup"])
 def test_every_task_without_a_cluster_fails_in_one_line(no_cluster, project, action):
     cfg = config()
-    k8s.deploy(cfg, project, dry_run=True, wait=False)  # a last job to act on
+    targets.deploy(targets.get("k8s"), cfg, project, dry_run=True)  # a last job to act on
     calls = {
         "undeploy": lambda: k8s.undeploy(cfg, project, None),
         "status": lambda: k8s.status(cfg, project, None),
@@ -116,7 +116,7 @@ def test_every_task_without_a_cluster_fails_in_one_line(no_cluster, project, act
 def test_without_kubectl_the_line_says_how_to_install_it(project, monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(KubectlMissing) as error:
-        k8s.deploy(config(), project, dry_run=False, wait=False)
+        targets.deploy(targets.get("k8s"), config(), project)
     assert_one_clear_line(error.value, "kubectl is not installed", "apt-get install kubernetes-client", "--dry-run")
 
 

@@ -11,7 +11,7 @@ import yaml
 from fixtures.golden import assert_matches_golden
 from k8s_variants import ECR, ROOT, VARIANTS, config  # tests/unit is on sys.path
 
-from nsyskit import k8s, launch
+from nsyskit import k8s, launch, targets
 from nsyskit.errors import ConfigErrors
 from nsyskit.k8s import crd, render
 from nsyskit.local import cluster
@@ -257,7 +257,7 @@ def test_sidecar_injector_values_name_the_binaries_image():
 )
 def test_bad_values_are_rejected_with_one_line_before_anything_is_written(tmp_path, overrides, key, words):
     with pytest.raises(ConfigErrors) as error:
-        k8s.deploy(config("default", **overrides), tmp_path, dry_run=True, wait=False)
+        targets.deploy(targets.get("k8s"), config("default", **overrides), tmp_path, dry_run=True)
     line = error.value.one_line()
     assert line.startswith(f"{key}=") and words in line and "fix:" in line and "\n" not in line
     assert list(tmp_path.iterdir()) == []  # no jobs/ folder, no file
@@ -266,7 +266,7 @@ def test_bad_values_are_rejected_with_one_line_before_anything_is_written(tmp_pa
 def test_zero_workers_or_slots_are_rejected_even_when_the_config_was_built_in_code(tmp_path):
     cfg = config().replace(nodes=0, procs_per_node=0)
     with pytest.raises(ConfigErrors) as error:
-        k8s.deploy(cfg, tmp_path, dry_run=True, wait=False)
+        targets.deploy(targets.get("k8s"), cfg, tmp_path, dry_run=True)
     assert [e.key for e in error.value.errors][:2] == ["NODES", "PROCS_PER_NODE"]
     assert not (tmp_path / "jobs").exists()
 
@@ -283,7 +283,7 @@ def _project(tmp_path: Path) -> Path:
 def test_dry_run_writes_valid_files_into_a_fresh_job_folder_and_remembers_it(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")  # no kubectl: a dry run must not need it
     root = _project(tmp_path)
-    result = k8s.deploy(config("sidecar-injector"), root, dry_run=True, wait=False)
+    result = targets.deploy(targets.get("k8s"), config("sidecar-injector"), root, dry_run=True).job
     assert not result.submitted and result.job_dir.parent == root / "jobs"
     assert sorted(path.name for path in result.files) == sorted(
         [render.MPIJOB_FILE, render.VALUES_FILE, render.LABEL_FILE]
@@ -295,5 +295,5 @@ def test_dry_run_writes_valid_files_into_a_fresh_job_folder_and_remembers_it(tmp
     assert (root / "jobs" / "last-k8s").read_text().strip() == result.job_dir.name
     record = k8s.jobdir.read_record(result.job_dir)
     assert record["job_id"] == result.job_id and record["submitted"] is False and record["namespace"] == "default"
-    second = k8s.deploy(config(), root, dry_run=True, wait=False)
+    second = targets.deploy(targets.get("k8s"), config(), root, dry_run=True).job
     assert second.job_dir != result.job_dir and second.job_id != result.job_id

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from fixtures.golden import assert_matches_golden
 
-from nsyskit import hostpkgs, launch, slurm
+from nsyskit import hostpkgs, launch, slurm, targets
 from nsyskit.config import load_config
-from nsyskit.errors import ConfigError, ConfigErrors, NsyskitError
+from nsyskit.errors import ConfigErrors, NsyskitError
 from nsyskit.jobdir import find_job_dir, read_record
 from nsyskit.slurm import render
 
@@ -138,9 +138,10 @@ def test_host_mode_has_no_container_and_writes_reports_into_the_job_folder():
     assert "export NCCL_DEBUG" not in text and "FI_PROVIDER" not in text  # CPU run: gloo, no NCCL/EFA environment
 
 
-def test_registry_image_needs_a_registry():
-    with pytest.raises(ConfigError, match="SLURM_CONTAINER_IMAGE.*REGISTRY is empty"):
-        script("pyxis", REGISTRY="")
+def test_registry_image_needs_a_registry(tmp_path):
+    with pytest.raises(ConfigErrors, match="SLURM_CONTAINER_IMAGE.*REGISTRY is empty"):
+        targets.get("slurm").validate(config("pyxis", REGISTRY=""), tmp_path)
+    targets.get("slurm").validate(config("host", REGISTRY=""), tmp_path)  # host mode pulls nothing
 
 
 def test_registry_endpoint_is_where_nodes_pull_from():
@@ -148,9 +149,9 @@ def test_registry_endpoint_is_where_nodes_pull_from():
     assert "--container-image=mirror.example.com:5000#nsyskit:latest" in words
 
 
-def test_job_folder_with_blanks_is_refused():
-    with pytest.raises(ConfigError, match="blanks"):
-        render.render_script(config("host"), ROOT, Path("/fsx/my project/jobs/x"))
+def test_job_folder_with_blanks_is_refused(tmp_path):
+    with pytest.raises(ConfigErrors, match="blanks"):
+        targets.get("slurm").validate(config("host"), tmp_path / "my project")
 
 
 @pytest.mark.parametrize(
@@ -168,15 +169,15 @@ def test_bad_slurm_values_name_the_key(key, value):
 def test_dry_run_renders_into_a_fresh_job_folder_and_records_it(tmp_path):
     shutil.copytree(ROOT / "slurm", tmp_path / "slurm")
     cfg = config("host")
-    first = slurm.deploy(cfg, tmp_path, dry_run=True, wait=False)
-    second = slurm.deploy(cfg, tmp_path, dry_run=True, wait=False)
-    assert first.job_dir != second.job_dir and not second.submitted and second.job_id is None
+    first = targets.deploy(targets.get("slurm"), cfg, tmp_path, dry_run=True).job
+    second = targets.deploy(targets.get("slurm"), cfg, tmp_path, dry_run=True).job
+    assert first.job_dir != second.job_dir and not second.submitted and second.job_id == ""
     script_path = second.job_dir / "job.sbatch"
     assert second.files == [script_path] and os.access(script_path, os.X_OK)
     assert (second.job_dir / "reports").is_dir()
     assert script_path.read_text() == render.render_script(cfg, tmp_path, second.job_dir)
     assert find_job_dir(tmp_path, "slurm") == second.job_dir  # the last job is the default
     assert read_record(second.job_dir)["mode"] == "host"
-    assert "dry run" in second.lines[0]
+    assert second.lines[-1] == f"dry run: nothing submitted; submit with 'sbatch {script_path}'"
     with pytest.raises(NsyskitError, match="dry-run"):
         slurm.status(cfg, tmp_path, None)

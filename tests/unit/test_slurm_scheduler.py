@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from nsyskit.config import load_config
-from nsyskit.errors import CommandError, SlurmJobFailed
+from nsyskit.errors import CommandError, JobFailed
 from nsyskit.slurm import scheduler
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,10 +53,11 @@ def test_missing_slurm_client_is_one_line_with_the_fix():
 
 
 def test_job_failure_names_state_exit_code_and_log():
-    failed = SlurmJobFailed("3", "FAILED", 3, "/fsx/p/jobs/slurm-x/slurm-3.out", "NonZeroExitCode")
-    assert failed.exit_code == 3
+    failed = JobFailed("slurm", "3", "FAILED", 3, "/fsx/p/jobs/slurm-x/slurm-3.out", "reason NonZeroExitCode")
+    assert failed.exit_code == 3 and failed.job_id == "3" and failed.state == "FAILED"
     assert failed.one_line() == (
-        "Slurm job 3 ended FAILED (exit code 3, reason NonZeroExitCode); log: /fsx/p/jobs/slurm-x/slurm-3.out"
+        "Slurm job 3 ended FAILED (exit code 3): reason NonZeroExitCode; logs: /fsx/p/jobs/slurm-x/slurm-3.out"
     )
-    assert SlurmJobFailed("4", "CANCELLED", 0, "/l").exit_code == 1  # no exit code of its own: still a failure
-    assert SlurmJobFailed("5", "FAILED", 137, "/l").exit_code == 137
+    assert JobFailed("slurm", "4", "CANCELLED", 0, "/l").exit_code == 1  # no exit code of its own: still a failure
+    assert JobFailed("slurm", "5", "FAILED", 137, "/l").exit_code == 137
+    assert JobFailed("k8s", "nsyskit-k8s-x", "Failed", 3, "l").one_line().startswith("MPIJob nsyskit-k8s-x ended Failed")

@@ -27,14 +27,18 @@ def _shown(value) -> str:
         "template": "Print the documented .env (every setting commented out, with its default and help, grouped).",
         "output": "With --template: write it to this file instead of stdout (an existing file needs --force).",
         "force": "With --template --output: overwrite an existing file.",
+        "k8s": "With --check: also run the Kubernetes target's checks (what 'invoke deploy --k8s' would reject).",
+        "slurm": "With --check: also run the Slurm target's checks (what 'invoke deploy --slurm' would reject).",
     },
 )
-def show_config(c, check=False, profile=None, json_=False, template=False, output=None, force=False):
+def show_config(c, check=False, profile=None, json_=False, template=False, output=None, force=False, k8s=False,
+                slurm=False):  # fmt: skip
     """Print the resolved configuration and where each value came from (defaults < .env < profile < env < flags)."""
     from rich.table import Table
 
     from nsyskit.config import SECTIONS, available_profiles, key_of, load_config, settings
     from nsyskit.errors import ConfigErrors, UsageError
+    from nsyskit.targets import validate_targets
 
     if (output or force) and not template:
         raise UsageError(f"{'--output' if output else '--force'} goes with --template only", fix="add --template")
@@ -44,6 +48,7 @@ def show_config(c, check=False, profile=None, json_=False, template=False, outpu
     root = project_root(c)
     try:
         cfg = load_config(root, profile=profile)
+        validate_targets(cfg, root, k8s=k8s, slurm=slurm)  # what deploy would reject, found now
     except ConfigErrors as problems:
         for problem in problems.errors:
             console.err.print(f"[red]✗[/] {problem}", markup=True)

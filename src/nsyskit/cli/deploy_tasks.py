@@ -1,63 +1,66 @@
-"""Tasks that deploy the profiled job to a cluster target (--k8s or --slurm) and manage it there."""
+"""Tasks that deploy the profiled job to a target (--local, --k8s or --slurm) and act on it there."""
 
 from __future__ import annotations
 
 from nsyskit import console
 from nsyskit.cli import PROFILE_HELP, load, project_root, task
-from nsyskit.errors import NsyskitError
 
-TARGET_HELP = {"k8s": "Kubernetes: a Kubeflow MPIJob.", "slurm": "Slurm: an sbatch job (Pyxis or host mode).", "profile": PROFILE_HELP}
-JOB_HELP = "Job to act on (Slurm job id or MPIJob name); default: the last one deployed from this project."
+TARGET_HELP = {
+    "local": "Local Docker containers on this machine.",
+    "k8s": "Kubernetes: a Kubeflow MPIJob.",
+    "slurm": "Slurm: an sbatch job (Pyxis or host mode).",
+    "profile": PROFILE_HELP,
+}
+JOB_HELP = ("Job to act on (Slurm job id, MPIJob name or job folder; local: run id); default: the last one "
+            "deployed from this project (local: the long-running container for undeploy/status/logs).")  # fmt: skip
+OVERRIDES_HELP = {
+    "nodes": "Override NODES: nodes (local: containers; more than 1 starts workers with sshd and an mpirun launcher).",
+    "procs_per_node": "Override PROCS_PER_NODE: ranks per node.",
+    "profiler": "Override PROFILER: nsys (timeline), ncu (Nsight Compute per kernel), torch (PyTorch profiler, HTA).",
+}
 
 
-@task(help={**TARGET_HELP, "dry_run": "Render and validate only; print where the files are.", "wait": "Wait for the job to end and exit with its exit code.",
-            "nodes": "Override NODES.", "procs_per_node": "Override PROCS_PER_NODE.",
-            "profiler": "Override PROFILER: nsys (timeline), ncu (Nsight Compute per kernel), torch (PyTorch profiler, HTA)."})
-def deploy(c, k8s=False, slurm=False, dry_run=False, wait=False, profile=None, nodes=None, procs_per_node=None,
-           profiler=None):  # fmt: skip
-    """Render the job into jobs/<id>/ and submit it (kubectl apply / sbatch); --dry-run stops after rendering."""
-    from nsyskit.deploy import target
+def chosen(local: bool, k8s: bool, slurm: bool, default: str | None = None):
+    """The target of the flags (exactly one; DEFAULT when none is given and the task has one)."""
+    from nsyskit import targets
 
+    return targets.choose(default, local=local, k8s=k8s, slurm=slurm)
+
+
+@task(help={**TARGET_HELP, **OVERRIDES_HELP, "dry_run": "Render and validate only; print where the files are.",
+            "wait": "Wait for the job to end; a failed job makes the task exit with the job's exit code."})  # fmt: skip
+def deploy(c, local=False, k8s=False, slurm=False, dry_run=False, wait=False, profile=None, nodes=None,
+           procs_per_node=None, profiler=None):  # fmt: skip
+    """Validate the config, render the job (jobs/<id>/ or reports/<run-id>/) and submit it; --dry-run stops after rendering."""
+    from nsyskit import targets
+
+    target = chosen(local, k8s, slurm)
     cfg = load(c, profile, nodes=nodes, procs_per_node=procs_per_node, profiler=profiler)
-    result = target(k8s, slurm).deploy(cfg, project_root(c), dry_run=dry_run, wait=wait)
+    result = targets.deploy(target, cfg, project_root(c), dry_run=dry_run, wait=wait)
     for line in result.lines:
         console.out.print(line)
-    if result.exit_code:
-        raise NsyskitError(f"job {result.job_id} ended with exit code {result.exit_code}; files in {result.job_dir}")
 
 
 @task(help={**TARGET_HELP, "job": JOB_HELP})
-def undeploy(c, k8s=False, slurm=False, job=None, profile=None):
-    """Delete the MPIJob or cancel the Slurm job."""
-    from nsyskit.deploy import target
-
-    console.out.print(target(k8s, slurm).undeploy(load(c, profile), project_root(c), job))
+def undeploy(c, local=False, k8s=False, slurm=False, job=None, profile=None):
+    """Delete the MPIJob, cancel the Slurm job, or remove a local run's containers (default: nsyskit-dev)."""
+    console.out.print(chosen(local, k8s, slurm).undeploy(load(c, profile), project_root(c), job))
 
 
 @task(help={**TARGET_HELP, "job": JOB_HELP})
-def status(c, k8s=False, slurm=False, job=None, profile=None):
-    """Show the job's state (kubectl get / squeue and sacct)."""
-    from nsyskit.deploy import target
-
-    console.out.print(target(k8s, slurm).status(load(c, profile), project_root(c), job))
+def status(c, local=False, k8s=False, slurm=False, job=None, profile=None):
+    """Show the job's state (kubectl get / scontrol, squeue and sacct / the local containers)."""
+    console.out.print(chosen(local, k8s, slurm).status(load(c, profile), project_root(c), job))
 
 
 @task(help={**TARGET_HELP, "job": JOB_HELP, "follow": "Keep printing new output until the job ends."})
-def logs(c, k8s=False, slurm=False, job=None, follow=False, profile=None):
-    """Print the job's output (launcher log / Slurm output file); neither flag: the long-running local container's."""
-    from nsyskit.deploy import target
-    from nsyskit.local import dev as local_dev
-
-    if not k8s and not slurm:
-        local_dev.logs(follow)  # local Docker: the container of 'invoke run --local --detach'
-        return
-    target(k8s, slurm).logs(load(c, profile), project_root(c), job, follow)
+def logs(c, local=False, k8s=False, slurm=False, job=None, follow=False, profile=None):
+    """Print the job's output (launcher log / Slurm output file); no target flag: --local (nsyskit-dev, or --job RUN_ID)."""
+    chosen(local, k8s, slurm, default="local").logs(load(c, profile), project_root(c), job, follow)
 
 
 @task(help={**TARGET_HELP, "job": JOB_HELP})
-def collect(c, k8s=False, slurm=False, job=None, profile=None):
-    """Gather the job's reports into reports/<run-id>/ for 'invoke analyze'."""
-    from nsyskit.deploy import target
-
-    folder = target(k8s, slurm).collect(load(c, profile), project_root(c), job)
+def collect(c, local=False, k8s=False, slurm=False, job=None, profile=None):
+    """Gather the ended job's reports into REPORT_DIR/<run-id>/ for 'invoke analyze' (local: already there)."""
+    folder = chosen(local, k8s, slurm).collect(load(c, profile), project_root(c), job)
     console.out.print(f"reports collected in {folder}")

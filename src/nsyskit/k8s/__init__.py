@@ -1,4 +1,4 @@
-"""The Kubernetes deployment target: the job as a Kubeflow MPIJob, managed with kubectl (see nsyskit.deploy.Target)."""
+"""Kubernetes: the job as a Kubeflow MPIJob, managed with kubectl (steps of nsyskit.targets.k8s)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from typing import Any
 
 from nsyskit import console, jobdir, launch
 from nsyskit.config import Config
-from nsyskit.deploy import DeployResult
-from nsyskit.errors import ClusterError, ClusterUnreachable, NsyskitError
+from nsyskit.errors import ClusterError, ClusterUnreachable, JobNotFound, NsyskitError
 from nsyskit.k8s import crd, kubectl, render
 from nsyskit.local import runfolder
 
@@ -38,8 +37,7 @@ def _relative(path: Path, root: Path) -> str:
 
 
 def render_job(cfg: Config, root: Path) -> tuple[Path, str, dict[str, Path]]:
-    """Check the config, then render and CRD-validate the job's files into a fresh jobs/<id>/: (folder, name, files)."""
-    render.check(cfg)  # before anything is written
+    """Render and CRD-validate the job's files into a fresh jobs/<id>/: (folder, MPIJob name, files by name)."""
     with jobdir.fresh_job_dir(root, TARGET) as job_dir:  # a render or validation error leaves no folder
         name = job_name(job_dir)
         texts = render.render(cfg, name, root)
@@ -58,39 +56,30 @@ def render_job(cfg: Config, root: Path) -> tuple[Path, str, dict[str, Path]]:
     return job_dir, name, files
 
 
-def deploy(cfg: Config, root: Path, *, dry_run: bool, wait: bool) -> DeployResult:
-    """Render the MPIJob into jobs/<id>/, validate it against the CRD, then 'kubectl apply' it unless dry_run."""
-    job_dir, name, files = render_job(cfg, root)
-    result = DeployResult(job_dir=job_dir, files=list(files.values()), job_id=name)
-    shown = _relative(files[render.MPIJOB_FILE], root)
-    result.lines.append(f"rendered MPIJob {name} ({cfg.nodes} worker(s) x {cfg.procs_per_node} slot(s) = {cfg.world_size} ranks, "
-                        f"namespace {cfg.k8s_namespace}) into {_relative(job_dir, root)}/, valid against the MPIJob CRD {OPERATOR_VERSION}")  # fmt: skip
-    result.lines += [f"  {_relative(path, root)}" for path in files.values()]
+def rendered_lines(cfg: Config, root: Path, job_dir: Path, name: str, files: dict[str, Path]) -> list[str]:
+    """What deploy prints about the rendered files (and the injector's helm command)."""
+    lines = [f"rendered MPIJob {name} ({cfg.nodes} worker(s) x {cfg.procs_per_node} slot(s) = {cfg.world_size} ranks, "
+             f"namespace {cfg.k8s_namespace}) into {_relative(job_dir, root)}/, valid against the MPIJob CRD {OPERATOR_VERSION}"]  # fmt: skip
+    lines += [f"  {_relative(path, root)}" for path in files.values()]
     if render.VALUES_FILE in files:
         chart = render.INJECTORS[cfg.k8s_profiler]["chart"]
-        result.lines.append(f"profiling by {cfg.k8s_profiler}: install it with 'helm upgrade --install -f "
-                            f"{_relative(files[render.VALUES_FILE], root)} {cfg.k8s_profiler} {chart}' before the job starts")  # fmt: skip
-    if dry_run:
-        result.lines.append(f"dry run: nothing submitted; submit with 'kubectl apply -f {shown}'")
-        return result
+        lines.append(f"profiling by {cfg.k8s_profiler}: install it with 'helm upgrade --install -f "
+                     f"{_relative(files[render.VALUES_FILE], root)} {cfg.k8s_profiler} {chart}' before the job starts")  # fmt: skip
+    return lines
+
+
+def submit(root: Path, job_dir: Path, name: str) -> list[str]:
+    """'kubectl apply' the rendered MPIJob; kubectl's output lines. A failure keeps (and names) the rendered files."""
     try:
         output = kubectl.run(
-            f"submitting MPIJob {name}", kubectl.command("apply", "-f", str(files[render.MPIJOB_FILE]))
+            f"submitting MPIJob {name}", kubectl.command("apply", "-f", str(job_dir / render.MPIJOB_FILE))
         )
     except ClusterError as exc:
         raise type(exc)(
             f"{exc} (rendered files kept in {_relative(job_dir, root)}/)", exc.cmd, exc.returncode, exc.stderr
         ) from None
     jobdir.write_record(job_dir, submitted=True)
-    result.submitted = True
-    result.lines += [line for line in output.strip().splitlines() if line]
-    result.lines.append(
-        "next: 'invoke status --k8s', 'invoke logs --k8s', 'invoke collect --k8s' (after the job), 'invoke undeploy --k8s'"
-    )
-    if wait:
-        result.exit_code = wait_for(name, cfg.k8s_namespace)
-        result.lines.append(f"MPIJob {name} ended with exit code {result.exit_code}")
-    return result
+    return [line for line in output.strip().splitlines() if line]
 
 
 def _job(cfg: Config, root: Path, job: str | None) -> tuple[str, str, dict[str, Any]]:
@@ -145,8 +134,8 @@ def logs(cfg: Config, root: Path, job: str | None, follow: bool) -> None:
     name, namespace, _ = _job(cfg, root, job)
     launchers = _pods(name, namespace, "launcher")
     if not launchers:
-        raise NsyskitError(
-            f"MPIJob {name} has no launcher pod yet (it starts when every worker is ready); fix: see 'invoke status --k8s'"
+        raise JobNotFound(
+            f"MPIJob {name} has no launcher pod yet (it starts when every worker is ready)", fix="see 'invoke status --k8s'"
         )
     pod = launchers[-1]["metadata"]["name"]
     args = ["logs", f"pod/{pod}", "--namespace", namespace] + (["--follow"] if follow else [])
@@ -178,16 +167,15 @@ def launcher_exit_code(pod: dict[str, Any]) -> int | None:
     return None
 
 
-def wait_for(name: str, namespace: str, poll_s: float = WAIT_POLL_S) -> int:
-    """Block until the MPIJob has succeeded or failed; its launcher's exit code (1 for a failure without one)."""
+def wait_for(name: str, namespace: str, poll_s: float = WAIT_POLL_S) -> tuple[str, int | None]:
+    """Block until the MPIJob has succeeded or failed: (Succeeded|Failed, its launcher's exit code or None)."""
     phases = console.Phases(f"MPIJob {name}")
     while (state := _ended(name, namespace)) is None:
         phases.update("running")
         time.sleep(poll_s)
     phases.update(state.lower())
     launchers = _pods(name, namespace, "launcher")
-    code = launcher_exit_code(launchers[-1]) if launchers else None
-    return code if code is not None else (0 if state == "Succeeded" else 1)
+    return state, launcher_exit_code(launchers[-1]) if launchers else None
 
 
 def collect(cfg: Config, root: Path, job: str | None) -> Path:
@@ -196,7 +184,7 @@ def collect(cfg: Config, root: Path, job: str | None) -> Path:
     volume = record.get("report_volume", cfg.k8s_report_volume)
     workers = [pod for pod in _pods(name, namespace, "worker") if pod.get("status", {}).get("phase") == "Running"]
     if not workers:
-        raise NsyskitError(where_reports_are(name, record, cfg))
+        raise JobNotFound(*where_reports_are(name, record, cfg).split("; fix: ", 1))
     if volume == "pvc" and record.get("profiler", cfg.k8s_profiler) == "wrapper":
         workers = workers[:1]  # every worker mounts the same folder of the claim
     dest = Path(root) / cfg.report_dir / name

@@ -12,8 +12,6 @@ import jinja2
 
 from nsyskit import launch, nsysargs
 from nsyskit.config import Config
-from nsyskit.config.k8s_parse import quantity_bytes
-from nsyskit.errors import ConfigError, ConfigErrors
 from nsyskit.templates import render_template
 
 TEMPLATES = "k8s"  # the templates folder under the project root
@@ -40,50 +38,6 @@ INJECTORS = {
 # Which processes the injector wraps: the example that the ranks run.
 INJECTION_MATCH = "^.*" + re.escape(launch.EXAMPLE) + ".*$"
 SSH_PORT = 22
-
-
-def check(cfg: Config) -> None:
-    """Reject settings a cluster job cannot run with: every problem at once, before anything is written."""
-    errors: list[ConfigError] = []
-
-    def err(key: str, value: object, problem: str, fix: str) -> None:
-        errors.append(ConfigError(key, value, problem, fix, cfg.sources.get(key, "")))
-
-    if cfg.nodes < 1:
-        err("NODES", cfg.nodes, "an MPIJob needs at least one worker", "set NODES to 1 or more")
-    if cfg.procs_per_node < 1:
-        err(
-            "PROCS_PER_NODE",
-            cfg.procs_per_node,
-            "each worker needs at least one slot",
-            "set PROCS_PER_NODE to 1 or more",
-        )
-    elif cfg.gpus_per_node and cfg.procs_per_node % cfg.gpus_per_node:
-        err("GPUS_PER_NODE", cfg.gpus_per_node,
-            f"does not divide PROCS_PER_NODE={cfg.procs_per_node}, so the ranks of a worker cannot share its GPUs evenly",
-            f"set PROCS_PER_NODE to a multiple of GPUS_PER_NODE (usually equal: {cfg.gpus_per_node}), or GPUS_PER_NODE to a divisor of it")  # fmt: skip
-    if not cfg.registry:
-        err("REGISTRY", cfg.registry, f"the cluster must pull the image {cfg.image_ref} from a registry, but REGISTRY is empty",
-            "set REGISTRY (e.g. ACCOUNT.dkr.ecr.REGION.amazonaws.com) and run 'invoke push'")  # fmt: skip
-    if cfg.k8s_hugepages and not cfg.k8s_memory:
-        err("K8S_HUGEPAGES", cfg.k8s_hugepages, "Kubernetes admits huge pages only with a memory request, and K8S_MEMORY is empty",
-            "set K8S_MEMORY (e.g. 256Gi), or K8S_HUGEPAGES=0")  # fmt: skip
-    if cfg.k8s_memory and cfg.k8s_shm_size and quantity_bytes(cfg.k8s_shm_size) > quantity_bytes(cfg.k8s_memory):
-        err("K8S_SHM_SIZE", cfg.k8s_shm_size, f"is larger than K8S_MEMORY={cfg.k8s_memory}, and /dev/shm counts against it",
-            "lower K8S_SHM_SIZE or raise K8S_MEMORY")  # fmt: skip
-    if cfg.k8s_report_volume == "pvc" and not cfg.k8s_report_pvc:
-        err("K8S_REPORT_PVC", "", "K8S_REPORT_VOLUME=pvc needs the name of a claim",
-            "set K8S_REPORT_PVC to an existing ReadWriteMany claim, or K8S_REPORT_VOLUME=hostpath")  # fmt: skip
-    if cfg.instance_type and not _label_value_ok(cfg.instance_type):
-        err("INSTANCE_TYPE", cfg.instance_type, "is not a valid Kubernetes label value",
-            "use an instance type such as p5.48xlarge, or leave it empty for no node selector")  # fmt: skip
-    if errors:
-        raise ConfigErrors(errors)
-
-
-def _label_value_ok(value: str) -> bool:
-    """True for a valid label value: at most 63 of [A-Za-z0-9._-], alphanumeric at both ends."""
-    return bool(re.fullmatch(r"([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?", value))
 
 
 def worker_host(job: str, index: int) -> str:

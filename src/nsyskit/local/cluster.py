@@ -29,6 +29,44 @@ def worker_name(index: int) -> str:
     return f"worker-{index}"
 
 
+def multi_node(cfg: Config) -> bool:
+    """The one place that decides it: N > 1 nodes run workers with sshd plus an mpirun launcher, 1 node torchrun."""
+    return cfg.nodes > 1
+
+
+def launcher_kind(cfg: Config) -> str:
+    """What starts the ranks: mpirun across nodes, torchrun on one."""
+    return "mpirun" if multi_node(cfg) else "torchrun"
+
+
+def launcher_role(cfg: Config) -> str:
+    """The container whose exit ends the run: the mpirun launcher, or the only worker."""
+    return "launcher" if multi_node(cfg) else worker_name(0)
+
+
+def host_config(cfg: Config, report_dir: Path) -> dict:
+    """Options every rank-running container gets (runs and the long-running one): reports, GPUs, shm, capabilities."""
+    options: dict = {
+        "volumes": {str(Path(report_dir).resolve()): {"bind": launch.CONTAINER_REPORT_DIR, "mode": "rw"}},
+        "shm_size": SHM_SIZE,
+    }
+    if cfg.uses_gpu:
+        options["device_requests"] = [DeviceRequest(count=cfg.gpus_per_node, capabilities=[["gpu"]])]
+    if cfg.nsys_sample != "none" or cfg.needs_gpu_counters:
+        # CPU sampling needs perf_event_open, which Docker's seccomp profile grants only with CAP_SYS_ADMIN;
+        # ncu's GPU performance counters are admin-only with the driver's default (ERR_NVGPUCTRPERM otherwise).
+        options["cap_add"] = ["SYS_ADMIN"]
+    return options
+
+
+def warn_capabilities(cfg: Config) -> None:
+    """Say why the containers get SYS_ADMIN, when they do."""
+    if cfg.nsys_sample != "none":
+        console.warn(f"NSYS_SAMPLE={cfg.nsys_sample}: the containers get capability SYS_ADMIN (perf events for CPU sampling)")
+    elif cfg.needs_gpu_counters:
+        console.warn("PROFILER=ncu on GPUs: the containers get capability SYS_ADMIN (GPU performance counters)")
+
+
 def hostfile(cfg: Config) -> str:
     """mpirun's hostfile: every worker with PROCS_PER_NODE slots."""
     return "".join(f"{worker_name(i)} slots={cfg.procs_per_node}\n" for i in range(cfg.nodes))
@@ -111,25 +149,14 @@ class LocalCluster:
 
     @property
     def multi_node(self) -> bool:
-        """N > 1 nodes: workers with sshd plus an mpirun launcher."""
-        return self.cfg.nodes > 1
+        """N > 1 nodes (see multi_node)."""
+        return multi_node(self.cfg)
 
     def _name(self, role: str) -> str:
         return f"nsyskit-{self.run_id}-{role}"
 
     def _host_config(self) -> dict:
-        """Options every rank-running container gets: the report folder, GPUs, shared memory, capabilities."""
-        options: dict = {
-            "volumes": {str(self.run_dir.resolve()): {"bind": launch.CONTAINER_REPORT_DIR, "mode": "rw"}},
-            "shm_size": SHM_SIZE,
-        }
-        if self.cfg.uses_gpu:
-            options["device_requests"] = [DeviceRequest(count=self.cfg.gpus_per_node, capabilities=[["gpu"]])]
-        if self.cfg.nsys_sample != "none" or self.cfg.needs_gpu_counters:
-            # CPU sampling needs perf_event_open, which Docker's seccomp profile grants only with CAP_SYS_ADMIN;
-            # ncu's GPU performance counters are admin-only with the driver's default (ERR_NVGPUCTRPERM otherwise).
-            options["cap_add"] = ["SYS_ADMIN"]
-        return options
+        return host_config(self.cfg, self.run_dir)
 
     def _create(self, role: str, command: list[str], environment: dict[str, str], runs_ranks: bool, **extra) -> Member:
         labels = {LABEL_RUN: self.run_id, LABEL_ROLE: role}
@@ -147,13 +174,8 @@ class LocalCluster:
     def start(self) -> None:
         """Create everything, then start the containers (workers before the launcher)."""
         engine.require_image(self.client, self.cfg.image_ref)
-        if self.cfg.nsys_sample != "none":
-            console.warn(
-                f"NSYS_SAMPLE={self.cfg.nsys_sample}: the containers get capability SYS_ADMIN (perf events for CPU sampling)"
-            )
-        elif self.cfg.needs_gpu_counters:
-            console.warn("PROFILER=ncu on GPUs: the containers get capability SYS_ADMIN (GPU performance counters)")
-        environment = {**launch.wrapper_env(self.cfg, launch.CONTAINER_REPORT_DIR, "torchrun" if not self.multi_node else "mpirun", job_id=self.run_id),
+        warn_capabilities(self.cfg)
+        environment = {**launch.wrapper_env(self.cfg, launch.CONTAINER_REPORT_DIR, launcher_kind(self.cfg), job_id=self.run_id),
                        "PYTHONUNBUFFERED": "1"}  # fmt: skip
         if not self.multi_node:
             command = launch.torchrun_command(self.cfg)

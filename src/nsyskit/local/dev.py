@@ -9,12 +9,11 @@ import sys
 from pathlib import Path
 
 from docker.errors import APIError, NotFound
-from docker.types import DeviceRequest
 
 from nsyskit import engine, launch
 from nsyskit.config import Config
-from nsyskit.errors import NsyskitError
-from nsyskit.local.cluster import LABEL_ROLE, LABEL_RUN, SHM_SIZE, remove_run
+from nsyskit.errors import JobNotFound, UsageError
+from nsyskit.local.cluster import LABEL_ROLE, LABEL_RUN, host_config, remove_run, warn_capabilities
 
 DEV_NAME = "nsyskit-dev"
 DEV_RUN_ID = "dev"  # report names of the long-running container start with it
@@ -38,15 +37,13 @@ def start(cfg: Config, root: Path) -> str:
     engine.require_image(client, cfg.image_ref)
     reports = dev_report_dir(root, cfg)
     reports.mkdir(parents=True, exist_ok=True)
-    options: dict = {"shm_size": SHM_SIZE}
-    if cfg.uses_gpu:
-        options["device_requests"] = [DeviceRequest(count=cfg.gpus_per_node, capabilities=[["gpu"]])]
+    warn_capabilities(cfg)
     try:
         client.containers.run(
             cfg.image_ref, ["sleep", "infinity"], name=DEV_NAME, hostname="dev", detach=True, init=True,
             labels={LABEL_RUN: DEV_RUN_ID, LABEL_ROLE: "dev"},
             environment=launch.wrapper_env(cfg, launch.CONTAINER_REPORT_DIR, "torchrun", job_id=DEV_RUN_ID),
-            volumes={str(reports.resolve()): {"bind": launch.CONTAINER_REPORT_DIR, "mode": "rw"}}, **options,
+            **host_config(cfg, reports),  # the same as a run's containers: SYS_ADMIN too when sampling
         )  # fmt: skip
     except APIError as exc:
         with contextlib.suppress(NotFound):
@@ -60,18 +57,18 @@ def _container():
     try:
         return engine.connect().containers.get(DEV_NAME)
     except NotFound:
-        raise NsyskitError(f"no {DEV_NAME} container; fix: start it with 'invoke run --local --detach'") from None
+        raise JobNotFound(f"no {DEV_NAME} container", fix="start it with 'invoke run --local --detach'") from None
 
 
 def exec_in(command: str | None) -> int:
     """Run a command in the long-running container (streamed) and return its exit code; no command: a shell."""
     container = _container()
     if container.status != "running":
-        raise NsyskitError(f"{DEV_NAME} is {container.status}; fix: restart it with 'invoke run --local --detach'")
+        raise JobNotFound(f"{DEV_NAME} is {container.status}", fix="restart it with 'invoke run --local --detach'")
     if command is None:
         docker_cli = shutil.which("docker")
         if docker_cli is None or not sys.stdin.isatty():
-            raise NsyskitError("an interactive shell needs the docker CLI and a terminal; pass --command 'CMD' instead")
+            raise UsageError("an interactive shell needs the docker CLI and a terminal", fix="pass --command 'CMD' instead")
         os.execv(docker_cli, [docker_cli, "exec", "-it", DEV_NAME, "bash"])  # hands the terminal to docker
     exec_id = container.client.api.exec_create(container.id, ["bash", "-lc", command])["Id"]
     for chunk in container.client.api.exec_start(exec_id, stream=True):
@@ -89,6 +86,13 @@ def logs(follow: bool) -> None:
             sys.stdout.flush()
     else:
         sys.stdout.write(container.logs().decode(errors="replace"))
+
+
+def containers(run_id: str | None = None, running_only: bool = False) -> list[tuple[str, str]]:
+    """(name, state) of the nsyskit containers of run_id (None: of every run and the long-running one)."""
+    selector = {"label": f"{LABEL_RUN}={run_id}" if run_id else LABEL_RUN}
+    found = engine.connect().containers.list(all=not running_only, filters=selector)
+    return sorted((c.name, c.status) for c in found)
 
 
 def stop(run_id: str | None = None, everything: bool = False) -> list[str]:

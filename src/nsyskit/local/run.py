@@ -6,11 +6,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from docker import DockerClient
+
 from nsyskit import console, engine
 from nsyskit.config import Config
-from nsyskit.errors import RunFailed
+from nsyskit.errors import JobFailed
 from nsyskit.local import runfolder
-from nsyskit.local.cluster import LocalCluster
+from nsyskit.local.cluster import LocalCluster, launcher_kind, launcher_role
 from nsyskit.local.failure import Failure, blame
 from nsyskit.local.watch import LogFollower, RunProgress, log_path, wait_for_end
 
@@ -27,6 +29,9 @@ class RunResult:
     exit_code: int
     duration_s: float
     failure: Failure | None = None
+    ended_how: str = ""       # how the run ended: exited, stopped after rank failure, interrupted...
+    reason: str = ""          # why it failed (the blamed rank), for JobFailed
+    log_tail: list[str] = field(default_factory=list)
     checksums: dict[int, str] = field(default_factory=dict)
     world_sizes: set[int] = field(default_factory=set)
     files: dict[str, list[str]] = field(default_factory=dict)
@@ -47,14 +52,28 @@ class RunResult:
 
 
 def run_local(cfg: Config, root: Path, run_id: str | None = None, show_progress: bool = True) -> RunResult:
-    """Run the profiled example in local containers and return the result; RunFailed when it ends non-zero.
+    """Run the profiled example in local containers and return the result; JobFailed when it ends non-zero.
 
     Containers and network are removed on success, failure and Ctrl-C; the run folder keeps what was written.
     """
+    client, run_id, run_dir = prepare(cfg, root, run_id)
+    result = execute(cfg, client, run_id, run_dir, show_progress)
+    if result.exit_code != 0:
+        raise JobFailed("local", run_id, "FAILED", result.exit_code, run_dir, result.reason, result.log_tail)
+    return result
+
+
+def prepare(cfg: Config, root: Path, run_id: str | None = None) -> tuple[DockerClient, str, Path]:
+    """Check the run id, the engine and the image, then make the run folder: (engine client, run id, run folder)."""
     run_id = runfolder.check_run_id(run_id or runfolder.new_run_id())
     client = engine.connect()  # engine and image before the run folder: a run that cannot start leaves nothing
     engine.require_image(client, cfg.image_ref)
     run_dir = runfolder.make_run_dir(root, cfg, run_id)
+    return client, run_id, run_dir
+
+
+def execute(cfg: Config, client: DockerClient, run_id: str, run_dir: Path, show_progress: bool = True) -> RunResult:
+    """Start the containers, follow their logs until the run ends, remove them and write run.json: the result."""
     cluster = LocalCluster(client, cfg, run_id, run_dir)
     record: dict = {"started": time.time()}
     started = time.monotonic()
@@ -84,14 +103,13 @@ def run_local(cfg: Config, root: Path, run_id: str | None = None, show_progress:
         cluster.remove()
         result = _finish(cfg, run_dir, run_id, record, exit_codes, ended_how, time.monotonic() - started)
     if result.exit_code != 0:
-        launcher_log = log_path(run_dir, cluster.launcher.role if cluster.members else "launcher")
-        tail = launcher_log.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:] if launcher_log.exists() else []
-        reason = (
+        launcher_log = log_path(run_dir, launcher_role(cfg))
+        result.log_tail = launcher_log.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:] if launcher_log.exists() else []
+        result.reason = (
             result.failure.describe()
             if result.failure
             else f"the launcher ended with exit code {result.exit_code} ({ended_how})"
         )
-        raise RunFailed(run_dir, result.exit_code, reason, tail)
     return result
 
 
@@ -114,8 +132,7 @@ def _finish(
     """Collect what the run left, blame a failed rank, write run.json."""
     logs = "\n".join(path.read_text(errors="replace") for path in sorted((run_dir / runfolder.LOGS).glob("*.log")))
     statuses = runfolder.rank_statuses(run_dir)
-    launcher_role = "launcher" if cfg.nodes > 1 else "worker-0"
-    launcher_code = exit_codes.get(launcher_role)
+    launcher_code = exit_codes.get(launcher_role(cfg))
     rank_failed = any(s.exit_code != 0 for s in statuses)
     if launcher_code is None:
         exit_code = 130 if ended_how.startswith("interrupted") else 1
@@ -125,13 +142,13 @@ def _finish(
         exit_code = 1
     failure = blame(statuses, logs) if exit_code != 0 else None
     result = RunResult(
-        run_id, run_dir, exit_code, duration, failure,
+        run_id, run_dir, exit_code, duration, failure, ended_how,
         checksums=runfolder.checksums(logs), world_sizes=runfolder.world_sizes(logs), files=runfolder.outputs(run_dir),
     )  # fmt: skip
     runfolder.write_run_record(
         run_dir, cfg, "local", run_id, logs, started=record.pop("started"), ended=time.time(),
         duration_s=round(duration, 3), ended_how=ended_how, exit_code=exit_code,
-        launcher="mpirun" if cfg.nodes > 1 else "torchrun",
+        launcher=launcher_kind(cfg),
         failed_rank=None if failure is None else {"rank": failure.rank, "host": failure.host, "exit_code": failure.exit_code, "how": failure.how},
         details={**record, "container_exit_codes": exit_codes},
     )  # fmt: skip

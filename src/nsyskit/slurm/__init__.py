@@ -1,24 +1,21 @@
-"""The Slurm deployment target: render the sbatch script into jobs/<id>/, submit it, watch, cancel and collect it."""
+"""Slurm: render the sbatch script into jobs/<id>/, submit, watch, cancel and collect it (steps of nsyskit.targets.slurm)."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import sys
-import time
 from pathlib import Path
 
 from nsyskit import console
 from nsyskit.config import Config
-from nsyskit.deploy import DeployResult
-from nsyskit.errors import NsyskitError, SlurmJobFailed
+from nsyskit.errors import JobNotFound
 from nsyskit.jobdir import find_job_dir, fresh_job_dir, read_record, write_record
 from nsyskit.local import runfolder
 from nsyskit.slurm import scheduler
 from nsyskit.slurm.render import REPORTS, SCRIPT, log_path, render_script
+from nsyskit.targets.follow import print_log
 
 TARGET = "slurm"
-FOLLOW_POLL_S = 1.0
 
 
 def render_job(cfg: Config, root: Path) -> Path:
@@ -33,30 +30,20 @@ def render_job(cfg: Config, root: Path) -> Path:
     return script
 
 
-def deploy(cfg: Config, root: Path, *, dry_run: bool, wait: bool) -> DeployResult:
-    """Render; unless dry_run, sbatch it and print the job id; with wait, return the job's exit code or raise SlurmJobFailed."""
-    script = render_job(cfg, root)
-    job_dir = script.parent
-    result = DeployResult(job_dir=job_dir, files=[script])
-    if dry_run:
-        result.lines.append(f"rendered {script} ({cfg.slurm_mode} mode); dry run: not submitted")
-        return result
-    job_id = scheduler.submit(cfg, script)
-    log = log_path(job_dir, job_id)
-    write_record(job_dir, job_id=job_id, submitted=True, log=log.name)
-    result.submitted, result.job_id = True, job_id
-    result.lines += [f"submitted Slurm job {job_id} ({cfg.slurm_mode} mode): {script}", f"log: {log}"]
-    if not wait:
-        return result
-    console.info(f"submitted Slurm job {job_id}; waiting for it to end (log: {log})")
+def submit(cfg: Config, job_dir: Path) -> str:
+    """sbatch the rendered script; the Slurm job id (recorded in job.json with the log's name)."""
+    job_id = scheduler.submit(cfg, job_dir / SCRIPT)
+    write_record(job_dir, job_id=job_id, submitted=True, log=log_path(job_dir, job_id).name)
+    return job_id
+
+
+def wait(cfg: Config, job_dir: Path, job_id: str) -> scheduler.JobState:
+    """Block until the job ends (showing its state meanwhile); its final state, recorded in job.json."""
+    console.info(f"submitted Slurm job {job_id}; waiting for it to end (log: {log_path(job_dir, job_id)})")
     phases = console.Phases(f"job {job_id}")
     final = scheduler.wait(cfg, job_id, on_poll=lambda s: phases.update(s.state))
     write_record(job_dir, state=final.state, exit_code=final.exit_code)
-    if final.state != "COMPLETED" or final.exit_code:
-        raise SlurmJobFailed(job_id, final.state, final.exit_code, str(log), final.reason)
-    result.exit_code = 0
-    result.lines.append(f"job {job_id} COMPLETED (exit code 0); 'invoke collect --slurm' gathers its reports")
-    return result
+    return final
 
 
 def _submitted(root: Path, job: str | None) -> tuple[Path, str]:
@@ -64,7 +51,8 @@ def _submitted(root: Path, job: str | None) -> tuple[Path, str]:
     job_dir = find_job_dir(root, TARGET, job)
     job_id = read_record(job_dir).get("job_id")
     if not job_id:
-        raise NsyskitError(f"{job_dir} was never submitted (rendered with --dry-run, or sbatch failed); fix: run 'invoke deploy --slurm', or pass --job")
+        raise JobNotFound(f"{job_dir} was never submitted (rendered with --dry-run, or sbatch failed)",
+                          fix="run 'invoke deploy --slurm', or pass --job")
     return job_dir, str(job_id)
 
 
@@ -87,25 +75,13 @@ def logs(cfg: Config, root: Path, job: str | None, follow: bool) -> None:
     """Print the job's output file (all ranks, labelled by srun); with follow, keep printing until the job ends."""
     job_dir, job_id = _submitted(root, job)
     log = log_path(job_dir, job_id)
-    offset = 0
-    while True:
-        if log.is_file():
-            with log.open("rb") as handle:
-                handle.seek(offset)
-                chunk = handle.read()
-            offset += len(chunk)
-            sys.stdout.write(chunk.decode(errors="replace"))
-            sys.stdout.flush()
-        if not follow:
-            if not log.is_file():
-                console.warn(f"no output yet at {log} (the job may still be pending)")
-            return
+
+    def ended() -> bool:
         state = scheduler.query(cfg, job_id)
-        if state is None or state.final:
-            if log.is_file() and log.stat().st_size > offset:
-                continue  # print what was written after the last read
-            return
-        time.sleep(FOLLOW_POLL_S)
+        return state is None or state.final
+
+    if not print_log(log, follow, ended):
+        console.warn(f"no output yet at {log} (the job may still be pending)")
 
 
 def _link_or_copy(source: Path, target: Path) -> None:
@@ -124,8 +100,8 @@ def collect(cfg: Config, root: Path, job: str | None) -> Path:
     job_dir, job_id = _submitted(root, job)
     state = scheduler.query(cfg, job_id)
     if state is not None and not state.final:
-        raise NsyskitError(
-            f"Slurm job {job_id} is {state.state}; fix: wait until it ends ('invoke status --slurm'), then collect"
+        raise JobNotFound(
+            f"Slurm job {job_id} is {state.state}, not ended", fix="wait until it ends ('invoke status --slurm'), then collect"
         )
     run_id = job_dir.name
     dest = Path(root) / cfg.report_dir / run_id

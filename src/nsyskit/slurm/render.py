@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import re
 import shlex
 from pathlib import Path
 
 import jinja2
 
 from nsyskit.config import Config
-from nsyskit.errors import ConfigError
 from nsyskit.launch import CONTAINER_REPORT_DIR, rank_command, wrapper_env
 from nsyskit.templates import render_template
 
@@ -46,13 +44,7 @@ def container_image(cfg: Config) -> str:
         return sqsh_path(cfg)
     if choice != "registry":
         return choice
-    if not cfg.registry:
-        raise ConfigError(
-            "SLURM_CONTAINER_IMAGE", choice, "Pyxis would pull the pushed image but REGISTRY is empty",
-            "set REGISTRY and run 'invoke push', or run 'invoke enroot-import' and set SLURM_CONTAINER_IMAGE=sqsh, "
-            "or SLURM_MODE=host", cfg.sources.get("SLURM_CONTAINER_IMAGE", ""),
-        )  # fmt: skip
-    return f"{pull_host(cfg)}#{cfg.image}:{cfg.tag}"
+    return f"{pull_host(cfg)}#{cfg.image}:{cfg.tag}"  # REGISTRY is set: nsyskit.targets.slurm checks it first
 
 
 def container_mounts(cfg: Config, report_dir: Path) -> str:
@@ -73,19 +65,9 @@ def command_lines(words: list[str]) -> list[str]:
     return lines
 
 
-def _check_job_dir(job_dir: Path) -> None:
-    """#SBATCH lines cannot quote: the job folder's path must not contain blanks."""
-    if re.search(r"\s", str(job_dir)):
-        raise ConfigError(
-            "project folder", str(job_dir), "contains blanks, which #SBATCH --output/--chdir cannot quote",
-            "move the project to a path without blanks",
-        )  # fmt: skip
-
-
 def context(cfg: Config, job_dir: Path) -> dict:
     """The template variables of one job."""
     job_dir = Path(job_dir)
-    _check_job_dir(job_dir)
     report_dir = job_dir / REPORTS
     pyxis = cfg.slurm_mode == "pyxis"
     task_report_dir = CONTAINER_REPORT_DIR if pyxis else str(report_dir)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nsyskit.config import Config
-from nsyskit.errors import CommandError, NsyskitError
+from nsyskit.errors import CommandError, JobError, JobNotFound
 
 # Job states after which nothing changes any more (squeue(1) JOB STATE CODES).
 FINAL_STATES = {
@@ -89,9 +89,7 @@ def submit(cfg: Config, script: Path) -> str:
     out = run(sbatch_command(cfg, script), "submitting the job").stdout.strip()
     job_id = out.split(";")[0].strip()
     if not job_id.isdigit():
-        raise NsyskitError(
-            f"sbatch printed {out!r} instead of a job id; fix: check 'sbatch --parsable' on this cluster"
-        )
+        raise JobError(f"sbatch printed {out!r} instead of a job id", fix="check 'sbatch --parsable' on this cluster")
     return job_id
 
 
@@ -128,8 +126,9 @@ def wait(cfg: Config, job_id: str, poll_s: float = POLL_S, on_poll=None) -> JobS
     while True:
         state = query(cfg, job_id)
         if state is None:
-            raise NsyskitError(
-                f"Slurm no longer knows job {job_id} (neither scontrol nor sacct); fix: raise MinJobAge or enable accounting"
+            raise JobNotFound(
+                f"Slurm no longer knows job {job_id} (neither scontrol nor sacct)",
+                fix="raise MinJobAge or enable accounting",
             )
         if on_poll:
             on_poll(state)

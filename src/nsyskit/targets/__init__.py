@@ -1,0 +1,103 @@
+"""The targets a job runs on (local, k8s, slurm), chosen by a task flag, and the steps every task composes."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nsyskit.config import Config
+from nsyskit.errors import ConfigErrors, JobFailed, NsyskitError, UsageError
+from nsyskit.targets.base import Job, Outcome, Target
+
+__all__ = ["DeployResult", "Job", "Outcome", "Target", "choose", "deploy", "failure", "get", "run", "validate_targets"]
+
+MODULES = {"local": "nsyskit.targets.local", "k8s": "nsyskit.targets.k8s", "slurm": "nsyskit.targets.slurm"}
+
+
+def get(name: str) -> Target:
+    """The target called NAME (local, k8s or slurm)."""
+    return importlib.import_module(MODULES[name]).TARGET
+
+
+def choose(default: str | None = None, **flags: bool) -> Target:
+    """The target of the one flag given (--local/--k8s/--slurm); DEFAULT when none is and a default exists."""
+    chosen = [name for name, given in flags.items() if given]
+    offered = " or ".join(f"--{name}" for name in flags)
+    if len(chosen) > 1:
+        raise UsageError(f"{' and '.join('--' + n for n in chosen)} given together", fix=f"choose one target: {offered}")
+    if not chosen:
+        if default is None:
+            raise UsageError("no target given", fix=f"choose one target: {offered}")
+        chosen = [default]
+    return get(chosen[0])
+
+
+def validate_targets(cfg: Config, root: Path, **chosen: bool) -> None:
+    """Run the checks of every chosen target (e.g. k8s=True); one ConfigErrors listing all their problems."""
+    problems = []
+    for name in (name for name, given in chosen.items() if given):
+        try:
+            get(name).validate(cfg, root)
+        except ConfigErrors as found:
+            problems += found.errors
+    if problems:
+        raise ConfigErrors(problems)
+
+
+@dataclass
+class DeployResult:
+    """What deploy did: the job (rendered, maybe submitted) and, when waited for, how it ended."""
+
+    job: Job
+    outcome: Outcome | None = None
+    lines: list[str] = field(default_factory=list)
+
+
+def rendered(target: Target, cfg: Config, root: Path, run_id: str | None, progress: bool) -> Job:
+    """validate (before anything is written), then render."""
+    target.validate(cfg, root)
+    job = target.render(cfg, root, run_id)
+    job.progress = progress
+    return job
+
+
+def deploy(target: Target, cfg: Config, root: Path, *, dry_run: bool = False, wait: bool = False,
+           run_id: str | None = None, progress: bool = True) -> DeployResult:  # fmt: skip
+    """validate -> render -> submit (unless dry_run) -> wait (with wait); JobFailed with the job's code when it fails."""
+    job = rendered(target, cfg, root, run_id, progress)
+    result = DeployResult(job, lines=job.lines)
+    if dry_run:
+        job.lines.append("dry run: nothing submitted" + (f"; submit with '{job.how_to_submit}'" if job.how_to_submit else ""))
+        return result
+    target.submit(cfg, job)
+    if wait or target.submit_waits:
+        result.outcome = target.wait(cfg, job)
+        if result.outcome.exit_code != 0:
+            raise failure(target, job, result.outcome)
+        job.lines += result.outcome.lines
+    return result
+
+
+def failure(target: Target, job: Job, outcome: Outcome) -> JobFailed:
+    """The one error of a job that ended non-zero: the task exits with the job's exit code."""
+    return JobFailed(target.name, job.job_id, outcome.state, outcome.exit_code, outcome.logs, outcome.reason,
+                     outcome.log_tail)  # fmt: skip
+
+
+def run(target: Target, cfg: Config, root: Path, run_id: str | None = None,
+        progress: bool = True) -> tuple[DeployResult, Path | None]:  # fmt: skip
+    """deploy and wait, then collect into REPORT_DIR/<run-id>/ (what 'invoke run' does); a failed job is collected too."""
+    job = rendered(target, cfg, root, run_id, progress)
+    target.submit(cfg, job)
+    outcome = target.wait(cfg, job)
+    try:
+        folder = target.collect(cfg, root, job.job_dir.name)
+    except NsyskitError:
+        if outcome.exit_code == 0:
+            raise
+        folder = None  # the job's failure is the news; its logs are named in the error
+    if outcome.exit_code != 0:
+        raise failure(target, job, outcome)
+    job.lines += outcome.lines
+    return DeployResult(job, outcome, lines=job.lines), folder

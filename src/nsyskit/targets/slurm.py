@@ -1,0 +1,77 @@
+"""The Slurm target: the job as an sbatch script, Pyxis or host mode (nsyskit.slurm), in the Target contract."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from nsyskit.config import Config
+from nsyskit.errors import ConfigError, ConfigErrors
+from nsyskit.jobdir import jobs_root
+from nsyskit.targets.base import ClusterSteps, Job, Outcome
+
+
+def problems(cfg: Config, root: Path) -> list[ConfigError]:
+    """Every setting (and the project path) an sbatch job cannot run with."""
+    errors: list[ConfigError] = []
+    if cfg.slurm_mode == "pyxis" and cfg.slurm_container_image == "registry" and not cfg.registry:
+        errors.append(ConfigError(
+            "SLURM_CONTAINER_IMAGE", "registry", "Pyxis would pull the pushed image but REGISTRY is empty",
+            "set REGISTRY and run 'invoke push', or run 'invoke enroot-import' and set SLURM_CONTAINER_IMAGE=sqsh, "
+            "or SLURM_MODE=host", cfg.sources.get("SLURM_CONTAINER_IMAGE", ""),
+        ))  # fmt: skip
+    jobs = jobs_root(root)
+    if re.search(r"\s", str(jobs)):  # #SBATCH --output/--chdir name the job folder under it
+        errors.append(ConfigError("project folder", str(Path(root).resolve()),
+                                  "contains blanks, which #SBATCH --output/--chdir cannot quote",
+                                  "move the project to a path without blanks"))  # fmt: skip
+    for key, value in (("NODES", cfg.nodes), ("PROCS_PER_NODE", cfg.procs_per_node)):
+        if value < 1:
+            errors.append(ConfigError(key, value, "must be 1 or more", f"set {key} to 1 or more", cfg.sources.get(key, "")))
+    return errors
+
+
+class SlurmTarget(ClusterSteps):
+    """sbatch/squeue/sacct/scancel on a Slurm cluster whose file system is shared with this machine."""
+
+    name = "slurm"
+    module = "nsyskit.slurm"
+    submit_waits = False
+
+    def validate(self, cfg: Config, root: Path) -> None:
+        """Every problem at once, before anything is written."""
+        if errors := problems(cfg, root):
+            raise ConfigErrors(errors)
+
+    def render(self, cfg: Config, root: Path, run_id: str | None = None) -> Job:
+        """The sbatch script and an empty reports/ in a fresh jobs/slurm-<time>/."""
+        from nsyskit import slurm
+
+        script = slurm.render_job(cfg, root)
+        job = Job(self.name, script.parent, files=[script], lines=[f"rendered {script} ({cfg.slurm_mode} mode)"])
+        job.how_to_submit = f"sbatch {script}"
+        return job
+
+    def submit(self, cfg: Config, job: Job) -> None:
+        """sbatch; the job id."""
+        from nsyskit import slurm
+
+        job.job_id = slurm.submit(cfg, job.job_dir)
+        job.submitted = True
+        job.lines += [f"submitted Slurm job {job.job_id} ({cfg.slurm_mode} mode): {job.files[0]}",
+                      f"log: {slurm.log_path(job.job_dir, job.job_id)}"]  # fmt: skip
+
+    def wait(self, cfg: Config, job: Job) -> Outcome:
+        """Until the job ends: COMPLETED with exit code 0 succeeds; any other state fails with its code (1 if none)."""
+        from nsyskit import slurm
+
+        final = slurm.wait(cfg, job.job_dir, job.job_id)
+        log = str(slurm.log_path(job.job_dir, job.job_id))
+        failed = final.state != "COMPLETED" or final.exit_code
+        code = (final.exit_code or 1) if failed else 0
+        reason = f"reason {final.reason}" if final.reason and final.reason != "None" else ""
+        return Outcome(final.state, code, log, reason,
+                       lines=[f"job {job.job_id} COMPLETED (exit code 0); 'invoke collect --slurm' gathers its reports"])  # fmt: skip
+
+
+TARGET = SlurmTarget()
