@@ -61,6 +61,17 @@ def test_config_check_names_both_keys_of_a_broken_dependency_and_exits_non_zero(
     assert "Traceback" not in result.stderr + result.stdout
 
 
+def test_config_check_finds_the_host_files_the_build_would_reject(tmp_path):
+    # What 'invoke build' would stop on (a CA bundle that is not PEM, a local source file that is gone) shows up front.
+    not_pem = tmp_path / "ca.txt"
+    not_pem.write_text("not a certificate\n")
+    result = invoke("config", "--check", NSYSKIT_EXTRA_CA_BUNDLE=str(not_pem), NSYSKIT_NCCL_TESTS_URL=str(tmp_path / "gone.tar.gz"))
+    assert result.returncode == 1
+    assert f"EXTRA_CA_BUNDLE='{not_pem}'" in result.stderr and "holds no PEM certificate" in result.stderr
+    assert "NCCL_TESTS_URL=" in result.stderr and "no such file" in result.stderr
+    assert "2 configuration problem(s)" in result.stderr
+
+
 def test_config_check_lists_every_problem_at_once():
     result = invoke("config", "--check", NSYSKIT_NODES="0", NSYSKIT_INSTALL_MPI="perhaps")
     assert result.returncode != 0

@@ -21,7 +21,7 @@ def _shown(value) -> str:
 @task(
     name="config",
     help={
-        "check": "Only validate: list every problem at once and exit non-zero if there is any.",
+        "check": "Only validate: list every problem at once (settings, and the host files the build needs: CA bundle, wheelhouse, local *_SOURCE files) and exit non-zero if there is any.",
         "profile": PROFILE_HELP,
         "json": "Print the resolved settings as JSON (key: value, source).",
         "template": "Print the documented .env (every setting commented out, with its default and help, grouped).",
@@ -38,7 +38,6 @@ def show_config(c, check=False, profile=None, json_=False, template=False, outpu
 
     from nsyskit.config import SECTIONS, available_profiles, key_of, load_config, settings
     from nsyskit.errors import ConfigErrors, UsageError
-    from nsyskit.targets import validate_targets
 
     if (output or force) and not template:
         raise UsageError(f"{'--output' if output else '--force'} goes with --template only", fix="add --template")
@@ -48,7 +47,7 @@ def show_config(c, check=False, profile=None, json_=False, template=False, outpu
     root = project_root(c)
     try:
         cfg = load_config(root, profile=profile)
-        validate_targets(cfg, root, k8s=k8s, slurm=slurm)  # what deploy would reject, found now
+        check_deployable(cfg, root, k8s=k8s, slurm=slurm)
     except ConfigErrors as problems:
         for problem in problems.errors:
             console.err.print(f"[red]✗[/] {problem}", markup=True)
@@ -73,6 +72,21 @@ def show_config(c, check=False, profile=None, json_=False, template=False, outpu
                 table.add_row(key, value, source, style=style)
     console.out.print(table)
     console.out.print(f"image: {cfg.image_ref}   world size: {cfg.world_size}   profiles: {', '.join(available_profiles(root))}")
+
+
+def check_deployable(cfg, root, k8s: bool, slurm: bool) -> None:
+    """What 'invoke build' (host files) and the chosen targets' deploy would reject, found now, all at once."""
+    from nsyskit.errors import ConfigErrors
+    from nsyskit.image.assets import build_problems
+    from nsyskit.targets import validate_targets
+
+    problems = build_problems(cfg, root)
+    try:
+        validate_targets(cfg, root, k8s=k8s, slurm=slurm)
+    except ConfigErrors as found:
+        problems += found.errors
+    if problems:
+        raise ConfigErrors(problems)
 
 
 def _template(output: str | None, force: bool) -> None:

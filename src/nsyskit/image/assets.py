@@ -21,7 +21,7 @@ from pathlib import Path
 from urllib.parse import quote, unquote, urlparse
 
 from nsyskit.config import Config
-from nsyskit.errors import BuildError, ConfigError
+from nsyskit.errors import BuildError, ConfigError, ConfigErrors
 
 PORT_ENV, DEFAULT_PORT = "NSYSKIT_ASSETS_PORT", 7489
 DEFAULT_GATEWAY = "172.17.0.1"
@@ -103,32 +103,52 @@ def local_path(value: str) -> Path | None:
     return Path(value) if value.startswith("/") else None
 
 
+def _in_root(value: str, root: Path) -> Path:
+    """A setting's path, relative ones taken from the project root."""
+    path = Path(value)
+    return path if path.is_absolute() else root / path
+
+
+def _local_sources(cfg: Config) -> Iterator[tuple[str, str, Path]]:
+    """(key, value, host path) of each *_SOURCE setting that names a local file rather than a URL."""
+    for key in SOURCE_KEYS:
+        value = getattr(cfg, key.lower())
+        if value and (path := local_path(value)) is not None:
+            yield key, value, path
+
+
+def build_problems(cfg: Config, root: Path) -> list[ConfigError]:
+    """Every host file this config's build needs but cannot use (missing, unreadable, not PEM): 'config --check' too."""
+    problems = []
+    if cfg.extra_ca_bundle:
+        ca = _in_root(cfg.extra_ca_bundle, root)
+        if problem := _unusable("EXTRA_CA_BUNDLE", cfg.extra_ca_bundle, ca):
+            problems.append(problem)
+        elif b"-----BEGIN CERTIFICATE-----" not in ca.read_bytes():
+            problems.append(ConfigError("EXTRA_CA_BUNDLE", cfg.extra_ca_bundle, f"{ca} holds no PEM certificate",
+                            "point it at a PEM file (-----BEGIN CERTIFICATE-----), e.g. /etc/ssl/certs/ca-certificates.crt"))  # fmt: skip
+    if cfg.pip_wheelhouse and "://" not in cfg.pip_wheelhouse:
+        wheelhouse = _in_root(cfg.pip_wheelhouse, root)
+        if problem := _unusable("PIP_WHEELHOUSE", cfg.pip_wheelhouse, wheelhouse, want_dir=True):
+            problems.append(problem)
+    for key, value, path in _local_sources(cfg):
+        if problem := _unusable(key, value, path):
+            problems.append(problem)
+    return problems
+
+
 def collect_assets(cfg: Config, root: Path) -> Assets:
     """The host files this config's build needs; ConfigError naming the key when one is missing."""
+    if problems := build_problems(cfg, root):
+        raise problems[0] if len(problems) == 1 else ConfigErrors(problems)
     files: dict[str, Path] = {}
     sources: dict[str, str] = {}
     if cfg.extra_ca_bundle:
-        ca = Path(cfg.extra_ca_bundle)
-        ca = ca if ca.is_absolute() else root / ca
-        if problem := _unusable("EXTRA_CA_BUNDLE", cfg.extra_ca_bundle, ca):
-            raise problem
-        if b"-----BEGIN CERTIFICATE-----" not in ca.read_bytes():
-            raise ConfigError("EXTRA_CA_BUNDLE", cfg.extra_ca_bundle, f"{ca} holds no PEM certificate",
-                              "point it at a PEM file (-----BEGIN CERTIFICATE-----), e.g. /etc/ssl/certs/ca-certificates.crt")  # fmt: skip
-        files["/ca.pem"] = ca
+        files["/ca.pem"] = _in_root(cfg.extra_ca_bundle, root)
     wheelhouse = None
     if cfg.pip_wheelhouse and "://" not in cfg.pip_wheelhouse:
-        wheelhouse = Path(cfg.pip_wheelhouse)
-        wheelhouse = wheelhouse if wheelhouse.is_absolute() else root / wheelhouse
-        if problem := _unusable("PIP_WHEELHOUSE", cfg.pip_wheelhouse, wheelhouse, want_dir=True):
-            raise problem
-    for key in SOURCE_KEYS:
-        value = getattr(cfg, key.lower())
-        path = local_path(value) if value else None
-        if path is None:
-            continue
-        if problem := _unusable(key, value, path):
-            raise problem
+        wheelhouse = _in_root(cfg.pip_wheelhouse, root)
+    for key, value, path in _local_sources(cfg):
         # The content hash in the URL: a changed file changes the build arg, so the step rebuilds.
         url_path = f"/sources/{_file_sha256(key, value, path)[:16]}/{quote(path.name)}"
         files[url_path] = path
