@@ -127,9 +127,11 @@ class ImageNotBuilt(NsyskitError):
 class ClusterError(NsyskitError):
     """kubectl could not do what was asked of the cluster: carries the command, its exit code and kubectl's stderr."""
 
-    def __init__(self, message: str, cmd: Sequence[str] = (), returncode: int | None = None, stderr: str = "") -> None:
+    def __init__(
+        self, message: str, cmd: Sequence[str] = (), returncode: int | None = None, stderr: str = "", fix: str = ""
+    ) -> None:
         self.cmd, self.returncode, self.stderr = list(cmd), returncode, stderr
-        super().__init__(message)
+        super().__init__(message, fix)
 
 
 class ClusterUnreachable(ClusterError):

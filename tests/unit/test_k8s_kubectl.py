@@ -192,10 +192,10 @@ def test_merge_keeps_only_this_jobs_files_from_an_injectors_shared_folder(tmp_pa
 
 def test_where_reports_are_when_the_worker_pods_are_gone():
     cfg = config()
-    host = k8s.where_reports_are("nsyskit-j", {"report_volume": "hostpath", "report_host_path": "/data"}, cfg)
-    assert "/data/nsyskit-j/" in host and "K8S_CLEAN_POD_POLICY=none" in host
-    claim = k8s.where_reports_are("nsyskit-j", {"report_volume": "pvc", "report_pvc": "fsx"}, cfg)
-    assert "claim fsx (nsyskit-j/)" in claim and "fix:" in claim
+    where, fix = k8s.where_reports_are("nsyskit-j", {"report_volume": "hostpath", "report_host_path": "/data"}, cfg)
+    assert "/data/nsyskit-j/" in where and "K8S_CLEAN_POD_POLICY=none" in fix
+    where, fix = k8s.where_reports_are("nsyskit-j", {"report_volume": "pvc", "report_pvc": "fsx"}, cfg)
+    assert "claim fsx (nsyskit-j/)" in where and "kubectl cp" in fix
 
 
 def test_kubeconfig_fixture_does_not_leak(no_cluster):

@@ -184,7 +184,7 @@ def collect(cfg: Config, root: Path, job: str | None) -> Path:
     volume = record.get("report_volume", cfg.k8s_report_volume)
     workers = [pod for pod in _pods(name, namespace, "worker") if pod.get("status", {}).get("phase") == "Running"]
     if not workers:
-        raise JobNotFound(*where_reports_are(name, record, cfg).split("; fix: ", 1))
+        raise JobNotFound(*where_reports_are(name, record, cfg))
     if volume == "pvc" and record.get("profiler", cfg.k8s_profiler) == "wrapper":
         workers = workers[:1]  # every worker mounts the same folder of the claim
     dest = Path(root) / cfg.report_dir / name
@@ -220,21 +220,21 @@ def _merge(source: Path, dest: Path, keep: str | None) -> None:
         shutil.move(str(path), target)
 
 
-def where_reports_are(name: str, record: dict[str, Any], cfg: Config) -> str:
-    """One line saying where the reports of a job whose worker pods are gone can be found."""
+def where_reports_are(name: str, record: dict[str, Any], cfg: Config) -> tuple[str, str]:
+    """Where the reports of a job whose worker pods are gone can be found, and how to get them (problem, fix)."""
     if record.get("report_volume", cfg.k8s_report_volume) == "pvc":
         claim = record.get("report_pvc", cfg.k8s_report_pvc)
         folder = f"{name}/" if record.get("profiler", "wrapper") == "wrapper" else f"files named {name}-worker-*"
         return (f"MPIJob {name} has no running worker pod to copy from; its reports are on the claim {claim} "
-                f"({folder}); fix: mount the claim in a pod and 'kubectl cp' them, or read them where the volume lives (e.g. FSx)")  # fmt: skip
+                f"({folder})", "mount the claim in a pod and 'kubectl cp' them, or read them where the volume lives (e.g. FSx)")  # fmt: skip
     base = record.get("report_host_path", cfg.k8s_report_host_path)
     folder = (
         f"{base}/{name}/"
         if record.get("profiler", "wrapper") == "wrapper"
         else f"{base}/ (files named {name}-worker-*)"
     )
-    return (f"MPIJob {name} has no running worker pod to copy from; its reports stay on the nodes that ran it, in {folder}; "
-            "fix: copy them from the nodes, and next time keep K8S_CLEAN_POD_POLICY=none and collect before K8S_TTL_SECONDS_AFTER_FINISHED")  # fmt: skip
+    return (f"MPIJob {name} has no running worker pod to copy from; its reports stay on the nodes that ran it, in {folder}",
+            "copy them from the nodes, and next time keep K8S_CLEAN_POD_POLICY=none and collect before K8S_TTL_SECONDS_AFTER_FINISHED")  # fmt: skip
 
 
 def operator_installed(cfg: Config) -> bool:

@@ -61,7 +61,7 @@ def mpijob_schema(crd_path: Path) -> dict[str, Any]:
         text = Path(crd_path).read_text()
     except OSError as exc:
         raise NsyskitError(
-            f"cannot read the MPIJob CRD {crd_path} ({exc.strerror}); fix: restore k8s/crds/ from the nsyskit repository"
+            f"cannot read the MPIJob CRD {crd_path} ({exc.strerror})", fix="restore k8s/crds/ from the nsyskit repository"
         ) from None
     crd = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     version = crd["spec"]["versions"][0]

@@ -37,8 +37,9 @@ def binary() -> str:
     path = shutil.which("kubectl")
     if not path:
         raise KubectlMissing(
-            "kubectl is not installed (not on PATH); fix: install kubectl (Debian/Ubuntu: apt-get install "
-            "kubernetes-client) and point it at your cluster, or use 'invoke deploy --k8s --dry-run' to render only"
+            "kubectl is not installed (not on PATH)",
+            fix="install kubectl (Debian/Ubuntu: apt-get install kubernetes-client) and point it at your cluster, "
+            "or use 'invoke deploy --k8s --dry-run' to render only",
         )
     return path
 
@@ -55,14 +56,14 @@ def explain(what: str, cmd: Sequence[str], returncode: int, stderr: str) -> Clus
     last = lines[-1] if lines else f"exit code {returncode}"
     if any(marker in text for marker in _NO_CRD):
         return ClusterError(
-            f"{what}: the cluster has no MPIJob CRD (kubeflow.org/v2beta1); fix: run 'invoke k8s-setup' to install the MPI operator",
-            cmd, returncode, stderr,
+            f"{what}: the cluster has no MPIJob CRD (kubeflow.org/v2beta1)", cmd, returncode, stderr,
+            fix="run 'invoke k8s-setup' to install the MPI operator",
         )  # fmt: skip
     if "(notfound)" in text.replace(" ", ""):
         return ClusterError(
-            f"{what}: {last}; fix: check the name and namespace with 'kubectl get mpijobs -A' "
+            f"{what}: {last}", cmd, returncode, stderr,
+            fix="check the name and namespace with 'kubectl get mpijobs -A' "
             "(ended jobs are deleted after K8S_TTL_SECONDS_AFTER_FINISHED)",
-            cmd, returncode, stderr,
         )  # fmt: skip
     if any(marker in text for marker in _UNREACHABLE) or "localhost:8080" in text:
         server = _SERVER.search(stderr)
@@ -70,9 +71,9 @@ def explain(what: str, cmd: Sequence[str], returncode: int, stderr: str) -> Clus
         reason = _REASON.search(stderr)
         because = "connection refused" if "was refused" in text else reason[0] if reason else last
         return ClusterUnreachable(
-            f"{what}: no Kubernetes API server reachable{at} ({because}); fix: point kubectl at your cluster "
-            "(KUBECONFIG, 'kubectl config use-context NAME'; check with 'kubectl cluster-info')",
-            cmd, returncode, stderr,
+            f"{what}: no Kubernetes API server reachable{at} ({because})", cmd, returncode, stderr,
+            fix="point kubectl at your cluster (KUBECONFIG, 'kubectl config use-context NAME'; "
+            "check with 'kubectl cluster-info')",
         )  # fmt: skip
     return ClusterError(f"{what}: kubectl exited {returncode}: {last}", cmd, returncode, stderr)
 
