@@ -1,0 +1,35 @@
+"""Shared by the tests of real NCCL logs: where the real logs are, a collective line, per-GPU and per-op views."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+REAL = (ROOT.parent / "shared" / "real-data" / "nccl-logs").resolve()
+DTYPE_BYTES = {7: 4, 9: 2, 6: 2, 4: 8, 1: 1}
+
+
+def real(name: str) -> Path:
+    """A real log of ../shared/real-data/nccl-logs (named by its number prefix)."""
+    (path,) = REAL.glob(f"{name}-*.log")
+    return path
+
+
+def coll(
+    host: str, pid: int, dev: int, op: str, count: int, dtype: int, comm: str, nranks: int, op_count: int = 1
+) -> str:
+    """One NCCL collective INFO line as NCCL 2.x prints it."""
+    return (
+        f"{host}:{pid}:{pid + 7} [{dev}] NCCL INFO {op}: opCount {op_count:x} sendbuff 0x7f{op_count:08x} recvbuff "
+        f"0x7e{op_count:08x} count {count} datatype {dtype} op 0 root 0 comm {comm} [nranks={nranks}] stream 0x55aa"
+    )
+
+
+def gpus(report) -> dict[str, int]:
+    """Calls per GPU of the per-GPU table."""
+    return {row["gpu"]: row["calls"] for row in report.histogram_per_gpu}
+
+
+def ops(report) -> dict[str, tuple[int, int]]:
+    """op -> (calls, total bytes)."""
+    return {row["op"]: (row["calls"], row["total_bytes"]) for row in report.per_op}
