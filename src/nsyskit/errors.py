@@ -153,15 +153,16 @@ class JobFailed(NsyskitError):
 
     def __init__(
         self, target: str, job_id: str, state: str, exit_code: int, logs: object, reason: str = "",
-        log_tail: Sequence[str] = (),
+        log_tail: Sequence[str] = (), reports: object = "",
     ) -> None:  # fmt: skip
         self.target, self.job_id, self.state, self.job_exit_code = target, str(job_id), state, exit_code
         label = JOB_LABELS.get(target, f"{target} job")
-        self.logs, self.reason, self.log_tail = str(logs), reason, list(log_tail)
+        self.logs, self.reason, self.log_tail, self.reports = str(logs), reason, list(log_tail), str(reports or "")
         # Exit with the job's own code; 1 when it has none (CANCELLED, TIMEOUT, a launcher that never ran...).
         self.exit_code = exit_code if 0 < exit_code < 256 else 1
         why = f": {reason}" if reason else ""
-        super().__init__(f"{label} {job_id} ended {state} (exit code {exit_code}){why}; logs: {self.logs}")
+        collected = f"; reports collected in {self.reports}" if self.reports and self.reports != self.logs else ""
+        super().__init__(f"{label} {job_id} ended {state} (exit code {exit_code}){why}; logs: {self.logs}{collected}")
 
 
 class JobError(NsyskitError):

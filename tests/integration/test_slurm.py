@@ -174,9 +174,11 @@ def test_failing_job_exits_with_its_code_naming_state_and_log_and_is_collected(p
     assert result.returncode == code, explain(cluster, result, job_dir)
     log = job_dir / f"slurm-{job_id}.out"
     last = result.stderr.strip().splitlines()[-1]
-    assert last == f"error: Slurm job {job_id} ended FAILED (exit code {code}): reason NonZeroExitCode; logs: {log}"
+    reports = project / "reports" / job_dir.name
+    assert last == (f"error: Slurm job {job_id} ended FAILED (exit code {code}): reason NonZeroExitCode; logs: {log}; "
+                    f"reports collected in {reports}")  # fmt: skip
     assert "Traceback" not in result.stderr and log.is_file()
-    run = json.loads((project / "reports" / job_dir.name / "run.json").read_text())
+    run = json.loads((reports / "run.json").read_text())
     assert run["details"]["job_id"] == job_id and run["ended_how"] == "FAILED" and run["exit_code"] == code
 
 

@@ -79,10 +79,10 @@ def deploy(target: Target, cfg: Config, root: Path, *, dry_run: bool = False, wa
     return result
 
 
-def failure(target: Target, job: Job, outcome: Outcome) -> JobFailed:
-    """The one error of a job that ended non-zero: the task exits with the job's exit code."""
+def failure(target: Target, job: Job, outcome: Outcome, reports: Path | None = None) -> JobFailed:
+    """The one error of a job that ended non-zero (naming the reports collected, if any): exits with the job's code."""
     return JobFailed(target.name, job.job_id, outcome.state, outcome.exit_code, outcome.logs, outcome.reason,
-                     outcome.log_tail)  # fmt: skip
+                     outcome.log_tail, reports or "")  # fmt: skip
 
 
 def run(target: Target, cfg: Config, root: Path, run_id: str | None = None,
@@ -98,6 +98,6 @@ def run(target: Target, cfg: Config, root: Path, run_id: str | None = None,
             raise
         folder = None  # the job's failure is the news; its logs are named in the error
     if outcome.exit_code != 0:
-        raise failure(target, job, outcome)
+        raise failure(target, job, outcome, folder)
     job.lines += outcome.lines
     return DeployResult(job, outcome, lines=job.lines), folder
