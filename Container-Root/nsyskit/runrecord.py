@@ -207,26 +207,32 @@ class RunRecord:
         if not isinstance(version, int) or version > SCHEMA_VERSION:
             raise RunRecordError(path, f"has schema_version {version!r}, newer than this nsyskit reads ({SCHEMA_VERSION})",
                                  "upgrade nsyskit (git pull; make install)")  # fmt: skip
-        known = {f.name for f in fields(cls)} - {"ranks", "schema_version", "details"}
-        values = {k: v for k, v in data.items() if k in known}
-        details = dict(data.get("details") or {})
-        if version == 1:  # the earlier shapes: a local run's (no 'target') and Slurm collect's (files as a list)
+        try:
+            known = {f.name for f in fields(cls)} - {"ranks", "schema_version", "details"}
+            values = {k: v for k, v in data.items() if k in known}
+            details = dict(data.get("details") or {})
+            if version == 1:  # the earlier shapes: a local run's (no 'target') and Slurm collect's (files as a list)
+                values.setdefault("target", "local")
+                details.update({k: v for k, v in data.items() if k not in known and k not in ("ranks", "schema_version")})
+                if "state" in data and not values.get("ended_how"):
+                    values["ended_how"] = str(data["state"])
+                if isinstance(values.get("files"), list):
+                    values["files"] = {"files": values["files"]}
+            values.setdefault("run_id", os.path.basename(os.path.dirname(os.path.abspath(path))))
             values.setdefault("target", "local")
-            details.update({k: v for k, v in data.items() if k not in known and k not in ("ranks", "schema_version")})
-            if "state" in data and not values.get("ended_how"):
-                values["ended_how"] = str(data["state"])
-            if isinstance(values.get("files"), list):
-                values["files"] = {"files": values["files"]}
-        values.setdefault("run_id", os.path.basename(os.path.dirname(os.path.abspath(path))))
-        values.setdefault("target", "local")
-        values["checksums"] = {int(r): c for r, c in (values.get("checksums") or {}).items() if str(r).isdigit()}
-        entries = data.get("ranks") if isinstance(data.get("ranks"), list) else []
-        ranks = [RankStatus.from_dict(e) for e in entries if isinstance(e, dict) and isinstance(e.get("rank"), int)]
-        if not values.get("profile_ranks"):
-            values["profile_ranks"] = _setting(values.get("config"), "PROFILE_RANKS")
-        if not values.get("profiler"):
-            values["profiler"] = _setting(values.get("config"), "PROFILER")
-        return cls(**values, ranks=sorted(ranks, key=lambda s: s.rank), details=details)
+            values["checksums"] = {int(r): c for r, c in (values.get("checksums") or {}).items() if str(r).isdigit()}
+            entries = data.get("ranks") if isinstance(data.get("ranks"), list) else []
+            ranks = [RankStatus.from_dict(e) for e in entries if isinstance(e, dict) and isinstance(e.get("rank"), int)]
+            if not values.get("profile_ranks"):
+                values["profile_ranks"] = _setting(values.get("config"), "PROFILE_RANKS")
+            if not values.get("profiler"):
+                values["profiler"] = _setting(values.get("config"), "PROFILER")
+            return cls(**values, ranks=sorted(ranks, key=lambda s: s.rank), details=details)
+        except RunRecordError:
+            raise
+        except (TypeError, ValueError, AttributeError) as exc:  # a field of another type than this version writes
+            raise RunRecordError(path, f"has a field of an unexpected type ({exc})",
+                                 "remove it, or collect the run again") from None  # fmt: skip
 
     def write(self, run_dir: str) -> str:
         """Write RUN_DIR/run.json (atomically); returns its path."""

@@ -163,7 +163,9 @@ def test_run_json_of_earlier_versions_is_read(tmp_path):
 @pytest.mark.parametrize(
     ("text", "problem"),
     [('{"schema_version": 99, "run_id": "x"}', "schema_version 99, newer than this nsyskit reads"),
-     ("{not json", "is not readable JSON"), ("[1, 2]", "is not a run record")],
+     ("{not json", "is not readable JSON"), ("[1, 2]", "is not a run record"),
+     ('{"schema_version": 2, "checksums": ["a"]}', "has a field of an unexpected type"),
+     ('{"schema_version": 2, "details": "xy"}', "has a field of an unexpected type")],
 )  # fmt: skip
 def test_a_run_json_this_version_cannot_read_is_one_line_naming_the_file_and_fix(tmp_path, text, problem):
     (tmp_path / "run.json").write_text(text)

@@ -72,6 +72,13 @@ def test_config_check_finds_the_host_files_the_build_would_reject(tmp_path):
     assert "2 configuration problem(s)" in result.stderr
 
 
+def test_config_without_check_shows_the_settings_even_when_a_build_file_is_missing(tmp_path):
+    # The host files are checked by --check (and by the build); showing the settings never depends on them.
+    result = invoke("config", "--json", NSYSKIT_EXTRA_CA_BUNDLE=str(tmp_path / "gone.pem"))
+    assert result.returncode == 0, result.stderr
+    assert "EXTRA_CA_BUNDLE" in result.stdout
+
+
 def test_config_check_lists_every_problem_at_once():
     result = invoke("config", "--check", NSYSKIT_NODES="0", NSYSKIT_INSTALL_MPI="perhaps")
     assert result.returncode != 0

@@ -34,6 +34,7 @@ def _shown(value) -> str:
 def show_config(c, check=False, profile=None, json_=False, template=False, output=None, force=False, k8s=False,
                 slurm=False):  # fmt: skip
     """Print the resolved configuration and where each value came from (defaults < .env < profile < env < flags)."""
+    from rich.markup import escape
     from rich.table import Table
 
     from nsyskit.config import SECTIONS, available_profiles, key_of, load_config, settings
@@ -44,13 +45,16 @@ def show_config(c, check=False, profile=None, json_=False, template=False, outpu
     if template:
         _template(output, force)
         return
+    if (k8s or slurm) and not check:
+        raise UsageError(f"{'--k8s' if k8s else '--slurm'} goes with --check only", fix="add --check")
     root = project_root(c)
     try:
         cfg = load_config(root, profile=profile)
-        check_deployable(cfg, root, k8s=k8s, slurm=slurm)
+        if check:
+            check_deployable(cfg, root, k8s=k8s, slurm=slurm)
     except ConfigErrors as problems:
         for problem in problems.errors:
-            console.err.print(f"[red]✗[/] {problem}", markup=True)
+            console.err.print(f"[red]✗[/] {escape(str(problem))}", markup=True)
         raise Exit(f"{len(problems.errors)} configuration problem(s)", code=1) from None
     for warning in cfg.warnings:
         console.warn(warning)

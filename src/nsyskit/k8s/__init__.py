@@ -75,8 +75,10 @@ def submit(root: Path, job_dir: Path, name: str) -> list[str]:
             f"submitting MPIJob {name}", kubectl.command("apply", "-f", str(job_dir / render.MPIJOB_FILE))
         )
     except ClusterError as exc:
+        problem = str(exc).split("; fix: ")[0] if exc.fix else str(exc)
         raise type(exc)(
-            f"{exc} (rendered files kept in {_relative(job_dir, root)}/)", exc.cmd, exc.returncode, exc.stderr
+            f"{problem} (rendered files kept in {_relative(job_dir, root)}/)", exc.cmd, exc.returncode, exc.stderr,
+            fix=exc.fix,
         ) from None
     jobdir.write_record(job_dir, submitted=True)
     return [line for line in output.strip().splitlines() if line]
