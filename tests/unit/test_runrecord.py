@@ -65,6 +65,18 @@ def test_a_record_survives_the_round_trip_through_run_json(tmp_path):
     assert again.unprofiled_line() == "rank 1 was not profiled (PROFILE_RANKS=local0)"
 
 
+def test_run_json_keeps_no_credentials_of_url_settings(tmp_path):
+    # A presigned URL's signature and a user:password@ would otherwise sit in every run folder that gets shared.
+    cfg = config(NCCL_TESTS_URL="https://b.s3.amazonaws.com/t.tgz?X-Amz-Signature=s3cr3t",
+                 OPENMPI_URL="https://user:pa55@mirror.example/openmpi.tar.bz2")  # fmt: skip
+    runfolder.write_run_record(tmp_path, cfg, "local", "r1")
+    text = (tmp_path / "run.json").read_text()
+    assert "s3cr3t" not in text and "pa55" not in text and "user:" not in text
+    snapshot = json.loads(text)["config"]
+    assert snapshot["NCCL_TESTS_URL"]["value"] == "https://b.s3.amazonaws.com/t.tgz?***"
+    assert snapshot["OPENMPI_URL"]["value"] == "https://***@mirror.example/openmpi.tar.bz2"
+
+
 def test_the_examples_lines_are_parsed_as_they_are_printed():
     step = runrecord.step_line(0, 5, 20, 10.8, 0.1234, 1234.4, 0.05)
     assert step == "[rank 0] step 5/20 loss=10.8000 step_ms=123.4 tokens_per_s=1234 cpu_ms=50.0"

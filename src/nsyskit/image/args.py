@@ -56,10 +56,12 @@ def proxy_args(environ: Mapping[str, str], assets_host: str = "") -> dict[str, s
 
 def redact(args: Mapping[str, str]) -> dict[str, str]:
     """Build args for printing: credentials in proxy URLs (user:password@) replaced by ***."""
+    from nsyskit.redact import HIDDEN, hide_url_credentials
+
     shown = {}
     for key, value in args.items():
         if key in PROXY_KEYS and "@" in value:
-            scheme, _, rest = value.rpartition("://")
-            value = (scheme + "://" if scheme else "") + "***@" + rest.split("@", 1)[1]
+            # A proxy may be given without a scheme (user:pw@host:3128): hide what stands before the last '@'.
+            value = hide_url_credentials(value) if "://" in value else f"{HIDDEN}@{value.rsplit('@', 1)[1]}"
         shown[key] = value
     return shown

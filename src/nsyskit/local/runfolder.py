@@ -11,6 +11,7 @@ from nsyskit import runrecord
 from nsyskit.config import Config
 from nsyskit.config.schema import key_of, settings
 from nsyskit.errors import NsyskitError, UsageError
+from nsyskit.redact import hide_url_credentials
 from nsyskit.runrecord import LOGS, RUN_JSON, RankStatus, RunRecord, checksums, world_sizes  # noqa: F401
 
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,62}")  # no '_': it separates the fields of report names
@@ -66,10 +67,12 @@ def outputs(run_dir: Path) -> dict[str, list[str]]:
 
 
 def config_snapshot(cfg: Config) -> dict[str, object]:
-    """Every setting's value and where it came from."""
+    """Every setting's value and where it came from; credentials in URLs (user:password@, queries) hidden."""
     snapshot = {}
     for f in settings():
         value = getattr(cfg, f.name)
+        if isinstance(value, str):
+            value = hide_url_credentials(value)
         snapshot[key_of(f)] = {
             "value": list(value) if isinstance(value, tuple) else value,
             "source": cfg.sources.get(key_of(f), "default"),
