@@ -88,6 +88,14 @@ def test_names_from_reports_and_logs_are_escaped_in_report_html(tmp_path):
     assert f"invoke analyze {tmp_path}/run &lt;a&amp;b&gt; --timeline" in html and "<a&b>" not in html
 
 
+def test_report_links_are_url_quoted(tmp_path):
+    # A report named with '#', '%' or a blank must still open from report.html (a raw '#' starts a fragment).
+    run = make_run(tmp_path / "run", ranks=1)
+    (run / "run_rank_0.sqlite").rename(run / "job#7 50%_rank_0.sqlite")
+    html = run_analysis([run])[1].read_text()
+    assert 'href="job%237%2050%25_rank_0.sqlite"' in html
+
+
 def test_real_template_kernel_names_are_escaped(tmp_path, real_exports_dir):
     export = decompress("pipit_a100_cloverleaf_cuda.sqlite", real_exports_dir)
     run = tmp_path / "run"
