@@ -6,6 +6,7 @@ import importlib.machinery
 import importlib.util
 import json
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -129,6 +130,21 @@ def test_an_unprofiled_rank_runs_the_command_and_records_its_exit(tmp_path):
     status = json.loads(status_file.read_text())
     assert status["profiled"] is False and status["exit_code"] == 3 and status["efa_metrics"] == "not profiled"
     assert list(tmp_path.glob("*.cmd")) == []
+
+
+def test_a_rank_killed_by_a_real_time_signal_still_leaves_its_status(tmp_path):
+    # Real-time signals have no name in Python's signal module: the status file must be written all the same.
+    kill = "import os, signal; os.kill(os.getpid(), signal.SIGRTMIN + 2)"
+    done = run_wrapper(tmp_path, {"NSYSKIT_PROFILE_RANKS": "none"}, sys.executable, "-c", kill)
+    assert "Traceback" not in done.stderr, done.stderr
+    status = status_of(tmp_path)
+    assert status["signal"] == "SIGRTMIN+2" and done.returncode == status["exit_code"] == 128 + int(signal.SIGRTMIN) + 2
+
+
+def test_a_rank_variable_that_is_not_a_number_is_one_line(tmp_path):
+    done = run_wrapper(tmp_path, {"RANK": "abc"}, sys.executable, "-c", "pass")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "error: a rank variable is not a number" in done.stderr and "RANK" in done.stderr
 
 
 # ---- PROFILER=ncu and torch: the same rank selection and report naming, another tool -------------------------
