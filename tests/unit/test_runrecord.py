@@ -116,6 +116,7 @@ def test_every_targets_collect_writes_the_same_shape(tmp_path, monkeypatch):
         assert record.ranks[0].report == "r1_node0_rank0_" + record.ranks[0].host + ".pt.trace.json.gz"
         assert data["unprofiled_ranks"] == [1] and record.unprofiled_line() == "rank 1 was not profiled (PROFILE_RANKS=0)"
         assert data["config"]["PROFILE_RANKS"]["value"] == "0" and record.world_size == 2
+        assert record.exit_code == 0 and record.ended_how in ("exited", "COMPLETED", "Succeeded"), (target, record)
         # 'invoke nccl-log FOLDER' takes each collected folder as one run (one job), k8s's too
         assert set(inputs.resolve_jobs([str(folder)]).values()) == {str(folder)}
     assert shapes["local"] == shapes["slurm"] == shapes["k8s"]
@@ -127,8 +128,12 @@ FAKE_KUBECTL = """#!{python}
 import json, shutil, sys
 args = sys.argv[1:]
 if args[:2] == ["get", "pods"]:
-    pods = [{{"metadata": {{"name": "{job}-worker-0", "creationTimestamp": "1"}}, "status": {{"phase": "Running"}}}}]
-    print(json.dumps({{"items": pods if "nsyskit/role=worker" in " ".join(args) else []}}))
+    worker = {{"metadata": {{"name": "{job}-worker-0", "creationTimestamp": "1"}}, "status": {{"phase": "Running"}}}}
+    launcher = {{"metadata": {{"name": "{job}-launcher", "creationTimestamp": "2"}},
+                "status": {{"phase": "Succeeded", "containerStatuses": [{{"state": {{"terminated": {{"exitCode": 0}}}}}}]}}}}
+    print(json.dumps({{"items": [worker] if "role=worker" in " ".join(args) else [launcher]}}))
+elif args[:2] == ["get", "mpijob"]:
+    print(json.dumps({{"status": {{"conditions": [{{"type": "Succeeded", "status": "True"}}]}}}}))
 elif args[0] == "cp":
     shutil.copytree({ranks!r}, args[-1])
 else:

@@ -202,8 +202,11 @@ def collect(cfg: Config, root: Path, job: str | None) -> Path:
     shutil.rmtree(staging, ignore_errors=True)
     if "dir" in record:
         shutil.copy2(Path(record["dir"]) / jobdir.RECORD, dest / jobdir.RECORD)
+    state = _ended(name, namespace)  # None: collected while the job still runs
+    launchers = _pods(name, namespace, "launcher") if state else []
     runfolder.write_run_record(
         dest, cfg, TARGET, name, launcher="mpirun", world_size=record.get("world_size", cfg.world_size),
+        exit_code=launcher_exit_code(launchers[-1]) if launchers else None, ended_how=state or "running",
         nodes=record.get("nodes", cfg.nodes), image=record.get("image", cfg.image_ref),
         details={"namespace": namespace, "k8s_profiler": record.get("profiler", cfg.k8s_profiler), "job_dir": str(record.get("dir", ""))},
     )  # fmt: skip
