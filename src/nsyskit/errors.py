@@ -165,6 +165,12 @@ class JobFailed(NsyskitError):
         super().__init__(f"{label} {job_id} ended {state} (exit code {exit_code}){why}; logs: {self.logs}{collected}")
 
 
+class JobInterrupted(NsyskitError):
+    """Ctrl-C while a task ran or waited for a job: says what became of the job and where its files are (exit 130)."""
+
+    exit_code = 130
+
+
 class JobError(NsyskitError):
     """A job cannot be rendered, submitted or read back: names the job folder, record or scheduler answer, and the fix."""
 

@@ -178,6 +178,7 @@ def test_ctrl_c_removes_the_containers_and_keeps_the_run_folder(run_env):
         if process.poll() is None:
             process.kill()
     assert process.returncode == 130, stderr[-2000:]
+    assert stderr.strip().splitlines()[-1] == f"error: interrupted: local run {run_id} stopped; its reports and logs are in {run_dir}"
     assert leftovers(run_id) == []
     assert json.loads((run_dir / "run.json").read_text())["ended_how"] == "interrupted (Ctrl-C)"
 

@@ -13,7 +13,7 @@ import pytest
 from k8s_variants import ECR, ROOT, config
 
 from nsyskit import targets
-from nsyskit.errors import JobFailed, UsageError
+from nsyskit.errors import JobFailed, JobInterrupted, UsageError
 from nsyskit.local import cluster
 from nsyskit.targets.base import Job, Outcome, Target
 
@@ -156,6 +156,23 @@ def test_run_collects_a_failed_job_then_raises_its_exit_code(tmp_path):
     assert target.steps == ["validate", "render", "submit", "wait", "collect job-1"]
     assert failed.value.exit_code == 42 and failed.value.job_id == "17" and failed.value.state == "FAILED"
     assert failed.value.logs == "/logs/slurm-17.out"
+    assert failed.value.reports == str(tmp_path / "reports" / "job-1")
+    assert failed.value.one_line().endswith(f"; reports collected in {tmp_path / 'reports' / 'job-1'}")
+
+
+class _Interrupted(_Recorded):
+    """A target whose wait is cut by Ctrl-C."""
+
+    def wait(self, cfg, job):
+        raise KeyboardInterrupt
+
+
+def test_ctrl_c_while_waiting_says_the_job_keeps_running_and_how_to_stop_it(tmp_path):
+    with pytest.raises(JobInterrupted) as stopped:
+        targets.deploy(_Interrupted(0, tmp_path), config(), tmp_path, wait=True)
+    line = stopped.value.one_line()
+    assert stopped.value.exit_code == 130 and "Slurm job 17 keeps running" in line
+    assert "'invoke undeploy --slurm' cancels it" in line and "'invoke collect --slurm'" in line
 
 
 def test_deploy_dry_run_stops_after_render(tmp_path):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from nsyskit.config import Config
-from nsyskit.errors import ConfigErrors, JobFailed, NsyskitError, UsageError
+from nsyskit.errors import JOB_LABELS, ConfigErrors, JobFailed, JobInterrupted, NsyskitError, UsageError
 from nsyskit.targets.base import Job, Outcome, Target
 
 __all__ = ["DeployResult", "Job", "Outcome", "Target", "choose", "deploy", "failure", "get", "run", "validate_targets"]
@@ -70,13 +72,34 @@ def deploy(target: Target, cfg: Config, root: Path, *, dry_run: bool = False, wa
     if dry_run:
         job.lines.append("dry run: nothing submitted" + (f"; submit with '{job.how_to_submit}'" if job.how_to_submit else ""))
         return result
-    target.submit(cfg, job)
-    if wait or target.submit_waits:
-        result.outcome = target.wait(cfg, job)
+    with _interruptible(target, job):
+        target.submit(cfg, job)
+        if wait or target.submit_waits:
+            result.outcome = target.wait(cfg, job)
+    if result.outcome is not None:
         if result.outcome.exit_code != 0:
             raise failure(target, job, result.outcome)
         job.lines += result.outcome.lines
     return result
+
+
+@contextmanager
+def _interruptible(target: Target, job: Job) -> Iterator[None]:
+    """Ctrl-C while a job is submitted or waited for: one line on what became of it and where its files are."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        if target.submit_waits:  # the job ran here: it stopped with the task, its folder stays
+            raise JobInterrupted(f"interrupted: {JOB_LABELS.get(target.name, 'job')} {job.job_id} stopped; its reports "
+                                 f"and logs are in {job.job_dir}") from None  # fmt: skip
+        if not job.submitted:
+            raise JobInterrupted(f"interrupted before the job was submitted; its rendered files are in {job.job_dir}",
+                                 fix=f"submit it again with 'invoke deploy --{target.name}'") from None  # fmt: skip
+        raise JobInterrupted(
+            f"stopped waiting: {JOB_LABELS.get(target.name, 'job')} {job.job_id} keeps running",
+            fix=f"'invoke undeploy --{target.name}' cancels it; 'invoke collect --{target.name}' gathers its reports "
+            "once it ends",
+        ) from None
 
 
 def failure(target: Target, job: Job, outcome: Outcome, reports: Path | None = None) -> JobFailed:
@@ -89,8 +112,9 @@ def run(target: Target, cfg: Config, root: Path, run_id: str | None = None,
         progress: bool = True) -> tuple[DeployResult, Path | None]:  # fmt: skip
     """deploy and wait, then collect into REPORT_DIR/<run-id>/ (what 'invoke run' does); a failed job is collected too."""
     job = rendered(target, cfg, root, run_id, progress)
-    target.submit(cfg, job)
-    outcome = target.wait(cfg, job)
+    with _interruptible(target, job):
+        target.submit(cfg, job)
+        outcome = target.wait(cfg, job)
     try:
         folder = target.collect(cfg, root, job.job_dir.name)
     except NsyskitError:
