@@ -11,6 +11,7 @@ from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
+from nsyskit.nccllog import fastscan
 from nsyskit.nccllog.blocks import BLOCK_SIZE, is_gzip, read_blocks
 from nsyskit.nccllog.scan import FileScanner, Scan, Window, first_step
 
@@ -135,6 +136,7 @@ def scan_files(
         done = (scan_part(path, window, block_size, span, fmt) for path, span, fmt in tasks)
         parts = _reporting(done, sizes, progress)
     else:
+        fastscan.function()  # compiled (or found in the cache) once here: the forked workers inherit it, no cc race
         with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
             done = pool.map(
                 scan_part, *zip(*[(p, window, block_size, span, fmt) for p, span, fmt in tasks], strict=True)
