@@ -18,11 +18,11 @@ from nsyskit.nccllog.lines import INFO_LINE, clean_source
 from nsyskit.nccllog.scan import Window
 
 ROOT = Path(__file__).resolve().parents[2]
-REAL = ROOT.parent / "shared" / "real-data" / "nccl-logs"
 DATA = ROOT / "tests" / "data" / "nccl"
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(Path(__file__).parent))
 import nccl_log_bench  # noqa: E402
+from nccl_real import REAL  # noqa: E402
 from test_nccl_log_formats import PREFIXES  # noqa: E402
 
 
@@ -39,8 +39,10 @@ def reader() -> fastscan.Reader:
 
 
 def real_lines() -> list[bytes]:
-    """Every line of the real logs."""
-    return b"".join(path.read_bytes() + b"\n" for path in sorted(REAL.glob("*.log"))).split(b"\n")
+    """Every line of the real logs (without them the prefixed and damaged inputs would be empty: fail, not pass)."""
+    logs = sorted(REAL.glob("*.log"))
+    assert logs, f"no real NCCL logs in {REAL}: the checkout needs ../shared/real-data beside it"
+    return b"".join(path.read_bytes() + b"\n" for path in logs).split(b"\n")
 
 
 def prefixed() -> bytes:
