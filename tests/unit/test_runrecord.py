@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from nsyskit import k8s, runrecord, slurm
+from nsyskit.analysis import runinfo
 from nsyskit.errors import NcclLogError, NsyskitError
 from nsyskit.jobdir import fresh_job_dir, write_record
 from nsyskit.local import run as local_run
@@ -187,7 +188,7 @@ def test_run_json_of_earlier_versions_is_read(tmp_path):
 def test_a_run_json_this_version_cannot_read_is_one_line_naming_the_file_and_fix(tmp_path, text, problem):
     (tmp_path / "run.json").write_text(text)
     with pytest.raises(NsyskitError) as caught:
-        runfolder.read_run_record(tmp_path)
+        runinfo.run_record(tmp_path)
     line = caught.value.one_line()
     assert line.startswith(str(tmp_path / "run.json")) and problem in line and "; fix: " in line
     (tmp_path / "r.nccl.log").write_text("h:1:1 [0] NCCL INFO x\n")

@@ -103,11 +103,3 @@ def write_run_record(run_dir: Path, cfg: Config, target: str, run_id: str, log_t
         setattr(record, key, value)
     record.write(str(run_dir))
     return record
-
-
-def read_run_record(run_dir: Path) -> RunRecord | None:
-    """RUN_DIR/run.json as a RunRecord (any earlier version), None when absent; an error naming the file otherwise."""
-    try:
-        return runrecord.read_run(str(run_dir))
-    except runrecord.RunRecordError as exc:
-        raise NsyskitError(str(exc), fix=exc.fix) from None
