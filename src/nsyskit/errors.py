@@ -52,6 +52,7 @@ class ConfigErrors(NsyskitError):
         super().__init__("\n".join(str(e) for e in self.errors))
 
     def one_line(self) -> str:
+        """The first problem, and how many more 'invoke config --check' lists."""
         first = str(self.errors[0])
         more = len(self.errors) - 1
         return first + (f" (and {more} more problem(s): run 'invoke config --check')" if more else "")

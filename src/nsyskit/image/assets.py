@@ -42,9 +42,11 @@ class Assets:
 
     @property
     def needed(self) -> bool:
+        """True when the build needs the assets server (host files or a local wheelhouse)."""
         return bool(self.files or self.wheelhouse)
 
     def wheel_names(self) -> list[str]:
+        """The wheels of the local wheelhouse, sorted (what pip in the build may install)."""
         return sorted(p.name for p in self.wheelhouse.glob("*.whl")) if self.wheelhouse else []
 
     def wheelhouse_digest(self) -> str:
