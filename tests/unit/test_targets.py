@@ -111,6 +111,7 @@ def test_deploy_k8s_wait_succeeds_with_exit_code_0(tmp_path, fake_cluster):
     result = invoke_in(project, "deploy", "--k8s", "--wait", **fake_cluster, FAKE_LAUNCHER_EXIT="0")
     assert result.returncode == 0, result.stderr
     assert "ended Succeeded with exit code 0" in result.stdout
+    assert result.stdout.strip().splitlines()[-1] == "next: 'invoke collect --k8s' gathers its reports"
 
 
 def test_a_launcher_exit_code_over_255_exits_1_and_keeps_the_real_code_in_the_error():

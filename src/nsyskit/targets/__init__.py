@@ -80,6 +80,11 @@ def deploy(target: Target, cfg: Config, root: Path, *, dry_run: bool = False, wa
         if result.outcome.exit_code != 0:
             raise failure(target, job, result.outcome)
         job.lines += result.outcome.lines
+    if not target.submit_waits:  # what 'run' does by itself comes next here by hand
+        flag = f"--{target.name}"
+        job.lines.append(f"next: 'invoke collect {flag}' gathers its reports" if result.outcome else
+                         f"next: 'invoke status {flag}', 'invoke logs {flag}', 'invoke collect {flag}' (after the job), "
+                         f"'invoke undeploy {flag}'")  # fmt: skip
     return result
 
 

@@ -75,8 +75,6 @@ class K8sTarget(ClusterSteps):
         from nsyskit import k8s
 
         job.lines += k8s.submit(Path(job.job_dir).parent.parent, job.job_dir, job.job_id)
-        job.lines.append("next: 'invoke status --k8s', 'invoke logs --k8s', 'invoke collect --k8s' (after the job), "
-                         "'invoke undeploy --k8s'")  # fmt: skip
         job.submitted = True
 
     def wait(self, cfg: Config, job: Job) -> Outcome:

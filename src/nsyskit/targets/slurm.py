@@ -71,7 +71,7 @@ class SlurmTarget(ClusterSteps):
         code = (final.exit_code or 1) if failed else 0
         reason = f"reason {final.reason}" if final.reason and final.reason != "None" else ""
         return Outcome(final.state, code, log, reason,
-                       lines=[f"job {job.job_id} COMPLETED (exit code 0); 'invoke collect --slurm' gathers its reports"])  # fmt: skip
+                       lines=[f"job {job.job_id} COMPLETED (exit code 0)"])  # fmt: skip
 
 
 TARGET = SlurmTarget()
