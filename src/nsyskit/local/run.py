@@ -130,7 +130,7 @@ def _finish(
     cfg: Config, run_dir: Path, run_id: str, record: dict, exit_codes: dict, ended_how: str, duration: float
 ) -> RunResult:
     """Collect what the run left, blame a failed rank, write run.json."""
-    logs = "\n".join(path.read_text(errors="replace") for path in sorted((run_dir / runfolder.LOGS).glob("*.log")))
+    logs = runfolder.logs_text(run_dir)
     statuses = runfolder.rank_statuses(run_dir)
     launcher_code = exit_codes.get(launcher_role(cfg))
     rank_failed = any(s.exit_code != 0 for s in statuses)
@@ -141,15 +141,12 @@ def _finish(
     if ended_how == "stopped after rank failure" and exit_code == 0:
         exit_code = 1
     failure = blame(statuses, logs) if exit_code != 0 else None
-    result = RunResult(
-        run_id, run_dir, exit_code, duration, failure, ended_how,
-        checksums=runfolder.checksums(logs), world_sizes=runfolder.world_sizes(logs), files=runfolder.outputs(run_dir),
-    )  # fmt: skip
-    runfolder.write_run_record(
-        run_dir, cfg, "local", run_id, logs, started=record.pop("started"), ended=time.time(),
+    written = runfolder.write_run_record(
+        run_dir, cfg, "local", run_id, logs, ranks=statuses, started=record.pop("started"), ended=time.time(),
         duration_s=round(duration, 3), ended_how=ended_how, exit_code=exit_code,
         launcher=launcher_kind(cfg),
         failed_rank=None if failure is None else {"rank": failure.rank, "host": failure.host, "exit_code": failure.exit_code, "how": failure.how},
         details={**record, "container_exit_codes": exit_codes},
     )  # fmt: skip
-    return result
+    return RunResult(run_id, run_dir, exit_code, duration, failure, ended_how, checksums=written.checksums,
+                     world_sizes=set(written.world_sizes), files=written.files)  # fmt: skip

@@ -90,13 +90,14 @@ def write_run_record(run_dir: Path, cfg: Config, target: str, run_id: str, log_t
     """Write RUN_DIR/run.json in the one shape every target's collect writes; returns the record.
 
     The ranks, checksums, world sizes and files are read from the folder and LOG_TEXT (the example's output);
-    VALUES sets the other RunRecord fields (exit_code, ended_how, started, details ...).
+    VALUES sets the other RunRecord fields (exit_code, ended_how, started, details ...; ranks when already read).
     """
     text = log_text or logs_text(run_dir)
+    ranks = values.pop("ranks", None)
     record = RunRecord(
         run_id=run_id, target=target, nodes=cfg.nodes, procs_per_node=cfg.procs_per_node, world_size=cfg.world_size,
         image=cfg.image_ref, profiler=cfg.profiler, profile_ranks=cfg.profile_ranks, config=config_snapshot(cfg),
-        ranks=rank_statuses(run_dir), checksums=checksums(text), world_sizes=sorted(world_sizes(text)),
+        ranks=rank_statuses(run_dir) if ranks is None else ranks, checksums=checksums(text), world_sizes=sorted(world_sizes(text)),
         files=outputs(Path(run_dir)),
     )  # fmt: skip
     for key, value in values.items():
