@@ -1,9 +1,17 @@
-"""Shared by the tests of real NCCL logs: where the real logs are, a collective line, per-GPU and per-op views."""
+"""Shared by the nccl-log tests: the fixture logs and the real logs, a collective line, per-GPU and per-op views."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+DATA = Path(__file__).resolve().parents[1] / "data" / "nccl"
+NEMO = DATA / "nemo_4gpu.log"
+SRUN = DATA / "srun_megatron.log"
+RANK_A = DATA / "debugfile.nodeA.3001.log"
+RANK_B = DATA / "debugfile.nodeB.3002.log.gz"
+KIT = DATA / "kit_mpirun.log"
+GARBLED = DATA / "garbled.log"
+KB, MB = 1024, 1024 * 1024
 ROOT = Path(__file__).resolve().parents[2]
 REAL = (ROOT.parent / "shared" / "real-data" / "nccl-logs").resolve()
 DTYPE_BYTES = {7: 4, 9: 2, 6: 2, 4: 8, 1: 1}

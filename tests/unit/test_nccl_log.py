@@ -2,22 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from nccl_real import KB, KIT, MB, NEMO, RANK_A, RANK_B, SRUN  # tests/unit is on sys.path
 
 from nsyskit.nccllog import Window, analyze
 from nsyskit.nccllog.dtypes import DATATYPES, algorithm_name, protocol_name, size_bucket
 from nsyskit.nccllog.steps import parse_step_line
-
-DATA = Path(__file__).resolve().parents[1] / "data" / "nccl"
-NEMO = DATA / "nemo_4gpu.log"
-SRUN = DATA / "srun_megatron.log"
-RANK_A = DATA / "debugfile.nodeA.3001.log"
-RANK_B = DATA / "debugfile.nodeB.3002.log.gz"
-KIT = DATA / "kit_mpirun.log"
-GARBLED = DATA / "garbled.log"
-KB, MB = 1024, 1024 * 1024
 
 
 def by(rows: list[dict], key: str) -> dict:

@@ -3,24 +3,15 @@
 from __future__ import annotations
 
 import gzip
-from pathlib import Path
 
 import pytest
+from nccl_real import DATA, GARBLED, KIT, MB, NEMO, RANK_A, RANK_B, SRUN  # tests/unit is on sys.path
 
 from nsyskit.errors import NcclLogError
 from nsyskit.nccllog import Window, analyze, parse_range, resolve_logs
 from nsyskit.nccllog import blocks as blocks_module
 from nsyskit.nccllog.facts import MAX_DISTINCT, Facts
 from nsyskit.nccllog.render import human_bytes, render_page
-
-DATA = Path(__file__).resolve().parents[1] / "data" / "nccl"
-NEMO = DATA / "nemo_4gpu.log"
-SRUN = DATA / "srun_megatron.log"
-RANK_A = DATA / "debugfile.nodeA.3001.log"
-RANK_B = DATA / "debugfile.nodeB.3002.log.gz"
-KIT = DATA / "kit_mpirun.log"
-GARBLED = DATA / "garbled.log"
-KB, MB = 1024, 1024 * 1024
 
 # --- garbled input is counted and reported, never fatal --------------------------------------------------------
 
