@@ -231,6 +231,7 @@ def analyze_run(
     several ranks gives them consecutive rank numbers from the file's own. `progress(done, total)` follows the files.
     """
     found = discover(paths)
+    _unprofiled, unprofiled_line = not_profiled([path for _rank, path in found])  # a broken run.json stops us now
     workers = workers or max(1, min(len(found), os.cpu_count() or 1, MAX_WORKERS))
     if workers == 1:
         per_file = list(_counted((analyze_file(rank, path) for rank, path in found), len(found), progress))
@@ -253,9 +254,8 @@ def analyze_run(
     for name in ("breakdown", "memcpy", "nvtx", "nvtx_gpu", "steps", "nccl_ops"):
         setattr(analysis, name, concat([r[name] for r in results]))
     analysis.nccl_sizes = nccl.nccl_size_summary(analysis.nccl_ops)
-    _unprofiled, line = not_profiled([path for _rank, path in found])
-    if line:  # the ranks the run ran without nsys: absent from every table, named so no one reads them as idle
-        analysis.warnings.append(line)
+    if unprofiled_line:  # the ranks the run ran without nsys: absent from every table, named so no one reads them as idle
+        analysis.warnings.append(unprofiled_line)
     analysis.ranks = analyzers.cross_rank([r["summary"] for r in results], straggler_pct)
     return analysis
 
