@@ -139,9 +139,14 @@ def read_statuses(run_dir: str) -> list[RankStatus]:
                 data = json.load(handle)
         except (OSError, ValueError):
             continue  # a rank killed while writing: the atomic rename makes this rare; its log still says why
-        if isinstance(data, dict) and isinstance(data.get("rank"), int) and not isinstance(data["rank"], bool):
+        if is_rank_status(data):
             found.append(RankStatus.from_dict(data))
     return sorted(found, key=lambda status: status.rank)
+
+
+def is_rank_status(data: object) -> bool:
+    """True for a rank's status as JSON data: an object with an integer rank (JSON's true is not a rank)."""
+    return isinstance(data, dict) and isinstance(data.get("rank"), int) and not isinstance(data["rank"], bool)
 
 
 def rank_list(ranks) -> str:
@@ -222,7 +227,7 @@ class RunRecord:
             values.setdefault("target", "local")
             values["checksums"] = {int(r): c for r, c in (values.get("checksums") or {}).items() if str(r).isdigit()}
             entries = data.get("ranks") if isinstance(data.get("ranks"), list) else []
-            ranks = [RankStatus.from_dict(e) for e in entries if isinstance(e, dict) and isinstance(e.get("rank"), int)]
+            ranks = [RankStatus.from_dict(e) for e in entries if is_rank_status(e)]
             if not values.get("profile_ranks"):
                 values["profile_ranks"] = _setting(values.get("config"), "PROFILE_RANKS")
             if not values.get("profiler"):

@@ -13,7 +13,7 @@ def hide_url_credentials(value: str) -> str:
         return value
     try:
         parts = urlsplit(value)
-    except ValueError:  # not a URL after all (an odd value is shown as it is, minus nothing)
+    except ValueError:  # not parseable as a URL (e.g. a bad IPv6 host): nothing to hide in it
         return value
     netloc = parts.netloc
     if "@" in netloc:

@@ -78,6 +78,13 @@ def test_run_json_keeps_no_credentials_of_url_settings(tmp_path):
     assert snapshot["OPENMPI_URL"]["value"] == "https://***@mirror.example/openmpi.tar.bz2"
 
 
+def test_only_entries_with_an_integer_rank_are_ranks(tmp_path):
+    # JSON's true is an int to Python: an entry {"rank": true} in run.json or a status file is not rank 1.
+    (tmp_path / "run.json").write_text(json.dumps({"schema_version": 2, "ranks": [{"rank": True}, {"rank": 0}, "x"]}))
+    assert [s.rank for s in runrecord.read_run(str(tmp_path)).ranks] == [0]
+    assert runrecord.is_rank_status({"rank": 3}) and not runrecord.is_rank_status({"rank": False})
+
+
 def test_the_examples_lines_are_parsed_as_they_are_printed():
     step = runrecord.step_line(0, 5, 20, 10.8, 0.1234, 1234.4, 0.05)
     assert step == "[rank 0] step 5/20 loss=10.8000 step_ms=123.4 tokens_per_s=1234 cpu_ms=50.0"
