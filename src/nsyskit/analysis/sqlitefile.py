@@ -161,8 +161,8 @@ def _scan_into(
 def rows_bound(con: sqlite3.Connection, table: str) -> int | None:
     """At least the number of rows of `table` (rowids are distinct integers), from two B-tree descents; None for a
     view or a table without rowids."""
-    try:
-        low, high = con.execute(f"SELECT min(rowid), max(rowid) FROM {table}").fetchone()
+    try:  # two subqueries: SQLite descends the B-tree for a lone min() or max(), but scans every row for both at once
+        low, high = con.execute(f"SELECT (SELECT min(rowid) FROM {table}), (SELECT max(rowid) FROM {table})").fetchone()
     except sqlite3.Error:
         return None
     return high - low + 1 if isinstance(low, int) and isinstance(high, int) else None
