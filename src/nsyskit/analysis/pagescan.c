@@ -45,8 +45,10 @@ typedef struct {
     int64_t *values;          /* slots x capacity */
     uint8_t *kinds;           /* kind slots x capacity */
     int64_t capacity;
-    int plain;                     /* no slot with flags: integers only, no kinds */
+    int plain;                     /* no slot wants kinds or has REAL affinity: integers only */
     int64_t *columns[MAX_SLOTS];   /* per slot: its row of values */
+    int32_t rowid_slot[MAX_SLOTS]; /* the slots reading the rowid */
+    int64_t rowid_slots;
     uint8_t *scratch; /* an overflowing payload's first bytes, gathered */
     int64_t scratch_size;
 } Scan;
@@ -140,6 +142,63 @@ static int gather(Scan *s, const uint8_t *local_bytes, int64_t local, uint32_t o
     return 0;
 }
 
+/* Per one-byte serial type: 1 not an INTEGER, 2 not a one-byte type (10 and 11 reserved, >= 0x80 longer) */
+static const uint8_t SHORT_FLAGS[256] = {
+    1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3,
+    3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3,
+    3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3,
+    3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3};
+
+/* Per one-byte serial type: the right shift of the 8 big-endian bytes read that leaves the value */
+static const uint8_t SHORT_SHIFTS[256] = {
+    0, 56, 48, 40, 32, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+
+/* The plain case of decode_record in one pass (integers only, no kinds: s->plain): a one-byte header size, one-byte
+   serial types up to the last column read. 0 done, NSK_NOT_INTEGER, or 1: not this case (decode_record decides;
+   values already written to the row are then overwritten, or the read fails). */
+static inline int decode_plain(Scan *s, const uint8_t *rec, int64_t avail, int64_t total, const uint8_t *limit,
+                               int64_t rowid, int64_t row) {
+    int64_t header_size = rec[0], body = header_size, i, stop = avail < total ? avail : total;
+    const int64_t last = s->max_position; /* locals: the stores below could alias the Scan's int64 fields */
+    const int32_t *slot_of = s->slot_of;
+    int64_t *const *columns = s->columns;
+    int flags = 0;
+    if (header_size >= 0x80 || last + 1 >= header_size || header_size > stop) return 1;
+    /* every value read lies below rec + header_size + 255 * (last + 1): 8 bytes there must be readable */
+    if (limit - rec < header_size + 255 * (last + 1) + 8) return 1;
+    for (i = 0; i <= last; i++) {
+        uint8_t type = rec[1 + i];
+        int32_t slot = slot_of[i];
+        uint8_t type_flags = SHORT_FLAGS[type];
+        if (slot >= 0) {
+            uint64_t raw;
+            int64_t value;
+            memcpy(&raw, rec + body, 8);
+            /* an arithmetic shift (gcc, clang) keeps the sign; the constants 0 and 1 (types 8, 9) have no bytes */
+            value = (int64_t)__builtin_bswap64(raw) >> SHORT_SHIFTS[type];
+            columns[slot][row] = type < 8 ? value : type - 8;
+            flags |= type_flags;
+        } else {
+            flags |= type_flags & 2;
+        }
+        body += SHORT_SIZES[type];
+    }
+    if ((flags & 2) || body > stop) return 1;
+    for (i = 0; i < s->rowid_slots; i++) s->columns[s->rowid_slot[i]][row] = rowid;
+    return flags ? NSK_NOT_INTEGER : 0;
+}
+
 /* Decode the requested columns of one record (`avail` of its `total` bytes at hand at `rec`) into row `row`.
    NSK_NEED_MORE with *need set when bytes past `avail` are needed. */
 static int decode_record(Scan *s, const uint8_t *rec, int64_t avail, int64_t total, const uint8_t *limit,
@@ -178,21 +237,6 @@ static int decode_record(Scan *s, const uint8_t *rec, int64_t avail, int64_t tot
                 body += size;
             }
             if (i > s->max_position && body <= total && body <= avail) {
-                if (s->plain && rec + body + 8 <= limit) { /* integers only, each readable as 8 bytes */
-                    int bad = 0;
-                    for (slot = 0; slot < s->slots; slot++) {
-                        int32_t p = s->position[slot];
-                        int64_t value = rowid;
-                        if (p >= 0) {
-                            uint8_t type = rec[1 + p];
-                            /* 0x37E: the bits of the integer serial types 1 to 6, 8 and 9 */
-                            bad |= type >= 10 || !((0x37E >> type) & 1);
-                            value = int_value(type < 10 ? type : 0, rec + at[p]);
-                        }
-                        s->columns[slot][row] = value;
-                    }
-                    return bad ? NSK_NOT_INTEGER : 0;
-                }
                 for (slot = 0; slot < s->slots; slot++) {
                     int32_t p = s->position[slot];
                     if (p >= 0) {
@@ -291,7 +335,8 @@ static inline int leaf_cell(Scan *s, const uint8_t *cell, const uint8_t *end) {
     if (local < total) overflow = be32(cell + local);
     row = s->rows;
     if (row >= s->capacity) return NSK_BAD; /* more rows than counted: never write past the arrays */
-    done = decode_record(s, cell, local, total, s->file_end, (int64_t)key, row, &need);
+    done = s->plain ? decode_plain(s, cell, local, total, s->file_end, (int64_t)key, row) : 1;
+    if (done == 1) done = decode_record(s, cell, local, total, s->file_end, (int64_t)key, row, &need);
     for (tries = 0; done == NSK_NEED_MORE && tries < 4; tries++) {
         if (local >= total || need <= local || need > total) return NSK_BAD;
         done = gather(s, cell, local, overflow, need);
@@ -392,7 +437,8 @@ int64_t nsk_read_rows(const uint8_t *file, int64_t file_size, int64_t root, int6
     s.plain = 1;
     for (i = 0; i < slots; i++) {
         s.columns[i] = values + i * capacity;
-        if (flags[i] != 0) s.plain = 0;
+        if (position[i] < 0) s.rowid_slot[s.rowid_slots++] = (int32_t)i;
+        if (flags[i] & (WANT_KINDS | REAL_AFFINITY)) s.plain = 0; /* (short records never take the plain path) */
     }
     done = walk(&s, root, 0);
     free(s.scratch);
