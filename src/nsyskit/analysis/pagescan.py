@@ -65,24 +65,34 @@ def real_affinity(declared: str) -> bool:
     return any(word in kind for word in ("REAL", "FLOA", "DOUB"))
 
 
+def as_text(value: str | bytes) -> str:
+    """Schema text as str (a connection may return bytes: text_factory)."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
 def _layout(con, table: str, columns: tuple[str, ...], kinds: tuple[str, ...]):
     """(root page, per requested column: record position (-1 rowid) and flags), or None when unsupported."""
     found = con.execute(
         "SELECT type, rootpage, sql FROM sqlite_master WHERE name = ? COLLATE NOCASE AND type IN ('table', 'view')",
         (table,),
     ).fetchall()
-    if len(found) != 1 or found[0][0] != "table" or not isinstance(found[0][1], int) or found[0][1] < 1:
+    if len(found) != 1 or as_text(found[0][0]) != "table" or not isinstance(found[0][1], int) or found[0][1] < 1:
         return None
-    root, sql = found[0][1], found[0][2] or ""
+    root, sql = found[0][1], as_text(found[0][2] or "")
     if re.search(r"WITHOUT\s+ROWID", sql, re.IGNORECASE):
         return None
-    info = con.execute(f'PRAGMA table_xinfo("{table.replace(chr(34), chr(34) * 2)}")').fetchall()
-    # cid, name, type, notnull, dflt_value, pk, hidden
+    # cid, name, type, notnull, dflt_value, pk, hidden (names and types as text whatever the connection's text_factory)
+    info = [
+        (cid, as_text(name), as_text(kind or ""), notnull, default, pk, hidden)
+        for cid, name, kind, notnull, default, pk, hidden in con.execute(
+            f'PRAGMA table_xinfo("{table.replace(chr(34), chr(34) * 2)}")'
+        )
+    ]
     if not info or any(row[6] != 0 for row in info):
         return None
     keys = [row for row in info if row[5]]
     alias = None
-    if len(keys) == 1 and keys[0][2].upper() == "INTEGER":
+    if len(keys) == 1 and keys[0][2].upper() == "INTEGER":  # only this exact type makes the rowid alias
         if re.search(r"\bDESC\b", sql, re.IGNORECASE):  # `INTEGER PRIMARY KEY DESC` is not a rowid alias
             return None
         alias = keys[0][0]
@@ -99,7 +109,7 @@ def _layout(con, table: str, columns: tuple[str, ...], kinds: tuple[str, ...]):
         elif row[0] == alias:
             layout.append((-1, flags))
         else:
-            flags |= (NULL_DEFAULT if row[4] is None else 0) | (REAL_AFFINITY if real_affinity(row[2] or "") else 0)
+            flags |= (NULL_DEFAULT if row[4] is None else 0) | (REAL_AFFINITY if real_affinity(row[2]) else 0)
             layout.append((row[0], flags))
     return root, layout
 

@@ -203,6 +203,8 @@ def test_views_and_tables_without_rowids_are_not_read(tmp_path):
     assert pagescan.read_columns(con, path, "t", ("nothing",)) is None
     assert pagescan.read_columns(con, path, "missing", ("a",)) is None
     assert list(pagescan.read_columns(con, path, "t", ("a",))["a"]) == [1]
+    con.text_factory = bytes  # a connection that returns the schema's text as bytes reads the same
+    assert list(pagescan.read_columns(con, path, "t", ("A", "rowid"))["A"]) == [1]
 
 
 def test_a_wal_file_with_pending_frames_is_not_read(tmp_path):
