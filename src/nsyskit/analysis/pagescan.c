@@ -11,6 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define FROM_BIG_ENDIAN(x) (x)
+#else
+#define FROM_BIG_ENDIAN(x) __builtin_bswap64(x)
+#endif
+
 #define NSK_BAD (-1)
 #define NSK_NOT_INTEGER (-2)
 #define NSK_NO_MEMORY (-3)
@@ -109,7 +115,7 @@ static inline int64_t int_value(uint64_t st, const uint8_t *p) {
     uint64_t raw;
     int64_t loaded;
     memcpy(&raw, p, 8);
-    loaded = (int64_t)__builtin_bswap64(raw) >> shift[st]; /* an arithmetic shift (gcc, clang): the sign kept */
+    loaded = (int64_t)FROM_BIG_ENDIAN(raw) >> shift[st]; /* an arithmetic shift (gcc, clang): the sign kept */
     return st >= 8 ? (int64_t)(st - 8) : loaded;
 }
 
@@ -186,7 +192,7 @@ static inline int decode_plain(Scan *s, const uint8_t *rec, int64_t avail, int64
             int64_t value;
             memcpy(&raw, rec + body, 8);
             /* an arithmetic shift (gcc, clang) keeps the sign; the constants 0 and 1 (types 8, 9) have no bytes */
-            value = (int64_t)__builtin_bswap64(raw) >> SHORT_SHIFTS[type];
+            value = (int64_t)FROM_BIG_ENDIAN(raw) >> SHORT_SHIFTS[type];
             columns[slot][row] = type < 8 ? value : type - 8;
             flags |= type_flags;
         } else {

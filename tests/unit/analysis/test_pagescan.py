@@ -14,7 +14,7 @@ from pagescan_check import compare_file, connect
 from real_exports import NAMES, decompress
 
 from nsyskit import hostpkgs
-from nsyskit.analysis import pagescan
+from nsyskit.analysis import pagescan, sqlitefile
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path[:0] = [str(ROOT / "bench")]
@@ -80,7 +80,7 @@ TYPED = "CREATE TABLE t (id INTEGER PRIMARY KEY, a INTEGER, b, c REAL, d TEXT)"
 def test_every_serial_type_on_every_page_size(tmp_path, page_size):
     path = make(tmp_path / "types.sqlite", [TYPED], {"t": typed_rows(3000)}, page_size)
     assert_same(path)
-    read = pagescan.read_columns(connect(path), path, "t", ("id", "a", "rowid"))
+    read = pagescan.read_columns(sqlitefile.connect(path), path, "t", ("id", "a", "rowid"))  # the reader's SQLite
     assert list(read["a"][: len(INTEGERS)]) == INTEGERS  # the widths and signs themselves
     assert (read["id"] == read["rowid"]).all() and read["rowid"][-1] == 3000  # the INTEGER PRIMARY KEY is the rowid
 
@@ -194,12 +194,14 @@ def test_views_and_tables_without_rowids_are_not_read(tmp_path):
             "CREATE TABLE t (a INTEGER)",
             "CREATE VIEW v AS SELECT a FROM t",
             "CREATE TABLE w (a INTEGER PRIMARY KEY, b) WITHOUT ROWID",
+            "CREATE TABLE g (a INTEGER, b INTEGER GENERATED ALWAYS AS (a * 2) VIRTUAL)",
         ],
-        {"t": [(1,)], "w": [(1, 2)]},
+        {"t": [(1,)], "w": [(1, 2)], "g": [(3,)]},
     )
     con = connect(path)
     assert pagescan.read_columns(con, path, "v", ("a",)) is None
     assert pagescan.read_columns(con, path, "w", ("a",)) is None
+    assert pagescan.read_columns(con, path, "g", ("a",)) is None  # generated columns are not in the records
     assert pagescan.read_columns(con, path, "t", ("nothing",)) is None
     assert pagescan.read_columns(con, path, "missing", ("a",)) is None
     assert list(pagescan.read_columns(con, path, "t", ("a",))["a"]) == [1]
