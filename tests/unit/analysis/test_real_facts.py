@@ -198,3 +198,17 @@ def test_launches_on_many_threads_project_alike(tmp_path, monkeypatch, case_thre
     got = {r["name"]: (r["kernels"], r["kernel_sum_ns"]) for r in analysis.nvtx_gpu.rows()}
     want = {f"work{w}": (len(ts), sum(100 + t for t in ts)) for w in range(3) for ts in [range(w, 40, 3)]}
     assert got == want
+
+
+def test_kernel_names_with_brackets_are_printed_whole(tmp_path):
+    # PyTorch's kernels carry lambdas in brackets (seen in the H100 export of tests/data/real): the terminal prints
+    # them as they are, never as rich markup (which swallowed "[lambda() (instance 3)]").
+    from rich.console import Console
+
+    from nsyskit.analysis.terminal import rich_table
+
+    name = "void at::native::copy<[lambda() (instance 3)]::operator ()() const::[/bold]>(int)"
+    path = write_export(tmp_path / "r.sqlite", Export(kernels=[Kernel(0, 10, name)]))
+    console = Console(record=True, width=400)
+    console.print(rich_table("Top kernels", analyze_run([path]).top_kernels, ["name", "total_ns"]))
+    assert name in console.export_text()
