@@ -9,7 +9,7 @@ schemas 2.9 … 3.25) and is handled here, and only here:
 - values of the wrong type (text, BLOB or NULL where an integer belongs) and activities ending before they start:
   left out with a warning, never a wrong number;
 - several processes (ranks) in one file: every read can be scoped to one process (`pid`, a globalPid).
-The NVTX read lives in nvtxread.py, a part of this reader.
+The NVTX read lives in nvtxread.py and the CUDA API calls' read in launchread.py, parts of this reader.
 
 Large tables are read from the file's pages by C when every value is what it should be (pagescan.read_columns:
 no SQLite virtual machine), else columnar through SQLite (sqlitefile.packed_scan: one scan, an aggregate per column:
@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from nsyskit.analysis import blobagg, pagescan, sqlitefile
+from nsyskit.analysis.launchread import RUNTIME_TABLES, read_launch_calls, read_runtime_rows
 from nsyskit.analysis.nvtxread import NVTX_RANGE_TYPES, NVTX_TABLES, PID_SHIFT, read_nvtx_ranges
 from nsyskit.analysis.records import Intervals, Launches, NvtxRanges, distinct, join_launches
 from nsyskit.analysis.sqlitefile import REEXPORT, connect, decode_text, packed_scan, read_ints, sqlite3
@@ -39,7 +40,6 @@ __all__ = ["ExportReader", "Intervals", "Launches", "NvtxRanges", "distinct"]
 KERNEL_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL")
 MEMCPY_TABLES = ("CUPTI_ACTIVITY_KIND_MEMCPY",)
 MEMSET_TABLES = ("CUPTI_ACTIVITY_KIND_MEMSET",)
-RUNTIME_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME",)
 GPU_TABLES = ("TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU", "TARGET_INFO_CUDA_DEVICE")
 META_TABLES = ("EXPORT_META_DATA", "META_DATA_EXPORT")  # renamed in 2023.x exports
 # Kernel name columns, best first: what `nsys stats` summarizes by default (the demangled, templated name).
@@ -55,7 +55,6 @@ NSYS_MARKER_TABLES = ("StringIds", *META_TABLES, "TARGET_INFO_SESSION_START_TIME
 # StringId, up to MAX_NAME_BITS (durations up to +-2^40 ns then still fit an int64; longer ones fall back).
 MAX_NAME_BITS = 23
 PID_SQL = "CASE WHEN typeof(globalPid) = 'integer' THEN globalPid ELSE 0 END"  # a kernel's process (0: not known)
-MAX_CASE_THREADS = 32  # NVTX threads up to which the runtime read sends thread indices instead of globalTids
 
 
 class ExportReader:
@@ -384,54 +383,12 @@ class ExportReader:
         return bool(table and self._query(f"SELECT EXISTS (SELECT 1 FROM {table} WHERE eventType IN ({types}))")[0][0])
 
     def runtime_rows(self) -> dict[str, np.ndarray] | None:
-        """thread, start and corr (with their kinds) of every CUDA API call, from the file's pages (None: SQLite's
-        read is needed); read before the NVTX threads are known, filtered by launch_calls."""
-        runtime = self.table(RUNTIME_TABLES)
-        if not runtime:
-            return None
-        return self.pages(runtime, {"thread": "globalTid", "start": "start", "corr": "correlationId"},
-                          kinds=("globalTid", "start", "correlationId"))  # fmt: skip
+        """Every CUDA API call's thread, start and correlation id from the file's pages (see launchread)."""
+        return read_runtime_rows(self)
 
-    def launch_calls(
-        self, threads: np.ndarray, rows: dict[str, np.ndarray] | None = None
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(thread, start, correlationId) of the CUDA API calls made on `threads` (the threads of NVTX ranges);
-        `rows`: runtime_rows() read already.
-
-        Through SQLite, threads travel as their index in `threads` (one digit instead of a 17-digit globalTid).
-        """
-        runtime, threads = self.table(RUNTIME_TABLES), np.unique(threads)
-        if not runtime or not len(threads):
-            return (np.empty(0, dtype=np.int64),) * 3
-        found = self.runtime_rows() if rows is None else rows
-        if found is not None:  # the WHERE below in numpy; a start that is not an integer: SQLite's read warns
-            integer = pagescan.KIND_CODES["integer"]
-            thread = found["thread"]
-            on = thread == threads[0] if len(threads) == 1 else np.isin(thread, threads)
-            calls = (found["corr:kind"] == integer) & (found["thread:kind"] == integer) & on
-            if (found["start:kind"][calls] == integer).all():
-                return thread[calls], found["start"][calls], found["corr"][calls]
-        if self.blob and len(threads) == 1:  # one thread (the usual training loop): no thread column to read
-            where = f"correlationId IS NOT NULL AND globalTid = {int(threads[0])}"
-            exprs = {"start": "start", "corr": "correlationId"}
-            cols = self._read_ints(runtime, exprs, ("start", "correlationId"), where)
-            return np.full(len(cols["start"]), threads[0], dtype=np.int64), cols["start"], cols["corr"]
-        if self.blob:  # globalTids cost no digits in int64s: read them as they are
-            where = f"correlationId IS NOT NULL AND globalTid IN ({', '.join(str(int(t)) for t in threads)})"
-            exprs = {"thread": "globalTid", "start": "start", "corr": "correlationId"}
-            cols = self._read_ints(runtime, exprs, ("globalTid", "start", "correlationId"), where)
-            return cols["thread"], cols["start"], cols["corr"]
-        if len(threads) > MAX_CASE_THREADS:  # a long CASE per row would cost more than the digits it saves
-            where = "correlationId IS NOT NULL AND globalTid IS NOT NULL"
-            exprs = {"thread": "globalTid", "start": "start", "corr": "correlationId"}
-            cols = self._read_ints(runtime, exprs, ("globalTid", "start", "correlationId"), where)
-            return cols["thread"], cols["start"], cols["corr"]
-        cases = " ".join(f"WHEN {int(t)} THEN {i}" for i, t in enumerate(threads))
-        listed = ", ".join(str(int(t)) for t in threads)
-        where = f"correlationId IS NOT NULL AND globalTid IN ({listed})"
-        exprs = {"thread": f"CASE globalTid {cases} END", "start": "start", "corr": "correlationId"}
-        cols = self._read_ints(runtime, exprs, ("start", "correlationId"), where)
-        return threads[cols["thread"]], cols["start"], cols["corr"]
+    def launch_calls(self, threads: np.ndarray, rows: dict | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(thread, start, correlationId) of the CUDA API calls made on `threads` (see launchread)."""
+        return read_launch_calls(self, threads, rows)
 
     def launches(self, kernels: Intervals, threads: np.ndarray) -> Launches:
         """The CUDA API calls on `threads` that launched `kernels` (read with correlation=True), joined in numpy."""

@@ -180,10 +180,13 @@ def test_a_bad_file_among_ranks_analyzed_in_processes_is_one_line(tmp_path):
     assert sorted(analyze_run([tmp_path / "a_rank_0.sqlite", good], workers=2).sources) == [0, 1]
 
 
-@pytest.mark.parametrize("case_threads", [32, 0])
+@pytest.mark.parametrize("case_threads", [32, 0, None])
 def test_launches_on_many_threads_project_alike(tmp_path, monkeypatch, case_threads):
-    # Ranges and launches on 40 threads: the runtime read sends thread indices (CASE) or raw globalTids beyond a cap.
-    monkeypatch.setattr("nsyskit.analysis.reader.MAX_CASE_THREADS", case_threads)
+    # Ranges and launches on 40 threads: read from the file's pages (None), or through SQLite, which sends thread
+    # indices (CASE) or raw globalTids beyond a cap.
+    if case_threads is not None:
+        monkeypatch.setenv("NSYSKIT_PAGE_SCAN", "0")
+        monkeypatch.setattr("nsyskit.analysis.launchread.MAX_CASE_THREADS", case_threads)
     kernels, launches, ranges = [], [], []
     for t in range(40):
         tid = gtid(7, 100 + t)
