@@ -21,7 +21,7 @@ from nsyskit.analysis import analyzers, nccl
 from nsyskit.analysis.discover import RANK_IN_NAME, REPORT_SUFFIXES, discover, open_export  # noqa: F401
 from nsyskit.analysis.projection import project
 from nsyskit.analysis.reader import ExportReader
-from nsyskit.analysis.records import Intervals, join_launches
+from nsyskit.analysis.records import Intervals, distinct, join_launches
 from nsyskit.analysis.result import Analysis, combine_kernel_summaries, concat, with_rank
 from nsyskit.analysis.runinfo import not_profiled
 from nsyskit.analysis.table import Table
@@ -65,8 +65,9 @@ class RankTrace:
         """StringId -> kernel name for the kernels of this rank (a pruned or absent name gets a placeholder)."""
         if not len(self.kernels):
             return {}
-        names = self.reader.strings(self.kernels.extra["name"])
-        for missing in set(np.unique(self.kernels.extra["name"]).tolist()) - set(names):
+        ids = distinct(self.kernels.extra["name"])  # a counting pass, not a sort of every kernel
+        names = self.reader.strings(ids)
+        for missing in set(ids.tolist()) - set(names):
             names[missing] = "<unnamed kernel>" if missing == 0 else f"<kernel name {missing} not in StringIds>"
         return names
 
