@@ -11,8 +11,10 @@ schemas 2.9 … 3.25) and is handled here, and only here:
 - several processes (ranks) in one file: every read can be scoped to one process (`pid`, a globalPid).
 The NVTX read lives in nvtxread.py, a part of this reader.
 
-Large tables are read columnar (sqlitefile.packed_scan: one scan, an aggregate per column: blobagg's int64s BLOB of
-int64s where it can be built, else `group_concat` text parsed by numpy).
+Large tables are read from the file's pages by C when every value is what it should be (pagescan.read_columns:
+no SQLite virtual machine), else columnar through SQLite (sqlitefile.packed_scan: one scan, an aggregate per column:
+blobagg's int64s BLOB of int64s where it can be built, else `group_concat` text parsed by numpy), which also leaves
+out and reports bad rows.
 A kernel's duration and name id travel as ONE integer (duration * 2^b + name, b the bit length of the largest
 StringId): one value less to aggregate.
 """
@@ -25,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nsyskit.analysis import blobagg, sqlitefile
+from nsyskit.analysis import blobagg, pagescan, sqlitefile
 from nsyskit.analysis.nvtxread import NVTX_RANGE_TYPES, NVTX_TABLES, PID_SHIFT, read_nvtx_ranges
 from nsyskit.analysis.records import Intervals, Launches, NvtxRanges, distinct, join_launches
 from nsyskit.analysis.sqlitefile import REEXPORT, connect, decode_text, packed_scan, read_ints, sqlite3
@@ -128,6 +130,29 @@ class ExportReader:
             self._bounds[table] = sqlitefile.rows_bound(self.con, table)
         return self._bounds[table]
 
+    def pages(
+        self, table: str, columns: dict[str, str], pid: int | None = None, kinds: tuple[str, ...] = ()
+    ) -> dict[str, np.ndarray] | None:
+        """`columns` (key -> column name) of every row of `table`, of process `pid` only when given, read from the
+        file's pages (pagescan); plus "<key>:kind" for the columns named in `kinds`. None: read through SQLite."""
+        names = list(columns.values())
+        scope = None
+        if pid is not None:  # the same test as _scope's SQL
+            scope = "globalPid" if "globalPid" in self.columns(table) else "globalTid"
+            names.append(scope)
+        found = pagescan.read_columns(self.con, self.path, table, tuple(dict.fromkeys(names)), kinds)
+        if found is None:
+            return None
+        out = {key: found[column] for key, column in columns.items()}
+        out.update({f"{key}:kind": found[f"{column}:kind"] for key, column in columns.items() if column in kinds})
+        if pid is not None:
+            if f"{scope}:kind" in found and (found[f"{scope}:kind"] != pagescan.KIND_CODES["integer"]).any():
+                return None  # a process id that is not an integer: SQLite's comparison decides
+            own = found[scope] == pid if scope == "globalPid" else (found[scope] >> PID_SHIFT) == (pid >> PID_SHIFT)
+            if not own.all():
+                out = {key: values[own] for key, values in out.items()}
+        return out
+
     @cached_property
     def _name_bits(self) -> int | None:
         """Bits that hold every StringId (names are references into StringIds), None when too many to pack names."""
@@ -136,16 +161,29 @@ class ExportReader:
         highest = int(self._query("SELECT max(id) FROM StringIds")[0][0] or 0)  # the rowid: one B-tree descent
         return max(1, highest.bit_length()) if 0 <= highest < (1 << MAX_NAME_BITS) else None
 
-    def _durations_and_names(self, table: str, name_col: str | None, where: str, **more: str) -> dict[str, np.ndarray]:
-        """`duration` (end - start) and `name` (StringId, 0 without one) of every row, plus `more` integer columns.
+    def _durations_and_names(
+        self, table: str, name_col: str | None, process: int | None, **more: str
+    ) -> dict[str, np.ndarray]:
+        """`duration` (end - start) and `name` (StringId, 0 without one) of every row (of `process`), plus `more`
+        integer columns.
 
-        Duration and name travel as one packed integer when the names fit; else (or when a value is not an integer)
-        they are read as two columns, a name that is not an integer read as 0.
+        From the file's pages when every value is an integer; else duration and name travel as one packed integer
+        when the names fit; else (or when a value is not an integer) they are read as two columns, a name that is not
+        an integer read as 0.
         """
         raw = ("start", "end", *(c for c in more.values() if c.isidentifier() and c not in ("start", "end")))
+        raw_more = {key: "globalPid" if sql == PID_SQL else sql for key, sql in more.items()}  # a text pid: below
+        if name_col and all(column.isidentifier() for column in raw_more.values()):
+            cols = self.pages(table, {"start": "start", **raw_more, "end": "end", "name": name_col}, process)
+            duration = None if cols is None else sqlitefile.span(cols["start"], cols["end"])
+            if duration is not None:
+                cols["duration"] = duration
+                if "start" not in more:  # as below: `end` stays with `start`
+                    del cols["start"], cols["end"]
+                return cols
+        where = self._scope(table, process)
         bits = self._name_bits
         if self.blob and name_col:  # raw columns, each checked by int64s itself: no arithmetic, no type check
-            raw_more = {key: "globalPid" if sql == PID_SQL else sql for key, sql in more.items()}  # a text pid: below
             cols = packed_scan(self._query, table, {"start": "start", **raw_more, "end": "end", "name": name_col},
                                where, blob=True, bound=self.bound(table))  # fmt: skip
             duration = None if cols is None else sqlitefile.span(cols["start"], cols["end"])
@@ -276,7 +314,7 @@ class ExportReader:
         more.update({key: col for key, (col, want) in asked.items() if want and col in self.columns(table)})
         if with_pid and "globalPid" in self.columns(table):
             more["pid"] = PID_SQL
-        cols = self._durations_and_names(table, self.kernel_name_column(), self._scope(table, pid), **more)
+        cols = self._durations_and_names(table, self.kernel_name_column(), pid, **more)
         extra = {"name": cols["name"], **{k: cols[k] for k in ("correlation", "stream", "pid") if k in cols}}
         return self._valid(table, Intervals(cols["start"], self._end(cols), cols["device"], extra))
 
@@ -285,7 +323,7 @@ class ExportReader:
         table = self.table(KERNEL_TABLES)
         if not table:
             return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-        cols = self._durations_and_names(table, self.kernel_name_column(), self._scope(table, pid))
+        cols = self._durations_and_names(table, self.kernel_name_column(), pid)
         keep = cols["duration"] >= 0
         return cols["name"][keep], cols["duration"][keep]
 
@@ -345,14 +383,34 @@ class ExportReader:
         table, types = self.table(NVTX_TABLES), ",".join(str(t) for t in NVTX_RANGE_TYPES)
         return bool(table and self._query(f"SELECT EXISTS (SELECT 1 FROM {table} WHERE eventType IN ({types}))")[0][0])
 
-    def launch_calls(self, threads: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(thread, start, correlationId) of the CUDA API calls made on `threads` (the threads of NVTX ranges).
+    def runtime_rows(self) -> dict[str, np.ndarray] | None:
+        """thread, start and corr (with their kinds) of every CUDA API call, from the file's pages (None: SQLite's
+        read is needed); read before the NVTX threads are known, filtered by launch_calls."""
+        runtime = self.table(RUNTIME_TABLES)
+        if not runtime:
+            return None
+        return self.pages(runtime, {"thread": "globalTid", "start": "start", "corr": "correlationId"},
+                          kinds=("globalTid", "start", "correlationId"))  # fmt: skip
 
-        Threads travel as their index in `threads` (one digit instead of a 17-digit globalTid: a faster read).
+    def launch_calls(
+        self, threads: np.ndarray, rows: dict[str, np.ndarray] | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(thread, start, correlationId) of the CUDA API calls made on `threads` (the threads of NVTX ranges);
+        `rows`: runtime_rows() read already.
+
+        Through SQLite, threads travel as their index in `threads` (one digit instead of a 17-digit globalTid).
         """
         runtime, threads = self.table(RUNTIME_TABLES), np.unique(threads)
         if not runtime or not len(threads):
             return (np.empty(0, dtype=np.int64),) * 3
+        found = self.runtime_rows() if rows is None else rows
+        if found is not None:  # the WHERE below in numpy; a start that is not an integer: SQLite's read warns
+            integer = pagescan.KIND_CODES["integer"]
+            thread = found["thread"]
+            on = thread == threads[0] if len(threads) == 1 else np.isin(thread, threads)
+            calls = (found["corr:kind"] == integer) & (found["thread:kind"] == integer) & on
+            if (found["start:kind"][calls] == integer).all():
+                return thread[calls], found["start"][calls], found["corr"][calls]
         if self.blob and len(threads) == 1:  # one thread (the usual training loop): no thread column to read
             where = f"correlationId IS NOT NULL AND globalTid = {int(threads[0])}"
             exprs = {"start": "start", "corr": "correlationId"}
