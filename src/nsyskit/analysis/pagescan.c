@@ -55,6 +55,9 @@ typedef struct {
     int64_t *columns[MAX_SLOTS];   /* per slot: its row of values */
     int32_t rowid_slot[MAX_SLOTS]; /* the slots reading the rowid */
     int64_t rowid_slots;
+    /* per one-byte serial type (see fill_tables): its size (255: not one), flags (1 not an INTEGER, 2 not one),
+       the right shift of 8 big-endian bytes that leaves its value */
+    uint8_t short_sizes[256], short_flags[256], short_shifts[256];
     uint8_t *scratch; /* an overflowing payload's first bytes, gathered */
     int64_t scratch_size;
 } Scan;
@@ -90,26 +93,6 @@ static inline int64_t serial_size(uint64_t st) {
     if (st < 12) return fixed[st];
     return (int64_t)((st - 12) / 2);
 }
-
-/* Bytes of a value whose serial type is this one-byte varint; 255: not one (10 and 11 reserved, >= 0x80 a longer
-   varint). */
-static const uint8_t SHORT_SIZES[256] = {
-    0, 1, 2, 3, 4, 6, 8, 8, 0, 0, 255, 255, 0, 0, 1, 1,
-    2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9,
-    10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15, 16, 16, 17, 17,
-    18, 18, 19, 19, 20, 20, 21, 21, 22, 22, 23, 23, 24, 24, 25, 25,
-    26, 26, 27, 27, 28, 28, 29, 29, 30, 30, 31, 31, 32, 32, 33, 33,
-    34, 34, 35, 35, 36, 36, 37, 37, 38, 38, 39, 39, 40, 40, 41, 41,
-    42, 42, 43, 43, 44, 44, 45, 45, 46, 46, 47, 47, 48, 48, 49, 49,
-    50, 50, 51, 51, 52, 52, 53, 53, 54, 54, 55, 55, 56, 56, 57, 57,
-    255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255,
-    255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255,
-    255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255,
-    255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255,
-    255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255,
-    255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255,
-    255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255,
-    255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255};
 
 static inline int serial_kind(uint64_t st) {
     static const uint8_t kinds[12] = {KIND_NULL, 1, 1, 1, 1, 1, 1, KIND_REAL, 1, 1, KIND_BLOB, KIND_TEXT};
@@ -156,43 +139,17 @@ static int gather(Scan *s, const uint8_t *local_bytes, int64_t local, uint32_t o
     return 0;
 }
 
-/* Per one-byte serial type: 1 not an INTEGER, 2 not a one-byte type (10 and 11 reserved, >= 0x80 longer) */
-static const uint8_t SHORT_FLAGS[256] = {
-    1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 3, 3, 1, 1, 1, 1,
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-    3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3,
-    3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3,
-    3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3,
-    3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3,
-    3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3,
-    3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3,
-    3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3,
-    3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3};
-
-/* Per one-byte serial type: the right shift of the 8 big-endian bytes read that leaves the value */
-static const uint8_t SHORT_SHIFTS[256] = {
-    0, 56, 48, 40, 32, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+/* The per-type tables of decode_plain: a serial type below 0x80 is a one-byte varint; 10 and 11 are reserved. */
+static void fill_tables(Scan *s) {
+    int type;
+    for (type = 0; type < 256; type++) {
+        int64_t size = type < 0x80 ? serial_size((uint64_t)type) : -1;
+        int integer = (type >= 1 && type <= 6) || type == 8 || type == 9;
+        s->short_sizes[type] = size < 0 ? 255 : (uint8_t)size;
+        s->short_flags[type] = (uint8_t)((integer ? 0 : 1) | (size < 0 ? 2 : 0));
+        s->short_shifts[type] = (uint8_t)(type >= 1 && type <= 5 ? 64 - 8 * size : 0);
+    }
+}
 
 /* The plain case of decode_record in one pass (integers only, no kinds: s->plain): a one-byte header size, one-byte
    serial types up to the last column read. 0 done, NSK_NOT_INTEGER, or 1: not this case (decode_record decides;
@@ -203,6 +160,7 @@ static inline int decode_plain(Scan *s, const uint8_t *rec, int64_t avail, int64
     const int64_t last = s->max_position; /* locals: the stores below could alias the Scan's int64 fields */
     const int32_t *slot_of = s->slot_of;
     int64_t *const *columns = s->columns;
+    const uint8_t *sizes = s->short_sizes, *type_flags_of = s->short_flags, *shifts = s->short_shifts;
     int flags = 0;
     if (header_size >= 0x80 || last + 1 >= header_size || header_size > stop) return 1;
     /* every value read lies below rec + header_size + 255 * (last + 1): 8 bytes there must be readable */
@@ -210,19 +168,19 @@ static inline int decode_plain(Scan *s, const uint8_t *rec, int64_t avail, int64
     for (i = 0; i <= last; i++) {
         uint8_t type = rec[1 + i];
         int32_t slot = slot_of[i];
-        uint8_t type_flags = SHORT_FLAGS[type];
+        uint8_t type_flags = type_flags_of[type];
         if (slot >= 0) {
             uint64_t raw;
             int64_t value;
             memcpy(&raw, rec + body, 8);
             /* an arithmetic shift (gcc, clang) keeps the sign; the constants 0 and 1 (types 8, 9) have no bytes */
-            value = (int64_t)FROM_BIG_ENDIAN(raw) >> SHORT_SHIFTS[type];
+            value = (int64_t)FROM_BIG_ENDIAN(raw) >> shifts[type];
             columns[slot][row] = type < 8 ? value : type - 8;
             flags |= type_flags;
         } else {
             flags |= type_flags & 2;
         }
-        body += SHORT_SIZES[type];
+        body += sizes[type];
     }
     if ((flags & 2) || body > stop) return 1;
     for (i = 0; i < s->rowid_slots; i++) s->columns[s->rowid_slot[i]][row] = rowid;
@@ -261,7 +219,7 @@ static int decode_record(Scan *s, const uint8_t *rec, int64_t avail, int64_t tot
                last column read. Then the i-th type is byte 1 + i; offsets are sums over a size table. */
             int64_t at[128];
             for (i = 0; i <= s->max_position; i++) {
-                uint8_t size = SHORT_SIZES[rec[1 + i]];
+                uint8_t size = s->short_sizes[rec[1 + i]];
                 if (size == 255) break;
                 at[i] = body;
                 body += size;
@@ -465,6 +423,7 @@ int64_t nsk_read_rows(const uint8_t *file, int64_t file_size, int64_t root, int6
     s.kinds = kinds;
     s.capacity = capacity;
     s.plain = 1;
+    fill_tables(&s);
     for (i = 0; i < slots; i++) {
         s.columns[i] = values + i * capacity;
         if (position[i] < 0) s.rowid_slot[s.rowid_slots++] = (int32_t)i;

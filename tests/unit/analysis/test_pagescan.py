@@ -7,6 +7,7 @@ import random
 import sqlite3
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -229,6 +230,23 @@ def test_real_exports(tmp_path, name):
 def test_bench_exports(tmp_path):
     assert_same(make_rank(tmp_path / "synthetic.sqlite", 0, 3000))
     assert_same(make_realistic_rank(tmp_path / "realistic.sqlite", 3000))
+
+
+def test_tables_read_at_once_in_threads(tmp_path):
+    # the reader reads several tables at once: the C code keeps no state between calls (and releases the GIL)
+    path = make_realistic_rank(tmp_path / "realistic.sqlite", 3000)
+    con = sqlitefile.connect(path)
+    reads = [
+        ("CUPTI_ACTIVITY_KIND_KERNEL", ("start", "end", "deviceId", "correlationId"), ()),
+        ("CUPTI_ACTIVITY_KIND_RUNTIME", ("start", "end", "correlationId"), ()),
+        ("NVTX_EVENTS", ("start", "end", "textId"), ("end", "textId")),
+    ] * 8
+    alone = [pagescan.read_columns(con, path, *read) for read in reads]
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(lambda read: pagescan.read_columns(con, path, *read), reads))
+    assert all(found is not None for found in alone)
+    for one, other in zip(alone, together, strict=True):
+        assert one.keys() == other.keys() and all((one[k] == other[k]).all() for k in one)
 
 
 def damaged(data: bytes, rng: random.Random, page_size: int) -> bytes:
