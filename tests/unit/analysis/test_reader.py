@@ -195,9 +195,9 @@ def blob_extension() -> str:
 
 
 @pytest.mark.parametrize("shape", ["bad values", "clean"])
-def test_binary_and_text_aggregates_read_the_same(tmp_path, shape, blob_extension):
-    # int64s (the compiled aggregate, when this machine can build it) and group_concat must give the same columns
-    # and the same warnings, bad rows included: the first is only a faster way to the second's result.
+def test_binary_and_text_aggregates_read_the_same(tmp_path, shape, blob_extension, monkeypatch):
+    # The pages reader (pagescan), int64s (the compiled aggregate) and group_concat must give the same columns and
+    # the same warnings, bad rows included: the first two are only faster ways to the last one's result.
     path = (
         _bad_values_export(tmp_path)
         if shape == "bad values"
@@ -206,7 +206,8 @@ def test_binary_and_text_aggregates_read_the_same(tmp_path, shape, blob_extensio
         )
     )
     results = []
-    for blob in (True, False):
+    for pages, blob in ((True, True), (False, True), (False, False)):  # the file's pages, int64s, group_concat
+        monkeypatch.setenv("NSYSKIT_PAGE_SCAN", "1" if pages else "0")
         reader = ExportReader(path)
         assert reader.blob or not blob, "the int64s extension could not be built (see the blob_extension fixture)"
         reader.blob = blob
@@ -220,7 +221,7 @@ def test_binary_and_text_aggregates_read_the_same(tmp_path, shape, blob_extensio
                 reader.warnings,
             )
         )
-    assert results[0] == results[1]
+    assert results[0] == results[1] == results[2]
     if shape == "bad values":
         kernels, _, memcpys, *_, warnings = results[0]
         # text/REAL start, end or device: the row is left out; a BLOB name: kept as an unnamed kernel (name 0)
@@ -271,21 +272,27 @@ def _nvtx_export(tmp_path, null_thread: bool) -> str:
 
 @pytest.mark.parametrize("null_thread", [False, True])
 def test_nvtx_columnar_read_equals_the_row_wise_read(tmp_path, null_thread, blob_extension, monkeypatch):
-    # With int64s the NVTX numbers, texts and payloads come from separate narrow scans; without it (or with a thread
-    # id that is not an integer) from one row-wise query with SQL joins: both must give the same ranges, in order.
+    # From the file's pages (texts and JSON fetched for the rows that hold them); with int64s from separate narrow
+    # scans; without it (or with a thread id that is not an integer) from one row-wise query with SQL joins: all must
+    # give the same ranges, in order.
     from nsyskit.analysis import nvtxread
 
     path = _nvtx_export(tmp_path, null_thread)
     row_wise = []
     monkeypatch.setattr(nvtxread, "_read_rows", lambda *a, _real=nvtxread._read_rows: row_wise.append(1) or _real(*a))
+    pages_read = []
+    real_pages = nvtxread._read_pages
+    monkeypatch.setattr(nvtxread, "_read_pages", lambda *a: (lambda r: pages_read.append(r is not None) or r)(real_pages(*a)))
     results = []
-    for blob in (True, False):
+    for pages, blob in ((True, True), (False, True), (False, False)):
+        monkeypatch.setenv("NSYSKIT_PAGE_SCAN", "1" if pages else "0")
         reader = ExportReader(path)
         reader.blob = blob
         nvtx = reader.nvtx_ranges()
         results.append({field: getattr(nvtx, field).tolist() for field in NVTX_FIELDS})
-    assert len(row_wise) == (2 if null_thread else 1)  # the columnar read served the clean file
-    assert str(results[0]) == str(results[1])  # str(): NaN payloads compare equal
+    assert pages_read == [not null_thread, False, False]  # the pages served the clean file
+    assert len(row_wise) == (3 if null_thread else 1)  # the columnar read served the clean file without pages
+    assert str(results[0]) == str(results[1]) == str(results[2])  # str(): NaN payloads compare equal
     got = results[0]
     assert got["start"] == sorted(got["start"]) and got["text"][:3] == ["no thread", "<string 999999>", "orphan domain"]
     assert got["domain"][2] == "domain 7" and got["payload"][1] == 2.5
