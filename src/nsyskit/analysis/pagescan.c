@@ -1,4 +1,5 @@
-/* Integer columns of an SQLite rowid table read straight from the file's B-tree pages (see pagescan.py).
+/* Columns of an SQLite rowid table read straight from the file's B-tree pages (see pagescan.py): integers, REAL
+   values as their IEEE-754 bits, and the bytes of TEXT and BLOB values copied into one buffer.
 
    The file is mapped read-only by the caller; every offset is checked against the page's usable size and the
    file's page count, the tree depth is limited and the number of pages visited is bounded by the page count, so a
@@ -28,6 +29,7 @@
 #define WANT_KINDS 1   /* write its storage class; non-INTEGER values are allowed (value 0) */
 #define NULL_DEFAULT 2 /* missing from a short record (ALTER TABLE ADD COLUMN): NULL; else such a row is NSK_BAD */
 #define REAL_AFFINITY 4 /* an integer on disk is read by SQLite as a REAL */
+#define WANT_TEXT 8     /* with WANT_KINDS: a TEXT or BLOB value's bytes appended to the text buffer (see emit_text) */
 
 enum { KIND_NULL = 0, KIND_INTEGER = 1, KIND_REAL = 2, KIND_TEXT = 3, KIND_BLOB = 4 };
 
@@ -60,6 +62,14 @@ typedef struct {
     uint8_t short_sizes[256], short_flags[256], short_shifts[256];
     uint8_t *scratch; /* an overflowing payload's first bytes, gathered */
     int64_t scratch_size;
+    /* texts: per (row, text slot) in that order, the value's bytes then a NUL */
+    int32_t text_slot[MAX_SLOTS]; /* per slot: its row in text_ends, or -1 */
+    int64_t text_slots;
+    int64_t *text_ends;           /* text slots x capacity: where each value's bytes end in the buffer */
+    uint8_t *text;                /* malloc'd, grown by doubling; handed to the caller (nsk_free) */
+    int64_t text_size, text_capacity;
+    int64_t text_nuls; /* NUL bytes inside the values (not the separators) */
+    int64_t text_bytes; /* the values' bytes (without the separators) */
 } Scan;
 
 static inline uint32_t be32(const uint8_t *p) {
@@ -187,6 +197,34 @@ static inline int decode_plain(Scan *s, const uint8_t *rec, int64_t avail, int64
     return flags ? NSK_NOT_INTEGER : 0;
 }
 
+/* Append `size` bytes at `bytes` to the text buffer, or (bytes NULL) the NUL that ends a value. */
+static int emit_text(Scan *s, const uint8_t *bytes, int64_t size) {
+    int64_t need = s->text_size + (bytes ? size : 1);
+    const uint8_t *nul;
+    if (bytes && size == 0) return 0;
+    /* a sound file stores each value's bytes once: more than the file holds is a damaged overflow chain */
+    if (bytes && s->text_bytes + size > s->file_end - s->file) return NSK_BAD;
+    if (need > s->text_capacity) {
+        int64_t capacity = s->text_capacity ? s->text_capacity : 65536;
+        uint8_t *grown;
+        while (capacity < need) capacity *= 2;
+        grown = (uint8_t *)realloc(s->text, (size_t)capacity);
+        if (!grown) return NSK_NO_MEMORY;
+        s->text = grown;
+        s->text_capacity = capacity;
+    }
+    if (!bytes) {
+        s->text[s->text_size++] = 0;
+        return 0;
+    }
+    memcpy(s->text + s->text_size, bytes, (size_t)size);
+    s->text_size += size;
+    s->text_bytes += size;
+    for (nul = memchr(bytes, 0, (size_t)size); nul; nul = memchr(nul + 1, 0, (size_t)(bytes + size - nul - 1)))
+        s->text_nuls++; /* a value holding NULs: the caller splits the buffer by the ends instead */
+    return 0;
+}
+
 /* Decode the requested columns of one record (`avail` of its `total` bytes at hand at `rec`) into row `row`.
    NSK_NEED_MORE with *need set when bytes past `avail` are needed. */
 static int decode_record(Scan *s, const uint8_t *rec, int64_t avail, int64_t total, const uint8_t *limit,
@@ -275,17 +313,34 @@ emit:
             const uint8_t *at = rec + offsets[slot];
             st = types[slot];
             kind = serial_kind(st);
-            if (kind == KIND_INTEGER) {
-                if (flags & REAL_AFFINITY) {
-                    kind = KIND_REAL;
-                } else if (at + 8 <= limit) {
+            if (kind == KIND_INTEGER || kind == KIND_REAL) {
+                /* serial type 7 is a big-endian double: int_value's 8-byte load (no shift) leaves its bits */
+                if (at + 8 <= limit) {
                     value = int_value(st, at);
                 } else { /* the last bytes of the file or of the gathered payload: a padded copy */
                     uint8_t padded[8] = {0};
                     memcpy(padded, at, (size_t)serial_size(st));
                     value = int_value(st, padded);
                 }
+                if (kind == KIND_REAL && (value & 0x7ff0000000000000LL) == 0x7ff0000000000000LL &&
+                    (value & 0x000fffffffffffffLL) != 0) { /* SQLite reads a NaN on disk as NULL */
+                    kind = KIND_NULL;
+                    value = 0;
+                } else if (kind == KIND_INTEGER && (flags & REAL_AFFINITY)) { /* SQLite returns (double)value */
+                    double real = (double)value;
+                    memcpy(&value, &real, 8);
+                    kind = KIND_REAL;
+                }
             }
+            if ((flags & WANT_TEXT) && (kind == KIND_TEXT || kind == KIND_BLOB)) {
+                int done = emit_text(s, at, serial_size(st));
+                if (done != 0) return done;
+            }
+        }
+        if (flags & WANT_TEXT) { /* every (row, text slot) ends with a NUL, an empty value for non-texts */
+            int done = emit_text(s, NULL, 0);
+            if (done != 0) return done;
+            s->text_ends[(int64_t)s->text_slot[slot] * s->capacity + row] = s->text_size - 1;
         }
         if (kind != KIND_INTEGER && !(flags & WANT_KINDS)) return NSK_NOT_INTEGER;
         s->values[slot * s->capacity + row] = value;
@@ -402,13 +457,22 @@ int64_t nsk_count_rows(const uint8_t *file, int64_t file_size, int64_t root) {
 }
 
 /* Decode `slots` columns of every row (exactly `capacity` rows, as counted) into values[slot * capacity + row] and,
-   for slots with kind_slot >= 0, their storage classes into kinds[kind_slot * capacity + row]. */
+   for slots with kind_slot >= 0, their storage classes into kinds[kind_slot * capacity + row]. A value is the
+   INTEGER, or the IEEE-754 bits of a REAL (of (double)integer for an integer on disk in a REAL-affinity column), or 0.
+
+   Slots flagged WANT_TEXT (the k-th of them: text slot k) also write, per row, the bytes of a TEXT or BLOB value (none
+   for other kinds) then a NUL into one buffer, row by row, each row's text slots in order; text_ends[k * capacity +
+   row] is where that value's bytes end (its NUL's offset). The buffer goes to *text (NULL when no slot wants text or
+   on an error; free it with nsk_free), its size to *text_size, the count of NULs inside the values to *text_nuls. */
 int64_t nsk_read_rows(const uint8_t *file, int64_t file_size, int64_t root, int64_t slots, const int32_t *position,
                       const int32_t *flags, const int32_t *kind_slot, const int32_t *slot_of, int32_t max_position,
-                      int64_t *values, uint8_t *kinds, int64_t capacity) {
+                      int64_t *values, uint8_t *kinds, int64_t capacity, int64_t *text_ends, uint8_t **text,
+                      int64_t *text_size, int64_t *text_nuls) {
     Scan s;
     int done;
     int64_t i;
+    *text = NULL;
+    *text_size = *text_nuls = 0;
     if (!open_scan(&s, file, file_size) || slots < 1 || slots > MAX_SLOTS || capacity < 0) return NSK_BAD;
     for (i = 0; i < slots; i++)
         if (position[i] > max_position) return NSK_BAD;
@@ -427,10 +491,22 @@ int64_t nsk_read_rows(const uint8_t *file, int64_t file_size, int64_t root, int6
     for (i = 0; i < slots; i++) {
         s.columns[i] = values + i * capacity;
         if (position[i] < 0) s.rowid_slot[s.rowid_slots++] = (int32_t)i;
-        if (flags[i] & (WANT_KINDS | REAL_AFFINITY)) s.plain = 0; /* (short records never take the plain path) */
+        if (flags[i] & (WANT_KINDS | REAL_AFFINITY | WANT_TEXT)) s.plain = 0; /* (short records never take it) */
+        s.text_slot[i] = (flags[i] & WANT_TEXT) ? (int32_t)s.text_slots++ : -1;
     }
+    s.text_ends = text_ends;
     done = walk(&s, root, 0);
     free(s.scratch);
-    if (done != 0) return done;
-    return s.rows == capacity ? s.rows : NSK_BAD;
+    if (done == 0 && s.rows != capacity) done = NSK_BAD;
+    if (done != 0) {
+        free(s.text);
+        return done;
+    }
+    *text = s.text;
+    *text_size = s.text_size;
+    *text_nuls = s.text_nuls;
+    return s.rows;
 }
+
+/* Free a text buffer of nsk_read_rows. */
+void nsk_free(void *buffer) { free(buffer); }

@@ -1,5 +1,6 @@
-"""Test helper: pagescan's reads compared with SQLite's, table by table, column by column (also run as a script on
-damaged files in a child process, so that a crash fails the test instead of killing pytest).
+"""Test helper: pagescan's reads compared with SQLite's, table by table, column by column, as integers (REAL values
+as their bits) and as texts (also run as a script on damaged files in a child process, so that a crash fails the
+test instead of killing pytest).
 
 Script: python pagescan_check.py FILE... prints one line per file: `ok R N` (R reads equal to SQLite's, N None),
 `sqlite-failed` (SQLite cannot read it: only the absence of a crash is checked) or `DIFFERS <what>`.
@@ -8,7 +9,6 @@ PAGESCAN_LIBRARY=path.so reads with that build of pagescan.c (e.g. one made with
 
 from __future__ import annotations
 
-import ctypes
 import os
 import sqlite3
 import sys
@@ -37,16 +37,29 @@ def columns_of(con, table: str) -> list[str]:
     return [row[1] for row in con.execute(f"PRAGMA table_xinfo({quoted(table)})")]
 
 
-def sqlite_read(con, table: str, columns: list[str]) -> tuple[list[int], dict[str, tuple[np.ndarray, np.ndarray]]]:
-    """(rowids, per column: (int64 values with 0 where not INTEGER, kinds)) as SQLite's full scan reads them."""
+def real_bits(value: float) -> int:
+    """The IEEE-754 bits of a double, as an int64."""
+    return int(np.array([value], dtype=np.float64).view(np.int64)[0])
+
+
+def as_text(value) -> str | None:
+    """A value as nsyskit shows SQLite's result as text: str kept, bytes decoded (errors replaced), str() of numbers."""
+    if value is None or isinstance(value, str):
+        return value
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def sqlite_read(con, table: str, columns: list[str]) -> tuple[list[int], dict[str, tuple]]:
+    """(rowids, per column: (int64 values: INTEGER, a REAL's bits, else 0; kinds; texts as nsyskit shows them)) as
+    SQLite's full scan reads them."""
     parts = ", ".join(f"{quoted(c)}, typeof({quoted(c)})" for c in columns)
     rows = con.execute(f"SELECT rowid, {parts} FROM {quoted(table)} NOT INDEXED").fetchall()
     result = {}
     for index, name in enumerate(columns):
         values = [r[1 + 2 * index] for r in rows]
         kinds = np.array([KINDS[r[2 + 2 * index]] for r in rows], dtype=np.uint8)
-        ints = np.array([v if k == 1 else 0 for v, k in zip(values, kinds, strict=True)], dtype=np.int64)
-        result[name] = (ints, kinds)
+        ints = [v if k == 1 else real_bits(v) if k == 2 else 0 for v, k in zip(values, kinds, strict=True)]
+        result[name] = (np.array(ints, dtype=np.int64), kinds, [as_text(v) for v in values])
     return [r[0] for r in rows], result
 
 
@@ -58,13 +71,21 @@ class Comparison:
         self.differs: list[str] = []
         self.none: list[str] = []
 
-    def read(self, con, path: Path, table: str, columns: tuple[str, ...], kinds: tuple[str, ...] = ()):
+    def read(self, con, path: Path, table: str, columns: tuple[str, ...], kinds: tuple[str, ...] = (), texts=()):
         """pagescan's read, counted (and noted when None)."""
         self.reads += 1
-        found = pagescan.read_columns(con, path, table, columns, kinds)
+        found = pagescan.read_columns(con, path, table, columns, kinds, texts)
         if found is None:
-            self.none.append(f"{table}.{'/'.join(columns)}{' with kinds' if kinds else ''}")
+            if texts:
+                self.none.append(f"{table}.{'/'.join(texts)} as texts")
+            else:
+                self.none.append(f"{table}.{'/'.join(columns)}{' with kinds' if kinds else ''}")
         return found
+
+    def same_texts(self, found: np.ndarray, expected: list, what: str) -> None:
+        """Note `what` when the texts differ from SQLite's (in length, type or value)."""
+        if found.dtype != object or found.tolist() != expected:
+            self.differs.append(what)
 
     def same(self, found: np.ndarray, expected: np.ndarray, what: str) -> None:
         """Note `what` when the two arrays differ (in length, type or values)."""
@@ -82,12 +103,17 @@ def compare_table(con, path: Path, table: str, comparison: Comparison, thorough:
     if read is not None:
         comparison.same(read["rowid"], rowid, f"{table}.rowid")
     for name in columns if thorough else ():
-        values, kinds = expected[name]
+        values, kinds, texts = expected[name]
         both = comparison.read(con, path, table, (name, "rowid"), kinds=(name,))
         if both is not None:
             comparison.same(both[f"{name}:kind"], kinds, f"{table}.{name}:kind")
             comparison.same(both[name], values, f"{table}.{name} with kinds")
             comparison.same(both["rowid"], rowid, f"{table}.{name} rowids")
+        as_texts = comparison.read(con, path, table, ("rowid",), texts=(name,))
+        if as_texts is not None:
+            comparison.same_texts(as_texts[f"{name}:text"], texts, f"{table}.{name}:text")
+            comparison.same(as_texts[f"{name}:kind"], kinds, f"{table}.{name}:kind read as text")
+            comparison.same(as_texts[name], values, f"{table}.{name} read as text")
         plain = pagescan.read_columns(con, path, table, (name,))
         if plain is not None:
             comparison.same(plain[name], values, f"{table}.{name} without kinds")
@@ -100,6 +126,11 @@ def compare_table(con, path: Path, table: str, comparison: Comparison, thorough:
             for name in chosen:
                 comparison.same(every[name], expected[name][0], f"{table}.{name} read with all columns")
                 comparison.same(every[f"{name}:kind"], expected[name][1], f"{table}.{name}:kind with all columns")
+        every = comparison.read(con, path, table, ("rowid",), texts=chosen)
+        if every is not None:
+            for name in chosen:
+                comparison.same_texts(every[f"{name}:text"], expected[name][2], f"{table}.{name}:text with all columns")
+                comparison.same(every[name], expected[name][0], f"{table}.{name} with all columns as texts")
 
 
 def compare_file(path: Path, thorough: bool = True) -> Comparison:
@@ -131,6 +162,7 @@ def check_file(path: Path) -> str:
             for table in tables:
                 names = tuple(columns_of(con, table)[: pagescan.MAX_COLUMNS])
                 pagescan.read_columns(con, path, table, (*names, "rowid"), kinds=names)
+                pagescan.read_columns(con, path, table, ("rowid",), texts=names)
         except (sqlite3.DatabaseError, UnicodeDecodeError):
             pass
         return "sqlite-failed"
@@ -144,26 +176,7 @@ def check_file(path: Path) -> str:
 
 def use_library(path: str) -> None:
     """Read through this compiled pagescan.c instead of the cached build."""
-    library = ctypes.CDLL(path)
-    count, read = library.nsk_count_rows, library.nsk_read_rows
-    pointer, size = ctypes.c_void_p, ctypes.c_int64
-    count.restype = read.restype = size
-    count.argtypes = [pointer, size, size]
-    read.argtypes = [
-        pointer,
-        size,
-        size,
-        size,
-        pointer,
-        pointer,
-        pointer,
-        pointer,
-        ctypes.c_int32,
-        pointer,
-        pointer,
-        size,
-    ]
-    pagescan._loaded[:] = [(count, read)]
+    pagescan._loaded[:] = [pagescan.bind(path)]
 
 
 if __name__ == "__main__":
