@@ -323,7 +323,9 @@ emit:
                     value = int_value(st, padded);
                 }
                 if (kind == KIND_REAL && (value & 0x7ff0000000000000LL) == 0x7ff0000000000000LL &&
-                    (value & 0x000fffffffffffffLL) != 0) { /* SQLite reads a NaN on disk as NULL */
+                    (value & 0x000fffffffffffffLL) != 0) {
+                    /* SQLite returns a NaN on disk as NULL (its typeof() says 'null', or 'real' when the value lies in
+                       an overflow page: it then looks at the serial type only) */
                     kind = KIND_NULL;
                     value = 0;
                 } else if (kind == KIND_INTEGER && (flags & REAL_AFFINITY)) { /* SQLite returns (double)value */

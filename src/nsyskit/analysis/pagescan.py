@@ -142,8 +142,8 @@ def read_columns(
 
     For each column named in `kinds` also "<name>:kind", a uint8 per row (KIND_CODES: SQLite's storage class). Its
     value is the INTEGER; for a REAL the IEEE-754 bits of the double SQLite returns (`values.view(np.float64)`; an
-    integer stored in a REAL-affinity column gives the bits of float(integer)); 0 for NULL, TEXT and BLOB. A value
-    that is not an INTEGER in a column not named in `kinds` gives None.
+    integer stored in a REAL-affinity column gives the bits of float(integer)); 0 for NULL, TEXT and BLOB. A NaN on
+    disk is NULL, as SQLite returns it. A value that is not an INTEGER in a column not named in `kinds` gives None.
 
     Each column named in `texts` is read as a column named in `kinds` (it need not be in `columns`) and also gives
     "<name>:text": an object ndarray holding, per row, the str Python's sqlite3 and nsyskit make of the value: TEXT

@@ -58,6 +58,9 @@ def sqlite_read(con, table: str, columns: list[str]) -> tuple[list[int], dict[st
     for index, name in enumerate(columns):
         values = [r[1 + 2 * index] for r in rows]
         kinds = np.array([KINDS[r[2 + 2 * index]] for r in rows], dtype=np.uint8)
+        # a NaN on disk is NULL, though typeof() says 'real' when it lies in an overflow page (it reads the serial
+        # type only): pagescan says NULL, as the value SQLite returns
+        kinds[(kinds == KINDS["real"]) & np.array([v is None for v in values], dtype=bool)] = KINDS["null"]
         ints = [v if k == 1 else real_bits(v) if k == 2 else 0 for v, k in zip(values, kinds, strict=True)]
         result[name] = (np.array(ints, dtype=np.int64), kinds, [as_text(v) for v in values])
     return [r[0] for r in rows], result

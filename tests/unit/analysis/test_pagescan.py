@@ -284,6 +284,7 @@ def test_damaged_files_give_none_or_sqlites_values(tmp_path):
             {"t": [(i, "q" * (i * 41 % 2000), i) for i in range(200)]},
             512,
         ),
+        make_text_file(tmp_path / "texts.sqlite"),  # the texts and REAL values are read too (pagescan_check)
     ]
     rng = random.Random(12)
     files = []
@@ -328,3 +329,64 @@ def test_without_a_compiler_nothing_is_read(tmp_path):
     done = subprocess.run([sys.executable, "-c", code, str(path)], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "None"]
+
+
+NAN_SENTINEL = 1.2345678901234567e-300  # a double written, then its bytes turned into a NaN's on disk
+
+
+def text_rows() -> list[tuple]:
+    """Rows of (id, s TEXT, r REAL, f FLOAT, x untyped): odd texts, odd doubles, every kind in the untyped column."""
+    texts = ["plain", "", "é" * 40, "a\x00b", "\x00", "ü" * 3000 + "end", "日本語", None]
+    doubles = [1.5, 2, -0.0, float("inf"), float("-inf"), 2**53 + 1, 1e308, 5e-324, -7, None]
+    untyped = [-0.0, 1e-310, 42, -(2**63), "text", b"\xff\x00blob", b"", NAN_SENTINEL, float("inf"), None, 3.25]
+    return [
+        (None, texts[i % len(texts)], doubles[i % len(doubles)], doubles[(i * 3) % len(doubles)],
+         untyped[i % len(untyped)])
+        for i in range(400)
+    ]  # fmt: skip
+
+
+def make_text_file(path: Path, page_size: int = 512) -> Path:
+    """A UTF-8 file of text_rows(), plus TEXT values that are not UTF-8 (bytes cast to TEXT), with NaNs on disk."""
+    path = make(path, ["CREATE TABLE t (id INTEGER PRIMARY KEY, s TEXT, r REAL, f FLOAT, x)"], {"t": text_rows()},
+                page_size)  # fmt: skip
+    con = sqlite3.connect(path)
+    for bad in (b"\xff\xfe bad", b"ok \xe2\x82", b"\xc3", b"\xed\xa0\x80 surrogate", b"\x80\x00\xc3("):
+        con.execute("INSERT INTO t (s, x) VALUES (CAST(? AS TEXT), CAST(? AS TEXT))", (bad, bad))
+    con.commit()
+    con.close()
+    data = path.read_bytes()
+    sentinel = np.array([NAN_SENTINEL], dtype=">f8").tobytes()
+    nans = [bytes.fromhex("7ff8000000000000"), bytes.fromhex("fff0000000000001")]  # quiet; signalling, negative
+    pieces = data.split(sentinel)
+    assert len(pieces) > 10
+    path.write_bytes(b"".join(p + nans[i % 2] for i, p in enumerate(pieces[:-1])) + pieces[-1])
+    return path
+
+
+@pytest.mark.parametrize("page_size", [512, 4096])
+def test_texts_and_reals_as_sqlite_gives_them(tmp_path, page_size):
+    path = make_text_file(tmp_path / "texts.sqlite", page_size)
+    assert_same(path)  # every column as texts and as integers/REAL bits, each alone and all at once
+    con = connect(path)  # (decodes text as nsyskit does: UTF-8, errors replaced)
+    read = pagescan.read_columns(con, path, "t", (), texts=("s", "r", "x"))
+    s, x = read["s:text"], read["x:text"]
+    assert s[:8].tolist() == ["plain", "", "é" * 40, "a\x00b", "\x00", "ü" * 3000 + "end", "日本語", None]
+    assert s[-5:].tolist() == ["\ufffd\ufffd bad", "ok \ufffd", "\ufffd", "\ufffd\ufffd\ufffd surrogate", "\ufffd\x00\ufffd("]
+    assert x[:7].tolist() == ["-0.0", "1e-310", "42", str(-(2**63)), "text", "\ufffd\x00blob", ""]
+    assert x[7] is None and (read["x:kind"][7::11][:36] == 0).all()  # a NaN on disk reads as NULL, as SQLite's
+    reals = read["r"].view(np.float64)
+    assert reals[2] == 0 and not np.signbit(reals[2])  # -0.0 in a REAL column: stored as the integer 0
+    assert np.signbit(read["x"].view(np.float64)[0])  # -0.0 in an untyped column: a REAL on disk
+    assert read["r:text"][:6].tolist() == ["1.5", "2.0", "0.0", "inf", "-inf", str(float(2**53 + 1))]
+    # without NULs in the texts the buffer is split in one go: the same texts
+    clean = pagescan.read_columns(con, path, "t", ("rowid",), texts=("r",))
+    assert clean["r:text"].tolist() == read["r:text"].tolist()
+
+
+def test_texts_of_a_utf16_file_are_not_read(tmp_path):
+    path = make(tmp_path / "utf16.sqlite", ["PRAGMA encoding = 'UTF-16le'", "CREATE TABLE t (a INTEGER, s TEXT)"],
+                {"t": [(1, "é"), (2, "x")]})  # fmt: skip
+    con = connect(path)
+    assert pagescan.read_columns(con, path, "t", ("a",), texts=("s",)) is None
+    assert list(pagescan.read_columns(con, path, "t", ("a", "s"), kinds=("s",))["a"]) == [1, 2]  # integers still read
