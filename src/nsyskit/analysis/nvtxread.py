@@ -51,8 +51,8 @@ def read_nvtx_ranges(reader: ExportReader, pid: int | None = None) -> NvtxRanges
 
 
 def _read_pages(reader: ExportReader, table: str, cols: set[str], pid: int | None) -> NvtxRanges | None:
-    """The ranges from the file's pages (pagescan), the SQL reads' WHERE applied in numpy; texts and JSON, which the
-    pages reader does not decode, fetched through SQLite for the rows that hold them. None: read through SQLite."""
+    """The ranges from the file's pages (pagescan), the SQL reads' WHERE applied in numpy, texts and JSON from the
+    pages too (else fetched through SQLite for the rows that hold them). None: read through SQLite."""
     integer, real, text_kind = (pagescan.KIND_CODES[k] for k in ("integer", "real", "text"))
     wanted = {"row": "rowid", "type": "eventType", "start": "start", "end": "end", "thread": "globalTid"}
     optional = {"domain": "domainId", "text_id": "textId", "text": "text", "json": "jsonText"}
@@ -64,35 +64,43 @@ def _read_pages(reader: ExportReader, table: str, cols: set[str], pid: int | Non
         return None
     ended = np.isin(found["type"], NVTX_RANGE_TYPES) & (found["type:kind"] == integer) & (found["end:kind"] != 0)
     valid = ended & (found["start:kind"] == integer) & (found["end:kind"] == integer)
-    if (found["thread:kind"][valid] != integer).any() or ("domain" in found and (found["domain:kind"][valid] != integer).any()):
-        return None  # a thread or domain id that is not an integer: the row-wise read handles those
+    odd_domain = "domain" in found and (found["domain:kind"][valid] > integer).any()  # NULL: no domain, as in SQL
+    if (found["thread:kind"][valid] != integer).any() or odd_domain:
+        return None  # a thread id that is not an integer, a domain id that is not one nor NULL: the row-wise read
     dropped = int(ended.sum() - valid.sum())
     if dropped:
         reader.warn(f"{reader.path}: {dropped} NVTX ranges with a non-integer start/end were left out; fix: {REEXPORT}")
     rows = np.flatnonzero(valid)
     if not len(rows):
         return empty_nvtx()
-    text = _texts_from_pages(reader, table, found, rows)
+    held = [column for key, column in (("text", "text"), ("json", "jsonText")) if key in found and found[f"{key}:kind"][rows].any()]
+    texts = _page_texts(reader, table, found["row"][rows], held) if held else {}
+    text = _texts_from_pages(reader, table, found, rows, texts)
     if text is None:
         return None
     payload = np.full(len(rows), np.nan)
-    for column in payloads:  # the first payload column holding a number, as _payload_sql's coalesce
+    for column in payloads:  # the first payload column holding a number, as _payload_sql's coalesce (NULL -> NaN)
         kind, values = found[f"payload {column}:kind"][rows], found[f"payload {column}"][rows]
-        if (kind == real).any():  # REAL payloads are not decoded from the pages: SQLite reads this file
-            return None
-        fill = np.isnan(payload) & (kind == integer)
-        payload[fill] = values[fill].astype(np.float64)
+        fill = np.isnan(payload) & ((kind == integer) | (kind == real))
+        if fill.any():  # an INTEGER as float64, as np.asarray(..., float64) makes it; a REAL from its bits
+            payload[fill] = np.where(kind[fill] == real, values[fill].view(np.float64), values[fill].astype(np.float64))
     json_text = np.full(len(rows), None, dtype=object)
     if "json" in found and (found["json:kind"][rows] != 0).any():
-        holders = rows[found["json:kind"][rows] != 0]
-        fetched = _fetch_by_rowid(reader, table, "e.jsonText", found["row"][holders])
-        if fetched is None:
-            return None
-        at = np.searchsorted(found["row"][rows], found["row"][holders])
-        json_text[at] = [j if j.__class__ is str else None for j in fetched]
+        if "jsonText" in texts:  # only a TEXT is JSON (the SQL reads keep str values only)
+            is_text = found["json:kind"][rows] == text_kind
+            json_text[is_text] = texts["jsonText"][is_text]
+        else:
+            holders = rows[found["json:kind"][rows] != 0]
+            fetched = _fetch_by_rowid(reader, table, "e.jsonText", found["row"][holders])
+            if fetched is None:
+                return None
+            at = np.searchsorted(found["row"][rows], found["row"][holders])
+            json_text[at] = [j if j.__class__ is str else None for j in fetched]
     thread, start, end = found["thread"][rows], found["start"][rows], found["end"][rows]
-    domain = (_domain_names(reader, table, found["domain"][rows], thread) if "domain" in found
-              else np.full(len(rows), "", dtype=object))  # fmt: skip
+    domain = np.full(len(rows), "", dtype=object)
+    if "domain" in found:
+        domain = _domain_names(reader, table, found["domain"][rows], thread)
+        domain[found["domain:kind"][rows] == pagescan.KIND_CODES["null"]] = ""  # the row-wise join matches no NULL
     ranges = NvtxRanges(start, end, text, domain, thread, payload, json_text)
     backwards = end < start
     if backwards.any():
@@ -106,11 +114,29 @@ def _read_pages(reader: ExportReader, table: str, cols: set[str], pid: int | Non
     return ranges.take(np.argsort(start, kind="stable"))
 
 
-def _texts_from_pages(reader: ExportReader, table: str, found: dict[str, np.ndarray], rows: np.ndarray) -> np.ndarray | None:
-    """Each range's text as the SQL reads' coalesce(text, StringIds value of textId, '<string N>') gives it."""
+def _page_texts(reader: ExportReader, table: str, rowids: np.ndarray, columns: list[str]) -> dict[str, np.ndarray]:
+    """The texts of `columns` (pagescan's "<name>:text": str, None for NULL) of the rows with these rowids (ascending),
+    read from the file's pages; {} when they cannot be (the caller fetches them through SQLite)."""
+    found = pagescan.read_columns(reader.con, reader.path, table, ("rowid",), texts=tuple(columns))
+    if found is None:
+        return {}
+    every = found["rowid"]
+    at = np.searchsorted(every, rowids)
+    if len(rowids) and (at[-1] >= len(every) or (every[np.minimum(at, len(every) - 1)] != rowids).any()):
+        return {}
+    return {column: found[f"{column}:text"][at] for column in columns}
+
+
+def _texts_from_pages(
+    reader: ExportReader, table: str, found: dict[str, np.ndarray], rows: np.ndarray, texts: dict[str, np.ndarray]
+) -> np.ndarray | None:
+    """Each range's text as the SQL reads' coalesce(text, StringIds value of textId, '<string N>') gives it; `texts`:
+    _page_texts' result (else the inline texts are fetched through SQLite)."""
     text = np.full(len(rows), "", dtype=object)  # neither text nor textId: as_text(NULL)
     inline = (found["text:kind"][rows] != 0) if "text" in found else np.zeros(len(rows), dtype=bool)
-    if inline.any():
+    if "text" in texts:  # str for every kind but NULL (bytes decoded, numbers as str), as the SQL reads make them
+        text[inline] = texts["text"][inline]
+    elif inline.any():
         fetched = _fetch_by_rowid(reader, table, "e.text", found["row"][rows[inline]])
         if fetched is None:
             return None

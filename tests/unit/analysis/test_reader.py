@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -270,19 +271,16 @@ def _nvtx_export(tmp_path, null_thread: bool) -> str:
     return path
 
 
-@pytest.mark.parametrize("null_thread", [False, True])
-def test_nvtx_columnar_read_equals_the_row_wise_read(tmp_path, null_thread, blob_extension, monkeypatch):
-    # From the file's pages (texts and JSON fetched for the rows that hold them); with int64s from separate narrow
-    # scans; without it (or with a thread id that is not an integer) from one row-wise query with SQL joins: all must
-    # give the same ranges, in order.
+def _three_nvtx_reads(path, monkeypatch) -> tuple[list[dict], dict[str, list]]:
+    """The NVTX ranges read from the file's pages, with int64s, and with group_concat/row-wise SQL (each as lists),
+    and which inner reads ran: _read_pages (taken or None), _read_rows, _fetch_by_rowid (texts through SQLite)."""
     from nsyskit.analysis import nvtxread
 
-    path = _nvtx_export(tmp_path, null_thread)
-    row_wise = []
-    monkeypatch.setattr(nvtxread, "_read_rows", lambda *a, _real=nvtxread._read_rows: row_wise.append(1) or _real(*a))
-    pages_read = []
-    real_pages = nvtxread._read_pages
-    monkeypatch.setattr(nvtxread, "_read_pages", lambda *a: (lambda r: pages_read.append(r is not None) or r)(real_pages(*a)))
+    ran: dict[str, list] = {"pages": [], "row_wise": [], "fetched": []}
+    real_rows, real_pages, real_fetch = nvtxread._read_rows, nvtxread._read_pages, nvtxread._fetch_by_rowid
+    monkeypatch.setattr(nvtxread, "_read_rows", lambda *a: ran["row_wise"].append(1) or real_rows(*a))
+    monkeypatch.setattr(nvtxread, "_read_pages", lambda *a: (lambda r: ran["pages"].append(r is not None) or r)(real_pages(*a)))  # fmt: skip
+    monkeypatch.setattr(nvtxread, "_fetch_by_rowid", lambda *a: ran["fetched"].append(a[2]) or real_fetch(*a))
     results = []
     for pages, blob in ((True, True), (False, True), (False, False)):
         monkeypatch.setenv("NSYSKIT_PAGE_SCAN", "1" if pages else "0")
@@ -290,15 +288,80 @@ def test_nvtx_columnar_read_equals_the_row_wise_read(tmp_path, null_thread, blob
         reader.blob = blob
         nvtx = reader.nvtx_ranges()
         results.append({field: getattr(nvtx, field).tolist() for field in NVTX_FIELDS})
-    assert pages_read == [not null_thread, False, False]  # the pages served the clean file
-    assert len(row_wise) == (3 if null_thread else 1)  # the columnar read served the clean file without pages
+    return results, ran
+
+
+@pytest.mark.parametrize("null_thread", [False, True])
+def test_nvtx_columnar_read_equals_the_row_wise_read(tmp_path, null_thread, blob_extension, monkeypatch):
+    # From the file's pages (texts, JSON and REAL payloads too); with int64s from separate narrow scans; without it (or
+    # with a thread id that is not an integer) from one row-wise query with SQL joins: all must give the same ranges,
+    # in order.
+    path = _nvtx_export(tmp_path, null_thread)
+    results, ran = _three_nvtx_reads(path, monkeypatch)
+    assert ran["pages"] == [not null_thread, False, False]  # the pages served the clean file
+    assert ran["fetched"] == []  # its texts and JSON came from the pages too
+    assert len(ran["row_wise"]) == (3 if null_thread else 1)  # the columnar read served the clean file without pages
     assert str(results[0]) == str(results[1]) == str(results[2])  # str(): NaN payloads compare equal
     got = results[0]
     assert got["start"] == sorted(got["start"]) and got["text"][:3] == ["no thread", "<string 999999>", "orphan domain"]
     assert got["domain"][2] == "domain 7" and got["payload"][1] == 2.5
     domains = dict(zip(got["text"], got["domain"], strict=True))
     assert domains["ncclAllReduce"] == "NCCL" and domains["tie"] == "domain 1"  # created in the first process only
-    assert got["json"][got["text"].index("json")] == '{"a": 1}'
+
+
+@pytest.mark.parametrize("nul", [False, True])
+def test_nvtx_odd_texts_and_payloads_read_the_same_from_the_pages(tmp_path, nul, blob_extension, monkeypatch):
+    # texts that are not UTF-8, a BLOB text, JSON that is not a text, REAL payloads (-0.0, 1e300, a float32 column)
+    # and payload columns holding text: the pages read gives what SQLite's reads give. `nul`: a text holding a NUL
+    # (the texts are then split per row instead of in one go).
+    path = _nvtx_export(tmp_path, False)
+    con = sqlite3.connect(path)
+    rows = [
+        (100, 110, "CAST(x'ff41e282' AS TEXT)", "NULL", "NULL", "NULL", "-0.0", "NULL"),
+        (101, 111, "x'c3a9ff'", "x'7b7d'", "NULL", "NULL", "1e300", "7"),
+        (102, 112, "'é ok'", "'{\"b\": 2}'", "'not a number'", "NULL", "1.25", "NULL"),
+        (103, 113, "'a' || char(0) || 'b'" if nul else "'plain'", "42", "NULL", str(2**62 + 1), "NULL", "NULL"),
+        (104, 114, "''", "NULL", "NULL", "NULL", "NULL", "0.1"),
+    ]
+    for start, end, text, json, u64, i64, double, single in rows:
+        con.execute(
+            "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId, jsonText, uint64Value, "
+            f"int64Value, doubleValue, floatValue) VALUES ({start}, {end}, 59, {text}, {THREAD}, 0, {json}, {u64}, "
+            f"{i64}, {double}, {single})"
+        )
+    con.commit()
+    con.close()
+    results, ran = _three_nvtx_reads(path, monkeypatch)
+    assert ran["pages"] == [True, False, False] and ran["fetched"] == []
+    assert str(results[0]) == str(results[1]) == str(results[2])
+    got = {field: values[-5:] for field, values in results[0].items()}
+    assert got["text"] == ["\ufffdA\ufffd", "é\ufffd", "é ok", "a\x00b" if nul else "plain", ""]
+    assert got["json"] == [None, None, '{"b": 2}', "42", None]  # a BLOB is not kept; 42 is stored as TEXT (affinity)
+    assert str(got["payload"]) == str([0.0, 1e300, 1.25, float(2**62 + 1), 0.1])
+
+
+def _nvtx_sources(tmp_path):
+    """The real exports with NVTX ranges and the two bench makers' files (small)."""
+    import sys
+
+    from real_exports import NAMES, decompress
+
+    sys.path[:0] = [str(Path(__file__).resolve().parents[3] / "bench")]
+    from realistic_export import make_realistic_rank
+    from synthetic_export import make_rank
+
+    files = [decompress(name, tmp_path) for name in NAMES]
+    files += [make_rank(tmp_path / "synthetic.sqlite", 0, 3000), make_realistic_rank(tmp_path / "realistic.sqlite", 3000)]
+    return [f for f in files if "NVTX_EVENTS" in {n for (n,) in sqlite3.connect(f).execute("SELECT name FROM sqlite_master")}]
+
+
+def test_nvtx_pages_read_equals_the_sql_reads_on_real_and_bench_exports(tmp_path, blob_extension, monkeypatch):
+    files = _nvtx_sources(tmp_path)
+    assert len(files) >= 6  # 4 real exports with NVTX ranges (one with domains, one with registered strings), 2 bench
+    for path in files:
+        results, ran = _three_nvtx_reads(path, monkeypatch)
+        assert ran["pages"] == [True, False, False] and ran["fetched"] == [], path.name  # taken, texts included
+        assert len(results[0]["start"]) > 0 and str(results[0]) == str(results[1]) == str(results[2]), path.name
 
 
 def test_a_kernel_whose_process_is_not_an_integer_is_kept_with_pid_0(tmp_path, blob_extension):
