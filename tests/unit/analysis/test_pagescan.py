@@ -390,3 +390,22 @@ def test_texts_of_a_utf16_file_are_not_read(tmp_path):
     con = connect(path)
     assert pagescan.read_columns(con, path, "t", ("a",), texts=("s",)) is None
     assert list(pagescan.read_columns(con, path, "t", ("a", "s"), kinds=("s",))["a"]) == [1, 2]  # integers still read
+
+
+@pytest.mark.parametrize("with_nul", [False, True])
+def test_random_broken_utf8_texts_decode_as_sqlites(tmp_path, with_nul):
+    # one decode of the whole buffer split at the NULs must give each text as its own decode gives it: cut and broken
+    # sequences at the ends of texts included (a NUL ends any invalid sequence); with NULs inside, per-text decodes
+    rng = random.Random(7)
+    alphabet = [0x41, 0x80, 0xBF, 0xC3, 0xA9, 0xE2, 0x82, 0xAC, 0xF0, 0x9F, 0x98, 0xED, 0xA0, 0xFF, 0xC0, 0xF4, 0x90]
+    alphabet += [0] if with_nul else []
+    texts = [bytes(rng.choice(alphabet) for _ in range(rng.randrange(7))) for _ in range(3000)]
+    path = make(tmp_path / "broken.sqlite", ["CREATE TABLE t (s TEXT, b BLOB)"])
+    con = sqlite3.connect(path)
+    con.executemany("INSERT INTO t VALUES (CAST(? AS TEXT), ?)", [(t, t) for t in texts])
+    con.commit()
+    con.close()
+    assert_same(path)
+    read = pagescan.read_columns(connect(path), path, "t", (), texts=("s", "b"))
+    expected = [t.decode("utf-8", "replace") for t in texts]
+    assert read["s:text"].tolist() == expected and read["b:text"].tolist() == expected
