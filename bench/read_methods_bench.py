@@ -8,8 +8,14 @@ Reads start, deviceId, end and the name id of every kernel of one export:
 - group_concat per column parsed by numpy (the reader's way without int64s);
 - np.fromiter over the cursor's rows, and fetchall + np.array: Python objects per value.
 
+With --texts TABLE.COLUMN (e.g. NVTX_EVENTS.text), the ways to read a text column of every row instead:
+- `count` of the column: the scan alone;
+- fetchall of (rowid, column): Python's sqlite3 decoding each value (the reader's way before pagescan read texts);
+- pagescan texts: the values' bytes copied by C into one buffer, decoded and split once.
+
 Usage: .venv/bin/python bench/read_methods_bench.py bench/out/synthetic_rank_0.sqlite [--repeat 3]
-[--extra correlationId,globalPid] (make the file first with bench/analyze_bench.py). Prints the fastest of --repeat runs per way, and the load average.
+[--extra correlationId,globalPid] [--texts NVTX_EVENTS.text] (make the file first with bench/analyze_bench.py).
+Prints the fastest of --repeat runs per way, and the load average.
 """
 
 from __future__ import annotations
@@ -75,6 +81,20 @@ def ways(reader: ExportReader, table: str, name: str, extra: tuple[str, ...] = (
     return chosen
 
 
+def text_ways(reader: ExportReader, table: str, column: str) -> dict:
+    """The ways to read one text column of every row, each a function returning the texts."""
+    con = reader.con
+    chosen = {
+        "count of the column (the scan alone)": lambda: con.execute(f"SELECT count({column}) FROM {table}").fetchone(),
+        "fetchall of rowid, text": lambda: con.execute(f"SELECT rowid, {column} FROM {table}").fetchall(),
+    }
+    if pagescan.functions() is not None:
+        chosen["pagescan texts: one buffer, one split"] = lambda: pagescan.read_columns(
+            con, reader.path, table, ("rowid",), texts=(column,)
+        )
+    return chosen
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("export", type=Path)
@@ -82,20 +102,27 @@ def main() -> None:
     parser.add_argument(
         "--extra", default="", help="more columns to read, comma-separated (e.g. correlationId,globalPid)"
     )
+    parser.add_argument("--texts", default="", help="read this text column instead, as TABLE.COLUMN")
     args = parser.parse_args()
     reader = ExportReader(args.export)
-    table, name = reader.table(KERNEL_TABLES), reader.kernel_name_column()
+    if args.texts:
+        chosen = text_ways(reader, *args.texts.split(".", 1))
+        floor_label, baseline = "count of the column (the scan alone)", "fetchall of rowid, text"
+    else:
+        table, name = reader.table(KERNEL_TABLES), reader.kernel_name_column()
+        chosen = ways(reader, table, name, tuple(c for c in args.extra.split(",") if c))
+        floor_label, baseline = "sum of the columns (the scan alone)", "int64s_into a numpy buffer (the reader)"
     print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}; int64s: {bool(blobagg.library())}")
     best: dict[str, tuple[float, float]] = {}
     for _ in range(args.repeat):
-        for label, read in ways(reader, table, name, tuple(c for c in args.extra.split(",") if c)).items():
+        for label, read in chosen.items():
             start_cpu, start = cpu(), time.perf_counter()
             read()
             spent = (cpu() - start_cpu, time.perf_counter() - start)
             best[label] = min(best.get(label, spent), spent)
-    floor = best["sum of the columns (the scan alone)"][0]
-    into = best.get("int64s_into a numpy buffer (the reader)", (floor, 0))[0]
-    print(f"{'way':40} {'cpu':>8}   {'wall':>8}   {'x the scan':>10} {'x int64s_into':>13}")
+    floor = best[floor_label][0]
+    into = best.get(baseline, (floor, 0))[0]
+    print(f"{'way':40} {'cpu':>8}   {'wall':>8}   {'x the scan':>10} {'x ' + baseline.split()[0]:>13}")
     for label, (cpu_s, wall_s) in best.items():
         print(f"{label:40} {cpu_s:6.3f} s  {wall_s:6.3f} s  {cpu_s / floor:9.2f}x {cpu_s / into:12.2f}x")
 

@@ -73,8 +73,13 @@ def _read_pages(reader: ExportReader, table: str, cols: set[str], pid: int | Non
     rows = np.flatnonzero(valid)
     if not len(rows):
         return empty_nvtx()
-    held = [column for key, column in (("text", "text"), ("json", "jsonText")) if key in found and found[f"{key}:kind"][rows].any()]
-    texts = _page_texts(reader, table, found["row"][rows], held) if held else {}
+    creates = np.flatnonzero((found["type"] == NVTX_DOMAIN_CREATE) & (found["type:kind"] == integer))
+    if "domain" not in found:
+        creates = creates[:0]
+    held = [column for key, column in (("text", "text"), ("json", "jsonText"))
+            if key in found and (found[f"{key}:kind"][rows].any() or (key == "text" and len(creates)))]  # fmt: skip
+    every_text = _page_texts(reader, table, found["row"], held) if held else {}
+    texts = {column: values[rows] for column, values in every_text.items()}
     text = _texts_from_pages(reader, table, found, rows, texts)
     if text is None:
         return None
@@ -99,7 +104,8 @@ def _read_pages(reader: ExportReader, table: str, cols: set[str], pid: int | Non
     thread, start, end = found["thread"][rows], found["start"][rows], found["end"][rows]
     domain = np.full(len(rows), "", dtype=object)
     if "domain" in found:
-        domain = _domain_names(reader, table, found["domain"][rows], thread)
+        created = _created_domains(found, creates, every_text.get("text"))
+        domain = _domain_names(reader, table, found["domain"][rows], thread, created)
         domain[found["domain:kind"][rows] == pagescan.KIND_CODES["null"]] = ""  # the row-wise join matches no NULL
     ranges = NvtxRanges(start, end, text, domain, thread, payload, json_text)
     backwards = end < start
@@ -115,16 +121,39 @@ def _read_pages(reader: ExportReader, table: str, cols: set[str], pid: int | Non
 
 
 def _page_texts(reader: ExportReader, table: str, rowids: np.ndarray, columns: list[str]) -> dict[str, np.ndarray]:
-    """The texts of `columns` (pagescan's "<name>:text": str, None for NULL) of the rows with these rowids (ascending),
-    read from the file's pages; {} when they cannot be (the caller fetches them through SQLite)."""
+    """The texts of `columns` (pagescan's "<name>:text": str, None for NULL) of the rows with these rowids, read from
+    the file's pages; {} when they cannot be (the caller fetches them through SQLite)."""
     found = pagescan.read_columns(reader.con, reader.path, table, ("rowid",), texts=tuple(columns))
     if found is None:
         return {}
     every = found["rowid"]
     at = np.searchsorted(every, rowids)
-    if len(rowids) and (at[-1] >= len(every) or (every[np.minimum(at, len(every) - 1)] != rowids).any()):
+    if len(rowids) and ((at >= len(every)).any() or (every[np.minimum(at, len(every) - 1)] != rowids).any()):
         return {}
     return {column: found[f"{column}:text"][at] for column in columns}
+
+
+def _created_domains(found: dict[str, np.ndarray], creates: np.ndarray, text: np.ndarray | None) -> dict | None:
+    """{(domainId, process): name} of the domain-create events at rows `creates`, as _domain_names' SQL groups them
+    (max(text) per pair); None when only SQLite can say (a name that is not a UTF-8 TEXT, a thread id that is not
+    an integer)."""
+    if not len(creates):
+        return {}
+    integer, text_kind = pagescan.KIND_CODES["integer"], pagescan.KIND_CODES["text"]
+    kinds = found["text:kind"][creates] if text is not None else None
+    if kinds is None or ((kinds != 0) & (kinds != text_kind)).any() or (found["thread:kind"][creates] != integer).any():
+        return None
+    creates = creates[found["domain:kind"][creates] == integer]  # other ids never match a range's integer id
+    created: dict = {}
+    processes = (found["thread"][creates] >> PID_SHIFT).tolist()
+    pairs = zip(found["domain"][creates].tolist(), processes, text[creates].tolist(), strict=True)
+    for domain, process, name in pairs:
+        if name is not None and "\ufffd" in name:
+            return None  # bytes that are not UTF-8 (decoded with replacement): SQLite's max() compares the bytes
+        known = created.get((domain, process))
+        # max() skips NULLs; UTF-8 orders as the code points do, so str comparison is SQLite's BINARY one
+        created[(domain, process)] = name if known is None or (name is not None and name > known) else known
+    return created
 
 
 def _texts_from_pages(
@@ -239,15 +268,19 @@ def _read_columnar(reader: ExportReader, table: str, cols: set[str], where: str)
     return ranges.take(np.argsort(start, kind="stable"))
 
 
-def _domain_names(reader: ExportReader, table: str, domain: np.ndarray, thread: np.ndarray) -> np.ndarray:
-    """The domain name of each range: its process's domain-create event's text, else `domain N` ('' for 0)."""
-    created = {
-        (d, p): name
-        for d, p, name in reader._query(
-            f"SELECT domainId, globalTid >> {PID_SHIFT}, max(text) FROM {table} "
-            f"WHERE eventType = {NVTX_DOMAIN_CREATE} GROUP BY 1, 2"
-        )
-    }
+def _domain_names(
+    reader: ExportReader, table: str, domain: np.ndarray, thread: np.ndarray, created: dict | None = None
+) -> np.ndarray:
+    """The domain name of each range: its process's domain-create event's text, else `domain N` ('' for 0).
+    `created`: {(domainId, process): name}, read from the pages; else SQLite groups the create events."""
+    if created is None:
+        created = {
+            (d, p): name
+            for d, p, name in reader._query(
+                f"SELECT domainId, globalTid >> {PID_SHIFT}, max(text) FROM {table} "
+                f"WHERE eventType = {NVTX_DOMAIN_CREATE} GROUP BY 1, 2"
+            )
+        }
     # A few domains and processes: their distinct pairs from the codes of each (a unique over pairs sorts them all).
     domains, domain_code = np.unique(domain, return_inverse=True)
     processes, process_code = np.unique(thread >> PID_SHIFT, return_inverse=True)

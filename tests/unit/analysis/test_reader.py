@@ -273,11 +273,14 @@ def _nvtx_export(tmp_path, null_thread: bool) -> str:
 
 def _three_nvtx_reads(path, monkeypatch) -> tuple[list[dict], dict[str, list]]:
     """The NVTX ranges read from the file's pages, with int64s, and with group_concat/row-wise SQL (each as lists),
-    and which inner reads ran: _read_pages (taken or None), _read_rows, _fetch_by_rowid (texts through SQLite)."""
+    and which inner reads ran: _read_pages (taken or None), _read_rows, _fetch_by_rowid (texts through SQLite),
+    _created_domains (the domain names from the pages, or None: grouped by SQLite)."""
     from nsyskit.analysis import nvtxread
 
-    ran: dict[str, list] = {"pages": [], "row_wise": [], "fetched": []}
+    ran: dict[str, list] = {"pages": [], "row_wise": [], "fetched": [], "domains": []}
     real_rows, real_pages, real_fetch = nvtxread._read_rows, nvtxread._read_pages, nvtxread._fetch_by_rowid
+    real_domains = nvtxread._created_domains
+    monkeypatch.setattr(nvtxread, "_created_domains", lambda *a: (lambda r: ran["domains"].append(r) or r)(real_domains(*a)))  # fmt: skip
     monkeypatch.setattr(nvtxread, "_read_rows", lambda *a: ran["row_wise"].append(1) or real_rows(*a))
     monkeypatch.setattr(nvtxread, "_read_pages", lambda *a: (lambda r: ran["pages"].append(r is not None) or r)(real_pages(*a)))  # fmt: skip
     monkeypatch.setattr(nvtxread, "_fetch_by_rowid", lambda *a: ran["fetched"].append(a[2]) or real_fetch(*a))
@@ -329,12 +332,20 @@ def test_nvtx_odd_texts_and_payloads_read_the_same_from_the_pages(tmp_path, nul,
             f"int64Value, doubleValue, floatValue) VALUES ({start}, {end}, 59, {text}, {THREAD}, 0, {json}, {u64}, "
             f"{i64}, {double}, {single})"
         )
+    # domain 9 created three times in one process: SQLite's max(text) names it; domain 10's name is not UTF-8 (`nul`)
+    names = ["'b-name'", "'a-name'", "NULL"] + (["CAST(x'ff' AS TEXT)"] if nul else ["'c-name'"])
+    for domain, name in zip([9, 9, 9, 10], names, strict=True):
+        con.execute(f"INSERT INTO NVTX_EVENTS (start, eventType, text, globalTid, domainId) VALUES (0, 75, {name}, {THREAD}, {domain})")  # fmt: skip
+    for start, domain in ((200, 9), (201, 10)):
+        con.execute(f"INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) VALUES ({start}, 300, 59, 'd', {THREAD}, {domain})")  # fmt: skip
     con.commit()
     con.close()
     results, ran = _three_nvtx_reads(path, monkeypatch)
     assert ran["pages"] == [True, False, False] and ran["fetched"] == []
     assert str(results[0]) == str(results[1]) == str(results[2])
-    got = {field: values[-5:] for field, values in results[0].items()}
+    assert results[0]["domain"][-2:] == ["b-name", "\ufffd" if nul else "c-name"]
+    assert (ran["domains"][0] is None) == nul  # named from the pages unless a name is not UTF-8
+    got = {field: values[-7:-2] for field, values in results[0].items()}
     assert got["text"] == ["\ufffdA\ufffd", "é\ufffd", "é ok", "a\x00b" if nul else "plain", ""]
     assert got["json"] == [None, None, '{"b": 2}', "42", None]  # a BLOB is not kept; 42 is stored as TEXT (affinity)
     assert str(got["payload"]) == str([0.0, 1e300, 1.25, float(2**62 + 1), 0.1])
@@ -361,6 +372,7 @@ def test_nvtx_pages_read_equals_the_sql_reads_on_real_and_bench_exports(tmp_path
     for path in files:
         results, ran = _three_nvtx_reads(path, monkeypatch)
         assert ran["pages"] == [True, False, False] and ran["fetched"] == [], path.name  # taken, texts included
+        assert None not in ran["domains"], path.name  # the domains too
         assert len(results[0]["start"]) > 0 and str(results[0]) == str(results[1]) == str(results[2]), path.name
 
 
