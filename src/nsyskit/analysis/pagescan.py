@@ -233,7 +233,8 @@ def _read(compiled, mapped: mmap.mmap, path: Path, root: int, names: list[str], 
         if pieces is None:
             return None
         for index, name in enumerate(text_names):
-            result[f"{name}:text"] = _texts(pieces[index :: len(text_names)], result[name], result[f"{name}:kind"])
+            column = pieces if len(text_names) == 1 else pieces[index :: len(text_names)]
+            result[f"{name}:text"] = _texts(column, result[name], result[f"{name}:kind"])
     return result
 
 
@@ -259,8 +260,7 @@ def _split_texts(buffer: bytes, ends: np.ndarray, nuls: int) -> list[str] | None
 
 def _texts(pieces: list[str], values: np.ndarray, kinds: np.ndarray) -> np.ndarray:
     """One column's texts as an object ndarray: the decoded pieces; str of INTEGER and REAL values; None for NULL."""
-    texts = np.empty(len(pieces), dtype=object)
-    texts[:] = pieces
+    texts = np.fromiter(pieces, dtype=object, count=len(pieces))  # (no look into each str for a sequence)
     for code, convert in ((KIND_CODES["integer"], int), (KIND_CODES["real"], float)):
         rows = np.flatnonzero(kinds == code)
         if len(rows):
