@@ -40,6 +40,7 @@ def test_pageable_copies_are_what_sqlite_says(tmp_path, monkeypatch, src_dst):
     pages_read, sql_read = _reads(path, monkeypatch)
     assert pages_read == sql_read
     sides = ("srcKind", "dstKind")
+    monkeypatch.setenv("NSYSKIT_PAGE_SCAN", "1")  # the pages can read it (not a fallback to SQLite)
     assert pagescan.read_columns(sqlite3.connect(path), path, "CUPTI_ACTIVITY_KIND_MEMCPY", sides, sides) is not None
     expected = 1 if 0 in src_dst else 0
     assert pages_read[1]["pageable"][3] == expected and sum(pages_read[1]["pageable"]) == expected
