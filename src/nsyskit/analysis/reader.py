@@ -212,7 +212,9 @@ class ExportReader(GpuActivities):
         pids: set[int] = set()
         tables = [self.table(KERNEL_TABLES), self.table(MEMCPY_TABLES), self.table(MEMSET_TABLES)]
         if kernels is not None and "pid" in kernels.extra:
-            pids.update(int(p) for p in distinct(kernels.extra["pid"]) if p != 0)  # 0: not an integer in the file
+            pid = kernels.extra["pid"]
+            one = len(pid) and bool((pid == pid[0]).all())  # one process (the usual file): no sort of the ids
+            pids.update(int(p) for p in (pid[:1] if one else distinct(pid)) if p != 0)  # 0: not an integer in the file
             tables = tables[1:]
         for table in tables:
             if table and "globalPid" in self.columns(table):
