@@ -4,11 +4,12 @@ Reads start, deviceId, end and the name id of every kernel of one export:
 - `sum` of the columns: the scan alone, the floor any read pays;
 - int64s (blobagg.py): a BLOB of int64s per column, or one BLOB of all columns (one call per row), no text;
 - int64s_into: the columns written by SQLite straight into a numpy buffer (the reader's way when it can be built);
+- pagescan (pagescan.py): the table's B-tree pages read by C from the mapped file, no SQLite at all;
 - group_concat per column parsed by numpy (the reader's way without int64s);
 - np.fromiter over the cursor's rows, and fetchall + np.array: Python objects per value.
 
 Usage: .venv/bin/python bench/read_methods_bench.py bench/out/synthetic_rank_0.sqlite [--repeat 3]
-(make the file first with bench/analyze_bench.py). Prints the fastest of --repeat runs per way, and the load average.
+[--extra correlationId,globalPid] (make the file first with bench/analyze_bench.py). Prints the fastest of --repeat runs per way, and the load average.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nsyskit.analysis import blobagg, sqlitefile
+from nsyskit.analysis import blobagg, pagescan, sqlitefile
 from nsyskit.analysis.reader import KERNEL_TABLES, ExportReader
 
 COLUMNS = ("start", "deviceId", "end")
@@ -34,9 +35,9 @@ def cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def ways(reader: ExportReader, table: str, name: str) -> dict:
+def ways(reader: ExportReader, table: str, name: str, extra: tuple[str, ...] = ()) -> dict:
     """The ways to read, each a function returning the columns."""
-    con, cols = reader.con, (*COLUMNS, name)
+    con, cols = reader.con, (*COLUMNS, name, *extra)
     count = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
 
     def concat():
@@ -69,6 +70,8 @@ def ways(reader: ExportReader, table: str, name: str) -> dict:
             return sqlitefile.packed_scan(reader._query, table, {c: c for c in cols}, blob=True, bound=bound)
 
         chosen["int64s_into a numpy buffer (the reader)"] = into
+    if pagescan.functions() is not None:
+        chosen["pagescan: the file's pages read by C"] = lambda: pagescan.read_columns(con, reader.path, table, cols)
     return chosen
 
 
@@ -76,20 +79,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("export", type=Path)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--extra", default="", help="more columns to read, comma-separated (e.g. correlationId,globalPid)"
+    )
     args = parser.parse_args()
     reader = ExportReader(args.export)
     table, name = reader.table(KERNEL_TABLES), reader.kernel_name_column()
     print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}; int64s: {bool(blobagg.library())}")
     best: dict[str, tuple[float, float]] = {}
     for _ in range(args.repeat):
-        for label, read in ways(reader, table, name).items():
+        for label, read in ways(reader, table, name, tuple(c for c in args.extra.split(",") if c)).items():
             start_cpu, start = cpu(), time.perf_counter()
             read()
             spent = (cpu() - start_cpu, time.perf_counter() - start)
             best[label] = min(best.get(label, spent), spent)
     floor = best["sum of the columns (the scan alone)"][0]
+    into = best.get("int64s_into a numpy buffer (the reader)", (floor, 0))[0]
+    print(f"{'way':40} {'cpu':>8}   {'wall':>8}   {'x the scan':>10} {'x int64s_into':>13}")
     for label, (cpu_s, wall_s) in best.items():
-        print(f"{label:40} cpu {cpu_s:6.2f} s  wall {wall_s:6.2f} s  {cpu_s / floor:4.1f}x the scan")
+        print(f"{label:40} {cpu_s:6.3f} s  {wall_s:6.3f} s  {cpu_s / floor:9.2f}x {cpu_s / into:12.2f}x")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ NSYSKIT_* environment that nsyskit.launch.wrapper_env renders from the config.
 
 from __future__ import annotations
 
+import glob
+import os
 import re
 import shlex
 
@@ -14,6 +16,15 @@ EFA_MIN_NSYS = (2024, 4)  # first nsys with the efa_metrics plugin
 WINDOW_RANGE = "profile_window"  # the NVTX range the example opens around --profile-steps
 DEFAULT_TRACE = "cuda,nvtx,osrt"
 CAPTURES = ("none", "cudaProfilerApi", "nvtx")
+# Where QdstrmImporter (what turns the .qdstrm nsys spools into a .nsys-rep) lives besides next to nsys itself:
+# Debian's layout, NVIDIA's installers and CUDA toolkits, and the nsys that ships inside Nsight Compute.
+IMPORTER_GLOBS = (
+    "/usr/lib/nsight-systems/host-linux-x64/QdstrmImporter",
+    "/opt/nvidia/nsight-systems*/*/host-linux-x64/QdstrmImporter",
+    "/opt/nvidia/nsight-systems*/host-linux-x64/QdstrmImporter",
+    "/usr/local/cuda*/nsight-systems*/host-linux-x64/QdstrmImporter",
+    "/opt/nvidia/nsight-compute/*/host/*/QdstrmImporter",
+)
 
 
 def should_profile(selection: str, rank: int, local_rank: int) -> bool:
@@ -103,3 +114,17 @@ def injector_problems(env: dict) -> list[tuple[str, str, str, str]]:
         problems.append(("EFA_METRICS", True, "an injector cannot limit the EFA sampler to local rank 0 of each node",
                          "set EFA_METRICS=false, or K8S_PROFILER=wrapper"))  # fmt: skip
     return problems
+
+
+def find_importer(nsys: str | None = None) -> str | None:
+    """QdstrmImporter for the `nsys` binary (a path or a name on PATH): in a folder beside nsys's own (host-linux-x64,
+    or linux-desktop-glibc_*-x64 in Nsight Compute's copy), else in a known install location; None when absent."""
+    import shutil  # here: the wrapper imports this module on every rank's start
+
+    candidates = []
+    if nsys:
+        real = os.path.realpath(shutil.which(nsys) or nsys)
+        candidates += sorted(glob.glob(os.path.join(os.path.dirname(os.path.dirname(real)), "*", "QdstrmImporter")))
+    for pattern in IMPORTER_GLOBS:
+        candidates += sorted(glob.glob(pattern), reverse=True)  # the newest version first
+    return next((path for path in candidates if os.path.isfile(path) and os.access(path, os.X_OK)), None)

@@ -21,7 +21,8 @@ from nsyskit.analysis import nsys, run_analysis
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL = ROOT.parent / "shared" / "real-data"
-EXPORTS = sorted((REAL / "nsys-exports").glob("*.sqlite.xz"))
+OURS = ROOT / "tests" / "data" / "real" / "nsys-exports"  # recorded by this project on real GPUs (its README)
+EXPORTS = sorted([*(REAL / "nsys-exports").glob("*.sqlite.xz"), *OURS.glob("*.sqlite.xz")])
 REPORTS = REAL / "nsys-reports"
 INVOKE = [str(Path(sys.executable).parent / "invoke"), "--search-root", str(ROOT)]
 
@@ -91,6 +92,20 @@ def test_real_export_matches_nsys_stats_and_interval_union(nsys_cli, real_export
     assert sorted(analysis.breakdown["busy_ns"].tolist()) == independent_busy(path)
     assert (analysis.breakdown["busy_ns"] <= analysis.breakdown["window_ns"]).all()
     assert analysis.nsys_versions[0].startswith("20") and not analysis.warnings
+
+
+@pytest.mark.parametrize("summary", sorted(OURS.glob("*.cuda_gpu_kern_sum.csv")), ids=lambda p: p.name)
+def test_kernel_summary_equals_the_recording_nsys_own(real_exports, summary):
+    """The nsys that recorded an export (2025.3 on an H100, newer than the host's) summarized it there: same numbers."""
+    import csv
+
+    analysis, _ = run_analysis([real_exports[summary.name.removesuffix(".cuda_gpu_kern_sum.csv")]], write=False)
+    ours = {row["name"]: (row["total_ns"], row["instances"], row["min_ns"], row["max_ns"])
+            for row in analysis.kernel_summaries[0].rows()}  # fmt: skip
+    with summary.open(newline="") as handle:
+        theirs = {row["Name"]: (int(row["Total Time (ns)"]), int(row["Instances"]), int(row["Min (ns)"]),
+                                int(row["Max (ns)"])) for row in csv.DictReader(handle)}  # fmt: skip
+    assert len(theirs) > 50 and ours == theirs
 
 
 def test_two_processes_in_one_file_are_two_ranks(real_exports):

@@ -103,3 +103,19 @@ def test_config_check_names_the_setting_an_injector_cannot_honour(tmp_path):
     assert result.returncode != 0
     assert "PROFILE_RANKS='local0'" in result.stderr or "PROFILE_RANKS=local0" in result.stderr, result.stderr
     assert "set PROFILE_RANKS=all, or K8S_PROFILER=wrapper" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("host_folder", ["host-linux-x64", "linux-desktop-glibc_2_11_3-x64"])
+def test_the_importer_beside_nsys_is_found_in_either_layout(tmp_path, host_folder):
+    """nsys's own installs keep QdstrmImporter in host-linux-x64; the nsys inside Nsight Compute 2025.3 (seen on an
+    H100 machine) in linux-desktop-glibc_2_11_3-x64: without it a rank's report stays a .qdstrm."""
+    (tmp_path / "target-linux-x64").mkdir()
+    nsys = tmp_path / "target-linux-x64" / "nsys"
+    importer = tmp_path / host_folder / "QdstrmImporter"
+    importer.parent.mkdir()
+    for path in (nsys, importer):
+        path.write_text("#!/bin/sh\n")
+        path.chmod(0o755)
+    assert nsysargs.find_importer(str(nsys)) == str(importer)
+    importer.chmod(0o644)  # not executable: not an importer
+    assert nsysargs.find_importer(str(nsys)) != str(importer)

@@ -139,14 +139,25 @@ def _nccl_kernel_mask(kernels: Intervals, names: Mapping[int, str]) -> np.ndarra
     return np.isin(kernels.extra.get("name", np.empty(0, dtype=np.int64)), ids)
 
 
+def _codes(values: np.ndarray) -> tuple[np.ndarray, list]:
+    """(an integer code per value, the distinct values in code order), for columns with few distinct values."""
+    seen: dict = {}
+    codes = np.fromiter((seen.setdefault(v, len(seen)) for v in values.tolist()), dtype=np.int64, count=len(values))
+    return codes, list(seen)
+
+
 def nccl_size_summary(ops: Table) -> Table:
     """Per collective, origin and message-size bucket: count, total/average/median duration, total bytes."""
     columns = ("op", "origin", "bucket", "count", "total_ns", "avg_ns", "median_ns", "bytes")
     if ops is None or not len(ops):
         return Table({c: np.empty(0, dtype=object if c in ("op", "origin", "bucket") else np.float64) for c in columns})
     origin = ops["origin"] if "origin" in ops else np.full(len(ops), "nccl-nvtx", dtype=object)
-    keys = np.asarray([f"{o}\x1f{g}\x1f{b}" for o, g, b in zip(ops["op"], origin, ops["bucket"], strict=True)])
-    unique, inverse = np.unique(keys, return_inverse=True)
+    # Group by small integer codes of the three text columns (each has a handful of values): no per-op key string
+    (op_code, ops_seen), (origin_code, origins_seen), (bucket_code, buckets_seen) = (
+        _codes(ops["op"]), _codes(origin), _codes(ops["bucket"])
+    )
+    combined = (op_code * len(origins_seen) + origin_code) * len(buckets_seen) + bucket_code
+    unique, inverse = np.unique(combined, return_inverse=True)
     order = np.lexsort((ops["duration_ns"], inverse))
     grouped, durations = inverse[order], ops["duration_ns"][order].astype(np.float64)
     firsts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
@@ -156,7 +167,11 @@ def nccl_size_summary(ops: Table) -> Table:
     sizes = ops["size_bytes"][order]
     known = np.add.reduceat((~np.isnan(sizes)).astype(np.int64), firsts)
     nbytes = np.where(known > 0, np.add.reduceat(np.nan_to_num(sizes), firsts), np.nan)
-    parts = [k.split("\x1f") for k in unique]
+    parts = [
+        (ops_seen[c // (len(origins_seen) * len(buckets_seen))], origins_seen[c // len(buckets_seen) % len(origins_seen)],
+         buckets_seen[c % len(buckets_seen)])
+        for c in unique.tolist()
+    ]  # fmt: skip
     bucket_rank = {label: i for i, (label, _, _) in enumerate(SIZE_BUCKETS)}
     table = Table({
         "op": np.asarray([p[0] for p in parts], dtype=object), "origin": np.asarray([p[1] for p in parts], dtype=object),

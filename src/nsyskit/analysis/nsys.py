@@ -12,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from nsyskit import console
+from nsyskit import console, nsysargs
 from nsyskit.errors import NsysUnavailable, ReportFileError
 
 NSYS_CANDIDATES = (
@@ -20,10 +20,6 @@ NSYS_CANDIDATES = (
     "/usr/local/bin/nsys",
     "/opt/nvidia/nsight-systems/*/bin/nsys",
     "/usr/local/cuda/bin/nsys",
-)
-IMPORTER_CANDIDATES = (
-    "/usr/lib/nsight-systems/host-linux-x64/QdstrmImporter",
-    "/opt/nvidia/nsight-systems/*/host-linux-x64/QdstrmImporter",
 )
 # nsys stats report names changed in 2023.1; the first name is 2023.1+, the second 2022.x.
 STATS_REPORTS = {"kernel": ("cuda_gpu_kern_sum", "gpukernsum"), "nvtx": ("nvtx_sum", "nvtxsum")}
@@ -83,21 +79,12 @@ def ensure_installed() -> str:
     return require_nsys("run")
 
 
-def find_importer() -> str | None:
-    """Path of QdstrmImporter (Debian's nsys leaves .qdstrm files that it turns into .nsys-rep)."""
-    for pattern in IMPORTER_CANDIDATES:
-        for candidate in sorted(Path("/").glob(pattern.lstrip("/")), reverse=True):
-            if os.access(candidate, os.X_OK):
-                return str(candidate)
-    return None
-
-
 def import_qdstrm(qdstrm: Path) -> Path:
     """X.qdstrm -> X.nsys-rep beside it (cached); NsysUnavailable without the importer."""
     rep = qdstrm.with_suffix(".nsys-rep")
     if rep.exists() and rep.stat().st_mtime >= qdstrm.stat().st_mtime:
         return rep
-    importer = find_importer()
+    importer = nsysargs.find_importer(find_nsys())
     if not importer:
         raise NsysUnavailable(
             qdstrm,

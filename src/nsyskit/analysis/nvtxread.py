@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from nsyskit.analysis import pagescan
 from nsyskit.analysis.records import NvtxRanges, empty_nvtx
 from nsyskit.analysis.sqlitefile import REEXPORT, packed_scan
 from nsyskit.analysis.sqlitefile import as_text as _text
@@ -27,6 +28,9 @@ def read_nvtx_ranges(reader: ExportReader, pid: int | None = None) -> NvtxRanges
     if not table:
         return empty_nvtx()
     cols = reader.columns(table)
+    ranges = _read_pages(reader, table, cols, pid)
+    if ranges is not None:
+        return ranges
     types = ",".join(str(t) for t in NVTX_RANGE_TYPES)
     scope = reader._scope(table, pid, column="globalTid", alias="e.")
     where = f"e.eventType IN ({types}) AND e.end IS NOT NULL{' AND ' + scope if scope else ''}"
@@ -44,6 +48,109 @@ def read_nvtx_ranges(reader: ExportReader, pid: int | None = None) -> NvtxRanges
         )
         ranges = ranges.take(~backwards)
     return ranges
+
+
+def _read_pages(reader: ExportReader, table: str, cols: set[str], pid: int | None) -> NvtxRanges | None:
+    """The ranges from the file's pages (pagescan), the SQL reads' WHERE applied in numpy; texts and JSON, which the
+    pages reader does not decode, fetched through SQLite for the rows that hold them. None: read through SQLite."""
+    integer, real, text_kind = (pagescan.KIND_CODES[k] for k in ("integer", "real", "text"))
+    wanted = {"row": "rowid", "type": "eventType", "start": "start", "end": "end", "thread": "globalTid"}
+    optional = {"domain": "domainId", "text_id": "textId", "text": "text", "json": "jsonText"}
+    wanted.update({key: column for key, column in optional.items() if column in cols})
+    payloads = [column for column in PAYLOAD_COLUMNS if column in cols]
+    wanted.update({f"payload {column}": column for column in payloads})
+    found = reader.pages(table, wanted, pid, kinds=tuple(c for c in wanted.values() if c != "rowid"))
+    if found is None:
+        return None
+    ended = np.isin(found["type"], NVTX_RANGE_TYPES) & (found["type:kind"] == integer) & (found["end:kind"] != 0)
+    valid = ended & (found["start:kind"] == integer) & (found["end:kind"] == integer)
+    if (found["thread:kind"][valid] != integer).any() or ("domain" in found and (found["domain:kind"][valid] != integer).any()):
+        return None  # a thread or domain id that is not an integer: the row-wise read handles those
+    dropped = int(ended.sum() - valid.sum())
+    if dropped:
+        reader.warn(f"{reader.path}: {dropped} NVTX ranges with a non-integer start/end were left out; fix: {REEXPORT}")
+    rows = np.flatnonzero(valid)
+    if not len(rows):
+        return empty_nvtx()
+    text = _texts_from_pages(reader, table, found, rows)
+    if text is None:
+        return None
+    payload = np.full(len(rows), np.nan)
+    for column in payloads:  # the first payload column holding a number, as _payload_sql's coalesce
+        kind, values = found[f"payload {column}:kind"][rows], found[f"payload {column}"][rows]
+        if (kind == real).any():  # REAL payloads are not decoded from the pages: SQLite reads this file
+            return None
+        fill = np.isnan(payload) & (kind == integer)
+        payload[fill] = values[fill].astype(np.float64)
+    json_text = np.full(len(rows), None, dtype=object)
+    if "json" in found and (found["json:kind"][rows] != 0).any():
+        holders = rows[found["json:kind"][rows] != 0]
+        fetched = _fetch_by_rowid(reader, table, "e.jsonText", found["row"][holders])
+        if fetched is None:
+            return None
+        at = np.searchsorted(found["row"][rows], found["row"][holders])
+        json_text[at] = [j if j.__class__ is str else None for j in fetched]
+    thread, start, end = found["thread"][rows], found["start"][rows], found["end"][rows]
+    domain = (_domain_names(reader, table, found["domain"][rows], thread) if "domain" in found
+              else np.full(len(rows), "", dtype=object))  # fmt: skip
+    ranges = NvtxRanges(start, end, text, domain, thread, payload, json_text)
+    backwards = end < start
+    if backwards.any():
+        reader.warn(
+            f"{reader.path}: {int(backwards.sum())} NVTX ranges end before they start and were left out; fix: {REEXPORT}"
+        )
+        ranges = ranges.take(~backwards)
+        start = ranges.start
+    if (start[1:] >= start[:-1]).all():  # recorded in start order already
+        return ranges
+    return ranges.take(np.argsort(start, kind="stable"))
+
+
+def _texts_from_pages(reader: ExportReader, table: str, found: dict[str, np.ndarray], rows: np.ndarray) -> np.ndarray | None:
+    """Each range's text as the SQL reads' coalesce(text, StringIds value of textId, '<string N>') gives it."""
+    text = np.full(len(rows), "", dtype=object)  # neither text nor textId: as_text(NULL)
+    inline = (found["text:kind"][rows] != 0) if "text" in found else np.zeros(len(rows), dtype=bool)
+    if inline.any():
+        fetched = _fetch_by_rowid(reader, table, "e.text", found["row"][rows[inline]])
+        if fetched is None:
+            return None
+        text[inline] = [t if t.__class__ is str else _text(t) for t in fetched]
+    if "text_id" in found and "StringIds" in reader.tables:  # without StringIds the SQL reads take `text` alone
+        by_id = ~inline & (found["text_id:kind"][rows] == pagescan.KIND_CODES["integer"])
+        if by_id.any():
+            ids = found["text_id"][rows[by_id]]
+            distinct, codes = np.unique(ids, return_inverse=True)
+            strings = reader.strings(distinct)
+            names = [strings.get(i, f"<string {i}>") for i in distinct.tolist()]
+            text[by_id] = np.asarray(names, dtype=object)[codes.reshape(-1)]
+        if ((found["text_id:kind"][rows] != 0) & ~inline & ~by_id).any():
+            return None  # a textId that is not an integer: SQLite's join decides
+    return text
+
+
+def _fetch_by_rowid(reader: ExportReader, table: str, column: str, rowids: np.ndarray) -> list | None:
+    """`column` of the rows with these rowids (ascending), in that order; None when the count differs."""
+    if len(rowids) * 4 > (rowids[-1] - rowids[0] + 1) or len(rowids) > 5000:  # dense: one scan of that rowid range
+        fetched = reader._query(
+            f"SELECT e.rowid, {column} FROM {table} AS e NOT INDEXED WHERE e.rowid BETWEEN {int(rowids[0])} AND "
+            f"{int(rowids[-1])} AND {column} IS NOT NULL"
+        )
+        if len(fetched) < len(rowids):
+            return None
+        at = np.searchsorted(np.asarray([r for r, _ in fetched], dtype=np.int64), rowids)
+        if (at >= len(fetched)).any():
+            return None
+        values = [fetched[i] for i in at.tolist()]
+        if any(r != want for (r, _), want in zip(values, rowids.tolist(), strict=True)):
+            return None
+        return [v for _, v in values]
+    fetched = []
+    for chunk in range(0, len(rowids), 500):
+        part = ",".join(str(int(r)) for r in rowids[chunk : chunk + 500])
+        fetched += reader._query(f"SELECT e.rowid, {column} FROM {table} AS e WHERE e.rowid IN ({part}) ORDER BY e.rowid")
+    if [r for r, _ in fetched] != rowids.tolist():
+        return None
+    return [v for _, v in fetched]
 
 
 def _text_sql(reader: ExportReader, cols: set[str]) -> tuple[str, str]:

@@ -51,13 +51,15 @@ def rich_table(title: str, table: Table, columns: list[str] | None = None, limit
     """A rich table of some columns of a Table (units that fit); at most `limit` rows, the rest counted in the caption."""
     columns = [c for c in (columns or table.names) if c in table]
     from rich.table import Table as RichTable
+    from rich.text import Text
 
     out = RichTable(title=title, title_justify="left")
     for name in columns:
         out.add_column(header(name), justify="left" if name in TEXT_COLUMNS else "right", overflow="fold")
     shown = table if limit is None or len(table) <= limit else table.take(slice(0, limit))
     for row in shown.rows():
-        out.add_row(*(fmt(row[c], c) for c in columns), style="bold red" if row.get("straggler") else "")
+        # Text, not markup: kernel names hold brackets ("[lambda() (instance 3)]") that rich would take for tags
+        out.add_row(*(Text(fmt(row[c], c)) for c in columns), style="bold red" if row.get("straggler") else "")
     if len(shown) < len(table):
         out.caption = f"{len(table) - len(shown):,} more rows (--top N shows more; --json has the first 100)"
         out.caption_justify = "left"

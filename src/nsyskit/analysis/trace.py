@@ -21,7 +21,7 @@ from nsyskit.analysis import analyzers, nccl
 from nsyskit.analysis.discover import RANK_IN_NAME, REPORT_SUFFIXES, discover, open_export  # noqa: F401
 from nsyskit.analysis.projection import project
 from nsyskit.analysis.reader import ExportReader
-from nsyskit.analysis.records import Intervals, join_launches
+from nsyskit.analysis.records import Intervals, distinct, join_launches
 from nsyskit.analysis.result import Analysis, combine_kernel_summaries, concat, with_rank
 from nsyskit.analysis.runinfo import not_profiled
 from nsyskit.analysis.table import Table
@@ -65,8 +65,9 @@ class RankTrace:
         """StringId -> kernel name for the kernels of this rank (a pruned or absent name gets a placeholder)."""
         if not len(self.kernels):
             return {}
-        names = self.reader.strings(self.kernels.extra["name"])
-        for missing in set(np.unique(self.kernels.extra["name"]).tolist()) - set(names):
+        ids = distinct(self.kernels.extra["name"])  # a counting pass, not a sort of every kernel
+        names = self.reader.strings(ids)
+        for missing in set(ids.tolist()) - set(names):
             names[missing] = "<unnamed kernel>" if missing == 0 else f"<kernel name {missing} not in StringIds>"
         return names
 
@@ -98,19 +99,24 @@ class RankTrace:
         wants_correlation = self.reader.has_launches() and self.reader.has_nvtx_ranges()
         side = [ExportReader(self.reader.path) for _ in range(2)]
 
-        def nvtx_and_calls():
+        def nvtx_and_labels():
             nvtx = side[0].nvtx_ranges(self.pid)
             self.__dict__["nvtx_labels"] = analyzers.nvtx_labels(nvtx)  # Python work while the scans hold no GIL
-            return nvtx, side[0].launch_calls(nvtx.thread) if wants_correlation else None
+            return nvtx
+
+        def copies_and_calls():  # the CUDA API calls of every thread when the pages give them (filtered below)
+            copies = side[1].memcpys(self.pid), side[1].memsets(self.pid)
+            return copies, side[1].runtime_rows() if wants_correlation else None
 
         try:
             with ThreadPoolExecutor(max_workers=2) as pool:
-                first = pool.submit(nvtx_and_calls)
-                second = pool.submit(lambda: (side[1].memcpys(self.pid), side[1].memsets(self.pid)))
+                first = pool.submit(nvtx_and_labels)
+                second = pool.submit(copies_and_calls)
                 if "kernels" not in self.__dict__:
                     self.__dict__["kernels"] = self.reader.kernels(self.pid, correlation=wants_correlation, with_pid=with_pid)
-                self.__dict__["nvtx"], calls = first.result()
-                self.__dict__["memcpys"], self.__dict__["memsets"] = second.result()
+                self.__dict__["nvtx"] = first.result()
+                (self.__dict__["memcpys"], self.__dict__["memsets"]), runtime = second.result()
+                calls = side[0].launch_calls(self.nvtx.thread, runtime) if wants_correlation else None
         finally:
             for reader in side:
                 for warning in reader.warnings:

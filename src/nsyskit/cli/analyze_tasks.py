@@ -74,7 +74,6 @@ def analyze(
 ):  # fmt: skip
     """Findings first, then kernels, GPU breakdown and overlap, NVTX, NCCL sizes, ranks, NCCL logs; report.html, timeline."""
     from nsyskit.analysis import outputs
-    from nsyskit.analysis.diff import diff_table, run_diff
     from nsyskit.analysis.profilers import print_profiler_analysis, profiler_of, run_profiler_analysis
     from nsyskit.analysis.report import print_report, render_json
     from nsyskit.analysis.timeline import DEFAULT_MAX_EVENTS
@@ -84,6 +83,8 @@ def analyze(
     threshold = _number("--fail-on-regression", fail_on_regression, None)
     max_events = int(_number("--timeline-max-events", timeline_max_events, DEFAULT_MAX_EVENTS, integer=True, low=1))
     if diff:
+        from nsyskit.analysis.diff import diff_table, run_diff
+
         result = run_diff(_paths(diff), _paths(path), fail_on, threshold)
         if json_:
             _print_json(result.to_json())

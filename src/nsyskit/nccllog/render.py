@@ -140,12 +140,13 @@ TEXT_COLUMNS = {"op", "gpu", "dtype", "algorithm", "protocol", "fact", "value", 
 
 def _table(title: str, columns: list[str], rows: list[list[str]]) -> Table:
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(title=title, title_justify="left")
     for column in columns:
         table.add_column(column, justify="left" if column in TEXT_COLUMNS else "right")
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(Text(cell) for cell in row))  # log text is data, never rich markup
     return table
 
 

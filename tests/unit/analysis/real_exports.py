@@ -7,15 +7,20 @@ from pathlib import Path
 
 import pytest
 
-EXPORTS = Path(__file__).resolve().parents[4] / "shared" / "real-data" / "nsys-exports"
-NAMES = sorted(p.name.removesuffix(".xz") for p in EXPORTS.glob("*.sqlite.xz"))
+# ../shared/real-data (recorded by others), then the exports this project recorded on real GPUs (tests/data/real)
+FOLDERS = (
+    Path(__file__).resolve().parents[4] / "shared" / "real-data" / "nsys-exports",
+    Path(__file__).resolve().parents[2] / "data" / "real" / "nsys-exports",
+)
+PACKED = {p.name.removesuffix(".xz"): p for folder in FOLDERS for p in folder.glob("*.sqlite.xz")}
+NAMES = sorted(PACKED)
 
 
 def decompress(name: str, folder: Path) -> Path:
     """The export `name` decompressed into `folder` (reused when already there)."""
     target = folder / name
     if not target.exists():
-        target.write_bytes(lzma.decompress((EXPORTS / f"{name}.xz").read_bytes()))
+        target.write_bytes(lzma.decompress(PACKED[name].read_bytes()))
     return target
 
 

@@ -180,10 +180,13 @@ def test_a_bad_file_among_ranks_analyzed_in_processes_is_one_line(tmp_path):
     assert sorted(analyze_run([tmp_path / "a_rank_0.sqlite", good], workers=2).sources) == [0, 1]
 
 
-@pytest.mark.parametrize("case_threads", [32, 0])
+@pytest.mark.parametrize("case_threads", [32, 0, None])
 def test_launches_on_many_threads_project_alike(tmp_path, monkeypatch, case_threads):
-    # Ranges and launches on 40 threads: the runtime read sends thread indices (CASE) or raw globalTids beyond a cap.
-    monkeypatch.setattr("nsyskit.analysis.reader.MAX_CASE_THREADS", case_threads)
+    # Ranges and launches on 40 threads: read from the file's pages (None), or through SQLite, which sends thread
+    # indices (CASE) or raw globalTids beyond a cap.
+    if case_threads is not None:
+        monkeypatch.setenv("NSYSKIT_PAGE_SCAN", "0")
+        monkeypatch.setattr("nsyskit.analysis.launchread.MAX_CASE_THREADS", case_threads)
     kernels, launches, ranges = [], [], []
     for t in range(40):
         tid = gtid(7, 100 + t)
@@ -198,3 +201,17 @@ def test_launches_on_many_threads_project_alike(tmp_path, monkeypatch, case_thre
     got = {r["name"]: (r["kernels"], r["kernel_sum_ns"]) for r in analysis.nvtx_gpu.rows()}
     want = {f"work{w}": (len(ts), sum(100 + t for t in ts)) for w in range(3) for ts in [range(w, 40, 3)]}
     assert got == want
+
+
+def test_kernel_names_with_brackets_are_printed_whole(tmp_path):
+    # PyTorch's kernels carry lambdas in brackets (seen in the H100 export of tests/data/real): the terminal prints
+    # them as they are, never as rich markup (which swallowed "[lambda() (instance 3)]").
+    from rich.console import Console
+
+    from nsyskit.analysis.terminal import rich_table
+
+    name = "void at::native::copy<[lambda() (instance 3)]::operator ()() const::[/bold]>(int)"
+    path = write_export(tmp_path / "r.sqlite", Export(kernels=[Kernel(0, 10, name)]))
+    console = Console(record=True, width=400)
+    console.print(rich_table("Top kernels", analyze_run([path]).top_kernels, ["name", "total_ns"]))
+    assert name in console.export_text()

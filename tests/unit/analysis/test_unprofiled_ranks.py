@@ -7,7 +7,8 @@ import json
 from nsys_fixtures import Export, Kernel, Range, write_export
 
 from nsyskit import runrecord
-from nsyskit.analysis import discover, run_analysis
+from nsyskit.analysis import run_analysis
+from nsyskit.analysis.discover import discover
 
 
 def local0_run(folder):

@@ -1,0 +1,173 @@
+"""Test helper: pagescan's reads compared with SQLite's, table by table, column by column (also run as a script on
+damaged files in a child process, so that a crash fails the test instead of killing pytest).
+
+Script: python pagescan_check.py FILE... prints one line per file: `ok R N` (R reads equal to SQLite's, N None),
+`sqlite-failed` (SQLite cannot read it: only the absence of a crash is checked) or `DIFFERS <what>`.
+PAGESCAN_LIBRARY=path.so reads with that build of pagescan.c (e.g. one made with -fsanitize=address,undefined).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sqlite3
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from nsyskit.analysis import pagescan
+
+KINDS = {"null": 0, "integer": 1, "real": 2, "text": 3, "blob": 4}
+
+
+def quoted(name: str) -> str:
+    """An SQL identifier, quoted."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def rowid_tables(con) -> list[str]:
+    """The tables of the file that have rowids (no views, no WITHOUT ROWID, no virtual or internal tables)."""
+    rows = con.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table' AND rootpage > 0").fetchall()
+    return [name for name, sql in rows if not name.startswith("sqlite_") and "WITHOUT ROWID" not in sql.upper()]
+
+
+def columns_of(con, table: str) -> list[str]:
+    """The table's column names, in order."""
+    return [row[1] for row in con.execute(f"PRAGMA table_xinfo({quoted(table)})")]
+
+
+def sqlite_read(con, table: str, columns: list[str]) -> tuple[list[int], dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """(rowids, per column: (int64 values with 0 where not INTEGER, kinds)) as SQLite's full scan reads them."""
+    parts = ", ".join(f"{quoted(c)}, typeof({quoted(c)})" for c in columns)
+    rows = con.execute(f"SELECT rowid, {parts} FROM {quoted(table)} NOT INDEXED").fetchall()
+    result = {}
+    for index, name in enumerate(columns):
+        values = [r[1 + 2 * index] for r in rows]
+        kinds = np.array([KINDS[r[2 + 2 * index]] for r in rows], dtype=np.uint8)
+        ints = np.array([v if k == 1 else 0 for v, k in zip(values, kinds, strict=True)], dtype=np.int64)
+        result[name] = (ints, kinds)
+    return [r[0] for r in rows], result
+
+
+class Comparison:
+    """What the reads of one file showed: how many, those that differ from SQLite, those that were None."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+        self.differs: list[str] = []
+        self.none: list[str] = []
+
+    def read(self, con, path: Path, table: str, columns: tuple[str, ...], kinds: tuple[str, ...] = ()):
+        """pagescan's read, counted (and noted when None)."""
+        self.reads += 1
+        found = pagescan.read_columns(con, path, table, columns, kinds)
+        if found is None:
+            self.none.append(f"{table}.{'/'.join(columns)}{' with kinds' if kinds else ''}")
+        return found
+
+    def same(self, found: np.ndarray, expected: np.ndarray, what: str) -> None:
+        """Note `what` when the two arrays differ (in length, type or values)."""
+        if found.dtype != expected.dtype or not np.array_equal(found, expected):
+            self.differs.append(what)
+
+
+def compare_table(con, path: Path, table: str, comparison: Comparison, thorough: bool = True) -> None:
+    """Every column of `table` read by pagescan (each alone with and without kinds when `thorough`, then all at once
+    with kinds) against SQLite's full scan, into `comparison`."""
+    columns = columns_of(con, table)
+    rowids, expected = sqlite_read(con, table, columns)
+    rowid = np.array(rowids, dtype=np.int64)
+    read = comparison.read(con, path, table, ("rowid",))
+    if read is not None:
+        comparison.same(read["rowid"], rowid, f"{table}.rowid")
+    for name in columns if thorough else ():
+        values, kinds = expected[name]
+        both = comparison.read(con, path, table, (name, "rowid"), kinds=(name,))
+        if both is not None:
+            comparison.same(both[f"{name}:kind"], kinds, f"{table}.{name}:kind")
+            comparison.same(both[name], values, f"{table}.{name} with kinds")
+            comparison.same(both["rowid"], rowid, f"{table}.{name} rowids")
+        plain = pagescan.read_columns(con, path, table, (name,))
+        if plain is not None:
+            comparison.same(plain[name], values, f"{table}.{name} without kinds")
+        if both is not None and (plain is None) != bool((kinds != 1).any()):
+            comparison.differs.append(f"{table}.{name} without kinds: {'None' if plain is None else 'read'}")
+    if columns:
+        chosen = tuple(columns[: pagescan.MAX_COLUMNS])
+        every = comparison.read(con, path, table, chosen, kinds=chosen)
+        if every is not None:
+            for name in chosen:
+                comparison.same(every[name], expected[name][0], f"{table}.{name} read with all columns")
+                comparison.same(every[f"{name}:kind"], expected[name][1], f"{table}.{name}:kind with all columns")
+
+
+def compare_file(path: Path, thorough: bool = True) -> Comparison:
+    """Every rowid table of the file compared (see compare_table)."""
+    con = connect(path)
+    comparison = Comparison()
+    for table in rowid_tables(con):
+        compare_table(con, path, table, comparison, thorough)
+    return comparison
+
+
+def connect(path: Path):
+    """A read-only connection that decodes any text (exports hold binary text: TARGET_INFO_SYSTEM_ENV)."""
+    con = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    con.text_factory = lambda raw: raw.decode("utf-8", "replace")
+    return con
+
+
+def check_file(path: Path) -> str:
+    """This file's verdict line (see the module's docstring)."""
+    con = connect(path)
+    tables: list[str] = []
+    try:
+        tables = rowid_tables(con)
+        for table in tables:  # SQLite must read every row of every table first
+            con.execute(f"SELECT * FROM {quoted(table)} NOT INDEXED").fetchall()
+    except (sqlite3.DatabaseError, UnicodeDecodeError, MemoryError):  # (UnicodeDecodeError: a damaged schema)
+        try:  # whatever SQLite makes of it, pagescan must not crash (nor loop)
+            for table in tables:
+                names = tuple(columns_of(con, table)[: pagescan.MAX_COLUMNS])
+                pagescan.read_columns(con, path, table, (*names, "rowid"), kinds=names)
+        except (sqlite3.DatabaseError, UnicodeDecodeError):
+            pass
+        return "sqlite-failed"
+    comparison = Comparison()
+    for table in tables:
+        compare_table(con, path, table, comparison, thorough=False)
+    if comparison.differs:
+        return f"DIFFERS {' '.join(comparison.differs)}"
+    return f"ok {comparison.reads - len(comparison.none)} {len(comparison.none)}"
+
+
+def use_library(path: str) -> None:
+    """Read through this compiled pagescan.c instead of the cached build."""
+    library = ctypes.CDLL(path)
+    count, read = library.nsk_count_rows, library.nsk_read_rows
+    pointer, size = ctypes.c_void_p, ctypes.c_int64
+    count.restype = read.restype = size
+    count.argtypes = [pointer, size, size]
+    read.argtypes = [
+        pointer,
+        size,
+        size,
+        size,
+        pointer,
+        pointer,
+        pointer,
+        pointer,
+        ctypes.c_int32,
+        pointer,
+        pointer,
+        size,
+    ]
+    pagescan._loaded[:] = [(count, read)]
+
+
+if __name__ == "__main__":
+    if os.environ.get("PAGESCAN_LIBRARY"):
+        use_library(os.environ["PAGESCAN_LIBRARY"])
+    for argument in sys.argv[1:]:
+        print(f"{argument} {check_file(Path(argument))}", flush=True)
