@@ -33,9 +33,14 @@ INST_RATE = "smsp__sass_thread_inst_executed_op_{op}_pred_on.sum.per_cycle_elaps
 PEAK_FMA = "sm__sass_thread_inst_executed_op_{op}_pred_on.sum.peak_sustained"  # FMA per cycle at peak
 SMSP_CLOCK, SM_CLOCK = "smsp__cycles_elapsed.avg.per_second", "sm__cycles_elapsed.avg.per_second"
 PRECISIONS = {"fp32": ("fadd", "fmul", "ffma"), "fp64": ("dadd", "dmul", "dfma")}
-# Unit prefixes ncu prints without --print-units base (SI: 1 Kbyte = 1000 bytes); time relative to one second.
-PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
-TIME = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0}
+# Units as ncu prints them: a prefix (SI: 1 Kbyte = 1000 bytes) and a base, 'a/b' for rates. Bases by spelling:
+# ncu 2022 wrote 'nsecond', 'usecond', 'Gbyte/second', 'cycle/nsecond'; 2025 writes 'ns', 'us', 'Gbyte/s', 'Ghz'.
+PREFIX = {"": 1.0, "p": 1e-12, "n": 1e-9, "u": 1e-6, "µ": 1e-6, "m": 1e-3, "K": 1e3, "k": 1e3, "M": 1e6, "G": 1e9,
+          "T": 1e12, "P": 1e15}  # fmt: skip
+TIME_BASES = ("second", "s")  # in seconds
+RATE_BASES = ("hz", "Hz")  # per second (a clock: cycles per second)
+COUNT_BASES = ("byte", "cycle", "inst", "warp", "thread", "sector", "request", "block", "register", "FLOP", "flop")
+NS_PER_SECOND = 1e9
 NO_KERNEL_NOTE = "ncu recorded no kernel launch in {path} (no GPU, or no launch matched NCU_KERNEL)"
 
 
@@ -102,24 +107,31 @@ def number(text: str | None) -> float:
         return math.nan
 
 
+def unit_factor(part: str) -> float:
+    """What one of `part` (one side of a unit: 'us', 'nsecond', 'Ghz', 'Kbyte', '%') is in base units (seconds for
+    time, per second for hz, the plain count otherwise); 1 for units without a prefix or unknown ('%', 'SM')."""
+    for base in (*TIME_BASES, *RATE_BASES, *COUNT_BASES):
+        if part.endswith(base) and part[: -len(base)] in PREFIX:
+            return PREFIX[part[: -len(base)]]
+    return 1.0
+
+
 def in_base_units(value: float, unit: str) -> float:
-    """A value in its unit (e.g. 'Gbyte/second', 'usecond', 'cycle/nsecond') converted to base units per second."""
+    """A value in its unit (e.g. 'Gbyte/second', 'Tbyte/s', 'us', 'nsecond', 'Ghz', 'cycle/nsecond') converted to base
+    units: durations in seconds, rates per second, counts unscaled."""
     numerator, _, denominator = unit.partition("/")
-
-    def factor(part: str) -> float:
-        if part in TIME:
-            return TIME[part]
-        for name in ("byte", "cycle", "inst", "warp", "thread", "sector", "request"):
-            if part.endswith(name) and part[: -len(name)] in PREFIX:
-                return PREFIX[part[: -len(name)]]
-        return 1.0
-
-    return value * factor(numerator) / (factor(denominator) if denominator else 1.0)
+    return value * unit_factor(numerator) / (unit_factor(denominator) if denominator else 1.0)
 
 
 def metric(launch: dict[str, str], units: dict[str, str], name: str) -> float:
     """One metric of a launch in base units (durations in seconds, rates per second); NaN when not collected."""
     return in_base_units(number(launch.get(name)), units.get(name, ""))
+
+
+def duration_ns(launch: dict[str, str], units: dict[str, str]) -> float:
+    """The launch's duration in ns, to the ps (ncu prints ns or us to 6 decimals: the rest is the conversion's float
+    residue, 31232.000000000004 for '31,232' ns)."""
+    return round(metric(launch, units, DURATION) * NS_PER_SECOND, 3)
 
 
 def roofline(launch: dict[str, str], units: dict[str, str]) -> dict[str, float | str]:
@@ -150,7 +162,7 @@ def launch_table(rank: int, units: dict[str, str], launches: list[dict[str, str]
     for launch in launches:
         values = {
             "rank": rank, "id": int(number(launch.get("ID")) or 0), "name": launch.get("Kernel Name", ""),
-            "duration_ns": metric(launch, units, DURATION) / TIME["nsecond"],
+            "duration_ns": duration_ns(launch, units),
             "sm_throughput_pct": number(launch.get(SM_THROUGHPUT)),
             "memory_throughput_pct": number(launch.get(MEMORY_THROUGHPUT)),
             "achieved_occupancy_pct": number(launch.get(ACHIEVED_OCCUPANCY)),

@@ -78,15 +78,15 @@ def ncu_analysis(paths: list[str | Path]) -> ProfilerAnalysis:
 
 
 def torch_analysis(paths: list[str | Path], straggler_pct: float = 5.0) -> ProfilerAnalysis:
-    """HTA's tables of a run's torch profiler traces."""
+    """The tables of a run's torch profiler traces (HTA's breakdowns, kernel tables from the traces' GPU events)."""
     result = torchprof.analyze_traces(paths, straggler_pct)
     titles = {
         "temporal_breakdown": "Temporal breakdown per rank (HTA: % of the GPU kernels' span)",
         "comm_comp_overlap": "Communication overlapped by computation per rank (HTA)",
         "idle_time": "GPU idle time per rank and stream, by cause (HTA)",
-        "kernel_types": "Kernel time by type, all ranks (HTA)",
-        "top_kernels": "Top kernels, all ranks (HTA)",
-        "rank_kernels": "Kernels per rank (HTA)",
+        "kernel_types": "GPU time by kernel type, all ranks (kinds as HTA's)",
+        "top_kernels": "Top kernels, all ranks (every launch in the traces)",
+        "rank_kernels": "Kernels per rank (every launch in the traces)",
         "ranks": "Ranks (stragglers in red)",
     }
     tables = {name: (title, getattr(result, name), None) for name, title in titles.items()}
