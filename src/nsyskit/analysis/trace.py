@@ -169,7 +169,15 @@ class RankTrace:
 
     def results(self) -> dict[str, Any]:
         """Every per-rank analysis (tables carry a rank column; `summary` feeds the ranks table)."""
-        breakdown, steps, rank = self.breakdown(), self.steps(), self.rank
+        self.kernels, self.kernel_names, self.memcpys, self.memsets  # noqa: B018  (read before two threads use them)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            # The kernel tables are numpy over every kernel (sorts and reductions release the GIL): they run beside
+            # the NVTX and NCCL tables, whose per-text work holds it.
+            kernel_tables = pool.submit(lambda: (self.kernel_summary(), self.breakdown()))
+            nvtx_tables = self.nvtx_summary(), self.nvtx_gpu(), self.nccl_operations(), self.steps()
+            kernel_summary, breakdown = kernel_tables.result()
+        nvtx_summary, nvtx_gpu, nccl_ops, steps = nvtx_tables
+        rank = self.rank
         window = int(breakdown["window_ns"].sum()) if len(breakdown) else 0
         busy = int(breakdown["busy_ns"].sum()) if len(breakdown) else 0
         comm = int(breakdown["comm_ns"].sum()) if len(breakdown) else 0
@@ -179,13 +187,13 @@ class RankTrace:
             "source": str(self.reader.path)
             + (f" (process {(self.pid >> 24) & 0xFFFFFF})" if self.pid is not None else ""),
             "nsys_version": self.reader.nsys_version,
-            "kernel_summary": self.kernel_summary(),
+            "kernel_summary": kernel_summary,
             "breakdown": with_rank(rank, breakdown),
             "memcpy": with_rank(rank, self.memcpy_by_kind()),
-            "nvtx": with_rank(rank, self.nvtx_summary()),
-            "nvtx_gpu": with_rank(rank, self.nvtx_gpu()),
+            "nvtx": with_rank(rank, nvtx_summary),
+            "nvtx_gpu": with_rank(rank, nvtx_gpu),
             "steps": with_rank(rank, steps),
-            "nccl_ops": with_rank(rank, self.nccl_operations()),
+            "nccl_ops": with_rank(rank, nccl_ops),
             "summary": {
                 "rank": rank,
                 "host": self.host,
