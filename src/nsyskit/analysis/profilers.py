@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from nsyskit.analysis import ncu, torchprof
 from nsyskit.analysis.runinfo import run_record
 from nsyskit.analysis.table import Table
 from nsyskit.analysis.terminal import rich_table
@@ -39,6 +38,8 @@ def profiler_of(paths: list[str | Path]) -> str:
             return recorded
     if any(name.endswith(NSYS_SUFFIXES) for name in names):
         return "nsys"
+    from nsyskit.analysis import ncu, torchprof  # here: an nsys run (the usual one) needs neither
+
     if any(name.endswith(ncu.NCU_SUFFIX) for name in names):
         return "ncu"
     if any(name.endswith(torchprof.TRACE_SUFFIXES) for name in names):
@@ -68,6 +69,8 @@ class ProfilerAnalysis:
 
 def ncu_analysis(paths: list[str | Path]) -> ProfilerAnalysis:
     """Per kernel and per launch Nsight Compute tables of a run's .ncu-rep reports."""
+    from nsyskit.analysis import ncu
+
     launches, kernels, sources, notes = ncu.analyze_reports(paths)
     shown = ["name", "launches", "duration_ns", "sm_throughput_pct", "memory_throughput_pct",
              "achieved_occupancy_pct", "achieved_gflops", "peak_gflops", "of_peak_flops_pct", "intensity_flop_per_byte"]  # fmt: skip
@@ -79,6 +82,8 @@ def ncu_analysis(paths: list[str | Path]) -> ProfilerAnalysis:
 
 def torch_analysis(paths: list[str | Path], straggler_pct: float = 5.0) -> ProfilerAnalysis:
     """The tables of a run's torch profiler traces (HTA's breakdowns, kernel tables from the traces' GPU events)."""
+    from nsyskit.analysis import torchprof
+
     result = torchprof.analyze_traces(paths, straggler_pct)
     titles = {
         "temporal_breakdown": "Temporal breakdown per rank (HTA: % of the GPU kernels' span)",
