@@ -139,13 +139,6 @@ def _nccl_kernel_mask(kernels: Intervals, names: Mapping[int, str]) -> np.ndarra
     return np.isin(kernels.extra.get("name", np.empty(0, dtype=np.int64)), ids)
 
 
-def _codes(values: np.ndarray) -> tuple[np.ndarray, list]:
-    """(an integer code per value, the distinct values in code order), for columns with few distinct values."""
-    seen: dict = {}
-    codes = np.fromiter((seen.setdefault(v, len(seen)) for v in values.tolist()), dtype=np.int64, count=len(values))
-    return codes, list(seen)
-
-
 def nccl_size_summary(ops: Table) -> Table:
     """Per collective, origin and message-size bucket: count, total/average/median duration, total bytes."""
     columns = ("op", "origin", "bucket", "count", "total_ns", "avg_ns", "median_ns", "bytes")
@@ -153,8 +146,8 @@ def nccl_size_summary(ops: Table) -> Table:
         return Table({c: np.empty(0, dtype=object if c in ("op", "origin", "bucket") else np.float64) for c in columns})
     origin = ops["origin"] if "origin" in ops else np.full(len(ops), "nccl-nvtx", dtype=object)
     # Group by small integer codes of the three text columns (each has a handful of values): no per-op key string
-    (op_code, ops_seen), (origin_code, origins_seen), (bucket_code, buckets_seen) = (
-        _codes(ops["op"]), _codes(origin), _codes(ops["bucket"])
+    (ops_seen, op_code), (origins_seen, origin_code), (buckets_seen, bucket_code) = (
+        factorize(ops["op"]), factorize(origin), factorize(ops["bucket"])
     )
     combined = (op_code * len(origins_seen) + origin_code) * len(buckets_seen) + bucket_code
     unique, inverse = np.unique(combined, return_inverse=True)
