@@ -99,31 +99,28 @@ class RankTrace:
         wants_correlation = self.reader.has_launches() and self.reader.has_nvtx_ranges()
         side = [ExportReader(self.reader.path) for _ in range(2)]
 
-        def nvtx_and_labels():
-            nvtx = side[0].nvtx_ranges(self.pid)
-            self.__dict__["nvtx_labels"] = analyzers.nvtx_labels(nvtx)  # Python work while the scans hold no GIL
-            return nvtx
-
         def copies_and_calls():  # the CUDA API calls of every thread when the pages give them (filtered below)
             copies = side[1].memcpys(self.pid), side[1].memsets(self.pid)
             return copies, side[1].runtime_rows() if wants_correlation else None
 
         try:
             with ThreadPoolExecutor(max_workers=2) as pool:
-                first = pool.submit(nvtx_and_labels)
+                first = pool.submit(side[0].nvtx_ranges, self.pid)
                 second = pool.submit(copies_and_calls)
                 if "kernels" not in self.__dict__:
                     self.__dict__["kernels"] = self.reader.kernels(self.pid, correlation=wants_correlation, with_pid=with_pid)
-                self.__dict__["nvtx"] = first.result()
+                nvtx = self.__dict__["nvtx"] = first.result()
+                labels = pool.submit(analyzers.nvtx_labels, nvtx)  # per-text Python, beside the launch join's numpy
                 (self.__dict__["memcpys"], self.__dict__["memsets"]), runtime = second.result()
-                calls = side[0].launch_calls(self.nvtx.thread, runtime) if wants_correlation else None
+                if wants_correlation:
+                    calls = side[0].launch_calls(nvtx.thread, runtime)
+                    self.__dict__["launches"] = join_launches(*calls, self.kernels)
+                self.__dict__["nvtx_labels"] = labels.result()
         finally:
             for reader in side:
                 for warning in reader.warnings:
                     self.reader.warn(warning)
                 reader.close()
-        if calls is not None:
-            self.__dict__["launches"] = join_launches(*calls, self.kernels)
 
     @property
     def host(self) -> str:
