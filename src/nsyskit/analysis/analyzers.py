@@ -171,11 +171,10 @@ def gpu_breakdown(
             spans(k_start[k_comm], k_end[k_comm]),
             spans(m_start, m_end),
         )
+        compute_comm = iv.merge(compute, comm)
         c, n, m = iv.length(*compute), iv.length(*comm), iv.length(*mem)
-        # |A ∪ B| = |A| + |B| - |A ∩ B|: pairwise overlaps by prefix sums, one merge (for the three together)
-        cn = c + n - iv.overlap(compute, comm)
-        cm, nm = c + m - iv.overlap(compute, mem), n + m - iv.overlap(comm, mem)
-        busy = cn + m - iv.overlap(iv.merge(compute, comm), mem)
+        cn, cm, nm = iv.length(*compute_comm), iv.length(*iv.merge(compute, mem)), iv.length(*iv.merge(comm, mem))
+        busy = iv.length(*iv.merge(compute_comm, mem))
         values = {
             "device": int(device), "window_ns": high - low, "busy_ns": busy, "compute_ns": c, "comm_ns": n, "memory_ns": m,
             "idle_ns": (high - low) - busy, "compute_comm_overlap_ns": c + n - cn, "compute_memory_overlap_ns": c + m - cm,

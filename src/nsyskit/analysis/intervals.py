@@ -30,25 +30,6 @@ def length(start: np.ndarray, end: np.ndarray) -> int:
     return int(np.sum(end - start, dtype=np.int64))
 
 
-def covered(union_start: np.ndarray, union_end: np.ndarray, points: np.ndarray) -> np.ndarray:
-    """For each point x, the length of the union (sorted, disjoint) that lies before x: a prefix sum and a search."""
-    before = np.zeros(len(union_start) + 1, dtype=np.int64)
-    np.cumsum(union_end - union_start, out=before[1:])
-    index = np.searchsorted(union_start, points, side="right")  # unions starting at or before x
-    last = np.maximum(index - 1, 0)
-    inside = np.where(index > 0, np.minimum(points, union_end[last]) - union_start[last], 0)
-    return before[np.maximum(index - 1, 0)] + np.maximum(inside, 0)
-
-
-def overlap(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> int:
-    """The length of A ∩ B for two unions (sorted, disjoint): per interval of the smaller one, B's length inside it."""
-    if len(a[0]) > len(b[0]):
-        a, b = b, a
-    if not len(a[0]) or not len(b[0]):
-        return 0
-    return int(np.sum(covered(*b, a[1]) - covered(*b, a[0]), dtype=np.int64))
-
-
 def merge(*unions: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """The union of several interval sets (each already a union or not)."""
     if not unions:

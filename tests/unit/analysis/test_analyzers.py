@@ -163,20 +163,3 @@ def test_counting_and_sorting_paths_of_duration_stats_agree():
             sparse_keys, durations, int(sparse_keys.min()), int(np.ptp(sparse_keys))
         )
         assert list(ids) == list(want_ids) and all(np.allclose(stats[c], want[c]) for c in stats)
-
-
-def test_overlap_of_two_unions_equals_a_timeline_count():
-    # The breakdown's pairwise overlaps come from prefix sums (no merge, no sort): against a boolean timeline.
-    rng = np.random.default_rng(7)
-    for _ in range(300):
-        sets = []
-        for _side in range(2):
-            count = int(rng.integers(0, 25))
-            starts = rng.integers(0, 900, count)
-            sets.append(intervals.union(starts, starts + rng.integers(0, 120, count)))
-        timelines = [np.zeros(1100, dtype=bool) for _ in sets]
-        for timeline, (starts, ends) in zip(timelines, sets, strict=True):
-            for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
-                timeline[start:end] = True
-        expected = int((timelines[0] & timelines[1]).sum())
-        assert intervals.overlap(*sets) == intervals.overlap(sets[1], sets[0]) == expected
