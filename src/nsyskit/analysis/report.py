@@ -47,14 +47,17 @@ class Report:
 
 
 def run_logs(analysis: Analysis, folder: Path) -> list[Path]:
-    """The run's log files: those under the report's folder and under the folders of the analyzed reports."""
+    """The run's log files: anywhere under a run folder (one with run.json: the kit wrote it, logs/ and all), else
+    beside the analyzed reports and in the report's folder, not below (a report saved in ~/Downloads or /tmp must not
+    make the analysis walk and parse every log under it)."""
     from nsyskit.nccllog.inputs import logs_in_folder
+    from nsyskit.runrecord import RUN_JSON
 
     folders = {Path(folder)} | {Path(source).parent for source in analysis.sources.values()}
     found: dict[Path, None] = {}
     for each in sorted(folders):
         if each.is_dir():
-            found.update(dict.fromkeys(logs_in_folder(each)))
+            found.update(dict.fromkeys(logs_in_folder(each, recursive=(each / RUN_JSON).is_file())))
     return list(found)
 
 

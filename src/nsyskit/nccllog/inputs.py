@@ -14,12 +14,12 @@ LOG_PATTERNS = ("*.log", "*.log.gz", "*.txt", "*.txt.gz", "*.out", "*.out.gz", "
 SKIP_SUFFIXES = {".nsys-rep", ".qdstrm", ".sqlite", ".json", ".html", ".png", ".csv"}
 
 
-def logs_in_folder(folder: Path) -> list[Path]:
-    """Log files anywhere under a folder (a run's report folder), sorted by path."""
+def logs_in_folder(folder: Path, recursive: bool = True) -> list[Path]:
+    """Log files anywhere under a folder (a run's report folder), or only in it, sorted by path."""
     found = {
         path
         for pattern in LOG_PATTERNS
-        for path in folder.rglob(pattern)
+        for path in (folder.rglob(pattern) if recursive else folder.glob(pattern))
         if path.is_file() and path.suffix not in SKIP_SUFFIXES and not path.name.startswith("nccl-log.")
     }
     return sorted(found)

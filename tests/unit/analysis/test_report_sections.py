@@ -118,3 +118,17 @@ def test_nccllog_renders_without_the_nsys_analysis():
         "assert not [m for m in sys.modules if m.startswith('nsyskit.analysis')], sorted(sys.modules)"
     )
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+
+
+def test_logs_below_a_folder_count_only_in_a_run_folder(tmp_path):
+    # A report saved in a big folder (~/Downloads, /tmp) must not make the analysis walk and parse every log below
+    # it; the kit's own run folders (run.json) keep their logs/ subfolders.
+    folder = tmp_path / "downloads"
+    (folder / "old-job" / "logs").mkdir(parents=True)
+    shutil.copy(DATA / "nemo_4gpu.log", folder / "old-job" / "logs" / "rank0.log")
+    analysis = Analysis(sources={0: str(folder / "profile_rank_0.sqlite")}, nsys_versions={})
+    assert report.run_logs(analysis, folder) == []
+    shutil.copy(DATA / "nemo_4gpu.log", folder / "beside.log")
+    assert report.run_logs(analysis, folder) == [folder / "beside.log"]
+    (folder / "run.json").write_text("{}")
+    assert report.run_logs(analysis, folder) == [folder / "beside.log", folder / "old-job" / "logs" / "rank0.log"]
