@@ -38,9 +38,12 @@ def project(thread: np.ndarray, start: np.ndarray, end: np.ndarray, launches: La
     keep = np.ones(len(launches), dtype=bool) if only is None else only[launches.kernel]
     if n == 0 or not keep.any():
         return Projection(counts, totals, first, last)
-    order = np.lexsort((launches.start[keep], launches.thread[keep]))
-    l_thread, l_start = launches.thread[keep][order], launches.start[keep][order]
-    kernel = launches.kernel[keep][order]
+    l_thread, l_start, kernel = launches.thread, launches.start, launches.kernel
+    if only is not None:
+        l_thread, l_start, kernel = l_thread[keep], l_start[keep], kernel[keep]
+    if not _in_order(l_thread, l_start):  # one launching thread (the usual loop): calls are in time order already
+        order = np.lexsort((l_start, l_thread))
+        l_thread, l_start, kernel = l_thread[order], l_start[order], kernel[order]
     k_start, k_end = kernels.start[kernel], kernels.end[kernel]
     lo, hi = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     for tid in np.unique(thread):  # few threads: per thread, every range's launches are one contiguous slice
@@ -56,6 +59,14 @@ def project(thread: np.ndarray, start: np.ndarray, end: np.ndarray, launches: La
         first[some] = _segment(np.minimum, k_start, lo[some], hi[some])
         last[some] = _segment(np.maximum, k_end, lo[some], hi[some])
     return Projection(counts, totals, first, last)
+
+
+def _in_order(thread: np.ndarray, start: np.ndarray) -> bool:
+    """Whether the calls are sorted by (thread, start), as np.lexsort((start, thread)) would order them."""
+    if len(thread) < 2:
+        return True
+    later_thread, same_thread = thread[1:] > thread[:-1], thread[1:] == thread[:-1]
+    return bool((later_thread | (same_thread & (start[1:] >= start[:-1]))).all())
 
 
 def _segment(ufunc: np.ufunc, values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
