@@ -9,6 +9,7 @@ Everything here is a pure function over the analysis tables, so findings, the re
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -51,6 +52,11 @@ class RunView:
     def has_gpu(self) -> bool:
         """Whether any GPU activity was recorded."""
         return self.breakdown is not None and len(self.breakdown) > 0
+
+    @cached_property
+    def window_ops(self) -> Table | None:
+        """The NCCL operations that start inside one of the window's steps (the findings ask several times)."""
+        return ops_in_steps(self.nccl_ops, self.steps)
 
 
 def _empty_steps() -> Table:
@@ -125,7 +131,7 @@ def per_rank(view: RunView) -> Table:
     """Per rank over the window: median step, work (step minus communication), compute, communication, host (ns)."""
     ranks = view.ranks
     rows: dict[str, list[float]] = {n: [] for n in ("step_ns", "comm_ns", "compute_ns", "host_ns", "work_ns", "steps")}
-    ops = ops_in_steps(view.nccl_ops, view.steps)
+    ops = view.window_ops
     for rank in ranks:
         mine = view.steps["duration_ns"][view.steps["rank"] == rank]
         count = len(mine)
@@ -185,7 +191,7 @@ def run_metrics(view: RunView) -> dict[str, float]:
     ranks = per_rank(view)
     cvs = step_cv_by_rank(view.steps)
     breakdown = view.breakdown if view.has_gpu else None
-    ops = ops_in_steps(view.nccl_ops, view.steps)
+    ops = view.window_ops
     if breakdown is not None:
         comm_share = float(breakdown["comm_ns"].sum()) * 100.0 / max(float(breakdown["busy_ns"].sum()), 1.0)
     elif ops is not None and len(durations):
