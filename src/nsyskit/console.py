@@ -12,13 +12,23 @@ if TYPE_CHECKING:
     err: Console
 
 
+PIPED_WIDTH = 160  # columns of the tables when stdout/stderr is not a terminal and COLUMNS is unset
+
+
 def __getattr__(name: str) -> Console:
     """`out` and `err`, made on first use: importing rich costs ~0.1 s that `invoke --list` and JSON output skip."""
     if name not in ("out", "err"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import os
+    import sys
+
     from rich.console import Console
 
-    made = Console(stderr=name == "err", highlight=False, soft_wrap=True)
+    stream = sys.stderr if name == "err" else sys.stdout
+    # Piped into a file or a CI log: tables as wide as a log viewer shows (rich's 80 columns folded them three times
+    # as long, and rendering them cost a third more); COLUMNS still decides when set.
+    width = None if stream.isatty() or os.environ.get("COLUMNS") else PIPED_WIDTH
+    made = Console(stderr=name == "err", highlight=False, soft_wrap=True, width=width)
     globals()[name] = made
     return made
 

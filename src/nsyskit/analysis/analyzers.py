@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from nsyskit.analysis import intervals as iv
+from nsyskit.analysis import sweep
 from nsyskit.analysis.nccl import NCCL_KERNEL as NCCL_NAME
 from nsyskit.analysis.nccl import (  # noqa: F401  (their home moved to nccl.py)
     SIZE_BUCKETS,
@@ -142,39 +142,30 @@ def gpu_breakdown(
     mem_start = np.concatenate([m.start for m in memory]) if memory else np.empty(0, dtype=np.int64)
     mem_end = np.concatenate([m.end for m in memory]) if memory else np.empty(0, dtype=np.int64)
     mem_dev = np.concatenate([m.device for m in memory]) if memory else np.empty(0, dtype=np.int64)
-    devices = distinct(np.concatenate([kernels.device, mem_dev]))
+    every_device = np.concatenate([kernels.device, mem_dev])
+    one = len(every_device) and every_device.min() == every_device.max()  # one GPU per rank (the usual case)
+    devices = every_device[:1] if one else distinct(every_device)
     if len(devices) == 0:
         return Table.empty(BREAKDOWN_COLUMNS + tuple(c.replace("_ns", "_pct") for c in BREAKDOWN_COLUMNS[2:]))
     if window is None:  # the span of the activity itself: nothing lies outside it, nothing to clip
         low = int(min(kernels.start.min(initial=np.iinfo(np.int64).max), mem_start.min(initial=np.iinfo(np.int64).max)))
         high = int(max(kernels.end.max(initial=0), mem_end.max(initial=0)))
-
-        def spans(start, end):
-            return iv.union(start, end)
     else:
         low, high = window
-
-        def spans(start, end):
-            return iv.union(*iv.clip(start, end, low, high))
-
-    is_comm = np.isin(kernels.extra["name"], nccl_ids)
+    # Each kernel's category bit (compute or communication) rides along: the kernel list is never split.
+    kernel_kind = np.where(_among(kernels.extra["name"], nccl_ids), sweep.COMM, sweep.COMPUTE).astype(np.uint8)
     rows: dict[str, list] = {name: [] for name in BREAKDOWN_COLUMNS}
     for device in devices:
-        k_start, k_end, k_comm, m_start, m_end = kernels.start, kernels.end, is_comm, mem_start, mem_end
+        lists = [(kernels.start, kernels.end, kernel_kind), *((m.start, m.end, sweep.MEMORY) for m in memory)]
         if len(devices) > 1:  # one GPU per rank is the usual case: no selection copies then
-            on_kernel, on_mem = kernels.device == device, mem_dev == device
-            k_start, k_end, k_comm = k_start[on_kernel], k_end[on_kernel], k_comm[on_kernel]
-            m_start, m_end = m_start[on_mem], m_end[on_mem]
-        k_compute = ~k_comm
-        compute, comm, mem = (
-            spans(k_start[k_compute], k_end[k_compute]),
-            spans(k_start[k_comm], k_end[k_comm]),
-            spans(m_start, m_end),
-        )
-        compute_comm = iv.merge(compute, comm)
-        c, n, m = iv.length(*compute), iv.length(*comm), iv.length(*mem)
-        cn, cm, nm = iv.length(*compute_comm), iv.length(*iv.merge(compute, mem)), iv.length(*iv.merge(comm, mem))
-        busy = iv.length(*iv.merge(compute_comm, mem))
+            lists = [(s[d == device], e[d == device], c if np.isscalar(c) else c[d == device])
+                     for (s, e, c), d in zip(lists, [kernels.device, *(m.device for m in memory)], strict=True)]  # fmt: skip
+        if window is not None:
+            lists = [(np.clip(s, low, high), np.clip(e, low, high), c) for s, e, c in lists]
+        union = sweep.union_lengths(lists)
+        c, n, m = union[sweep.COMPUTE], union[sweep.COMM], union[sweep.MEMORY]
+        cn, cm = union[sweep.COMPUTE | sweep.COMM], union[sweep.COMPUTE | sweep.MEMORY]
+        nm, busy = union[sweep.COMM | sweep.MEMORY], union[sweep.COMPUTE | sweep.COMM | sweep.MEMORY]
         values = {
             "device": int(device), "window_ns": high - low, "busy_ns": busy, "compute_ns": c, "comm_ns": n, "memory_ns": m,
             "idle_ns": (high - low) - busy, "compute_comm_overlap_ns": c + n - cn, "compute_memory_overlap_ns": c + m - cm,
@@ -187,6 +178,15 @@ def gpu_breakdown(
     for name in BREAKDOWN_COLUMNS[2:]:
         table[name.replace("_ns", "_pct")] = table[name] * 100.0 / span
     return Table(table)
+
+
+def _among(ids: np.ndarray, chosen: np.ndarray) -> np.ndarray:
+    """np.isin(ids, chosen) for StringIds (a small range): one lookup per id instead of a sort."""
+    if len(ids) and len(chosen) and ids.min() >= 0 and ids.max() < (1 << 24):
+        table = np.zeros(int(ids.max()) + 1, dtype=bool)
+        table[chosen[(chosen >= 0) & (chosen <= ids.max())]] = True
+        return table[ids]
+    return np.isin(ids, chosen)
 
 
 def memcpy_by_kind(memcpys: Intervals, kind_names: Mapping[int, str]) -> Table:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import threading
 from pathlib import Path
 
 from nsyskit import console
@@ -113,6 +114,8 @@ def analyze(
         if page:
             console.done(f"report: {page}")
         return
+    if not json_:  # rich (~50 ms to import) loads while the reports are read: the tables need it only at the end
+        threading.Thread(target=_import_rich, daemon=True).start()
     result = outputs.analyze(paths, folder, straggler, _progress("analyze"))
     if json_:
         _print_json(render_json(result.report))
@@ -137,6 +140,12 @@ def _progress(what: str):
             console.info(f"{what}: {done}/{total} reports")
 
     return show
+
+
+def _import_rich() -> None:
+    """Import what the terminal tables use (run in a thread beside the analysis)."""
+    import rich.console  # noqa: F401
+    import rich.table  # noqa: F401
 
 
 def _print_json(data: object) -> None:
