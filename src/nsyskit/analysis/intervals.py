@@ -36,8 +36,3 @@ def merge(*unions: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarra
         empty = np.empty(0, dtype=np.int64)
         return empty, empty
     return union(np.concatenate([u[0] for u in unions]), np.concatenate([u[1] for u in unions]))
-
-
-def clip(start: np.ndarray, end: np.ndarray, low: int, high: int) -> tuple[np.ndarray, np.ndarray]:
-    """Intervals clipped to [low, high)."""
-    return np.clip(start, low, high), np.clip(end, low, high)

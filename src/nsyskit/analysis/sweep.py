@@ -54,7 +54,6 @@ def union_lengths(lists: list[tuple[np.ndarray, np.ndarray, int | np.ndarray]]) 
         ordered = [
             _in_start_order(np.asarray(s, dtype=np.int64), np.asarray(e, dtype=np.int64), c) for s, e, c in lists
         ]
-        keep = [np.ascontiguousarray(a) for s, e, c in ordered for a in (s, e, *(() if np.isscalar(c) else (c,)))]
         starts = (ctypes.c_void_p * len(ordered))(*(s.ctypes.data for s, _, _ in ordered))
         ends = (ctypes.c_void_p * len(ordered))(*(e.ctypes.data for _, e, _ in ordered))
         kinds = (ctypes.c_void_p * len(ordered))(*(None if np.isscalar(c) else c.ctypes.data for _, _, c in ordered))
@@ -62,7 +61,6 @@ def union_lengths(lists: list[tuple[np.ndarray, np.ndarray, int | np.ndarray]]) 
         categories = np.asarray([c if np.isscalar(c) else 1 for _, _, c in ordered], dtype=np.int64)
         out = np.zeros(8, dtype=np.int64)
         done = compiled(len(ordered), starts, ends, counts.ctypes.data, categories.ctypes.data, kinds, out.ctypes.data)
-        del keep  # the arrays the pointers point into lived until here
         if done == 0:
             return {mask: int(out[mask]) for mask in range(1, 8)}
     return _numpy_union_lengths(lists)

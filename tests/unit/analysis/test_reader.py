@@ -10,7 +10,7 @@ import pytest
 from nsys_fixtures import THREAD, Export, Kernel, Memop, Range, write_export
 
 from nsyskit import hostpkgs
-from nsyskit.analysis import blobagg
+from nsyskit.analysis import blobagg, pagescan
 from nsyskit.analysis.reader import ExportReader
 from nsyskit.analysis.records import NVTX_FIELDS
 from nsyskit.analysis.trace import analyze_run, discover
@@ -64,12 +64,15 @@ def test_columnar_read_keeps_rows_and_values(tmp_path):
     assert reader.memcpys().extra["bytes"][0] == 1 << 40
 
 
+@pytest.mark.parametrize("pages", ["1", "0"], ids=["pages", "sqlite"])
 @pytest.mark.parametrize(
     "duration", [1 << 40, -3, (1 << 61) - 1, 1 << 61, -(1 << 61), -(1 << 61) - 1, 1 << 62], ids=hex
 )
-def test_durations_beyond_the_packed_range_read_exactly(tmp_path, duration):
-    # Durations travel packed with the name id: duration * 2^2 + name here (largest StringId 3). In [-2^61, 2^61)
-    # that fits an int64; beyond, SQLite's product turns REAL and the read falls back to separate columns.
+def test_durations_beyond_the_packed_range_read_exactly(tmp_path, duration, pages, monkeypatch):
+    # Through SQLite, durations travel packed with the name id: duration * 2^2 + name here (largest StringId 3). In
+    # [-2^61, 2^61) that fits an int64; beyond, SQLite's product turns REAL and the read falls back to separate
+    # columns. From the file's pages they are read as they are: both must give the exact durations.
+    monkeypatch.setenv("NSYSKIT_PAGE_SCAN", pages)
     kernels = [Kernel(10**12, 10**12 + duration, "huge"), Kernel(5, 9, "small", device=1)]
     reader = ExportReader(write_export(tmp_path / "edge.sqlite", Export(kernels=kernels)))
     assert reader._name_bits == 2
@@ -237,9 +240,10 @@ def test_without_a_compiler_the_reader_uses_group_concat(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # nothing built there yet
     monkeypatch.setenv("PATH", str(tmp_path))  # no cc, no gcc
     monkeypatch.setattr(blobagg, "_library", [])
+    monkeypatch.setattr(pagescan, "_loaded", [])  # nor the page reader: no C at all
     path = write_export(tmp_path / "r.sqlite", Export(kernels=[Kernel(5, 9, "k"), Kernel(10, 20, "k", device=1)]))
     reader = ExportReader(path)
-    assert not reader.blob and blobagg.library() is None
+    assert not reader.blob and blobagg.library() is None and pagescan.functions() is None
     assert list(reader.kernels().end) == [9, 20] and list(reader.kernel_durations()[1]) == [4, 10]
 
 
@@ -412,8 +416,9 @@ def test_int64s_into_never_writes_past_its_buffer_nor_runs_from_a_view(tmp_path,
         reader.con.execute("SELECT x FROM sneaky").fetchall()
 
 
-def test_a_sparse_rowid_range_reads_through_the_blob_not_a_huge_buffer(tmp_path, blob_extension):
+def test_a_sparse_rowid_range_reads_through_the_blob_not_a_huge_buffer(tmp_path, blob_extension, monkeypatch):
     # rows_bound is max(rowid) - min(rowid) + 1: a table with a rowid far away must not make a buffer that big.
+    monkeypatch.setenv("NSYSKIT_PAGE_SCAN", "0")  # the SQLite read is the one under test
     path = write_export(tmp_path / "sparse.sqlite", Export(kernels=[Kernel(i, i + 3, "k") for i in range(5)]))
     con = sqlite3.connect(path)
     con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET rowid = 1 << 40 WHERE start = 4")
