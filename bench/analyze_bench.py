@@ -38,10 +38,11 @@ sys.path[:0] = [str(ROOT / "tests" / "unit" / "analysis"), str(ROOT / "bench")]
 from realistic_export import make_realistic_rank  # noqa: E402
 from synthetic_export import make_rank  # noqa: E402
 
-from nsyskit.analysis import analyzers, blobagg  # noqa: E402
-from nsyskit.analysis import nsys as nsys_cli  # noqa: E402
-from nsyskit.analysis.reader import ExportReader  # noqa: E402
-from nsyskit.analysis.reader import sqlite3 as reader_sqlite3  # noqa: E402
+from nsyskit.analysis.compute import analyzers  # noqa: E402
+from nsyskit.analysis.read import blobagg  # noqa: E402
+from nsyskit.analysis.read import nsys as nsys_cli  # noqa: E402
+from nsyskit.analysis.read.reader import ExportReader  # noqa: E402
+from nsyskit.analysis.read.sqlitefile import sqlite3 as reader_sqlite3  # noqa: E402
 
 
 def straightforward_breakdown(path: Path) -> dict[int, dict[str, int]]:

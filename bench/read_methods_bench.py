@@ -29,8 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from nsyskit.analysis import blobagg, pagescan, sqlitefile
-from nsyskit.analysis.reader import KERNEL_TABLES, ExportReader
+from nsyskit.analysis.read import blobagg, pagescan, sqlitefile
+from nsyskit.analysis.read.reader import KERNEL_TABLES, ExportReader
 
 COLUMNS = ("start", "deviceId", "end")
 
@@ -73,7 +73,7 @@ def ways(reader: ExportReader, table: str, name: str, extra: tuple[str, ...] = (
 
         def into():  # the reader's way: SQLite writes into a numpy buffer of rows_bound rows
             bound = sqlitefile.rows_bound(con, table)
-            return sqlitefile.packed_scan(reader._query, table, {c: c for c in cols}, blob=True, bound=bound)
+            return sqlitefile.packed_scan(reader.query, table, {c: c for c in cols}, blob=True, bound=bound)
 
         chosen["int64s_into a numpy buffer (the reader)"] = into
     if pagescan.functions() is not None:

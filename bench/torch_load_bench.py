@@ -59,7 +59,7 @@ def phases(path: Path) -> dict[str, float]:
     """Seconds in each of HTA's load phases during one nsyskit load (wrapping HTA's functions, then restoring them)."""
     import importlib
 
-    from nsyskit.analysis import torchprof
+    from nsyskit.analysis.profilers import torchprof
 
     spent: dict[str, float] = {}
     saved = []
@@ -95,7 +95,7 @@ def main() -> None:
     warnings.simplefilter("ignore")
     logging.getLogger("hta").setLevel(logging.ERROR)
     sys.path.insert(0, str(ROOT / "src"))
-    from nsyskit.analysis import torchprof
+    from nsyskit.analysis.profilers import torchprof
 
     with tempfile.TemporaryDirectory() as folder:
         path = args.trace

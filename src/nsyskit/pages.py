@@ -1,6 +1,6 @@
 """The one Jinja2 environment every HTML page of nsyskit is rendered with: autoescape on, templates by file name.
 
-Templates live beside the code that fills them (nsyskit/analysis/templates, nsyskit/nccllog/templates) and are
+Templates live beside the code that fills them (nsyskit/analysis/present/templates, nsyskit/nccllog/render/templates) and are
 found by file name from either folder, so a page of one feature can include a section of another. Autoescape is on
 for every template: text from reports and logs (kernel names such as `void at::native::foo<float, 4>`, NVTX names,
 host names, file paths) is escaped wherever it is written, and only template markup is HTML.
@@ -14,7 +14,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader
 
 ROOT = Path(__file__).parent
-TEMPLATE_FOLDERS = (ROOT / "analysis" / "templates", ROOT / "nccllog" / "templates")
+TEMPLATE_FOLDERS = (ROOT / "analysis" / "present" / "templates", ROOT / "nccllog" / "render" / "templates")
 
 
 @functools.cache

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nsyskit.analysis.reader import ExportReader
+from nsyskit.analysis.read.reader import ExportReader
 
 # One process of DDP on gloo (CPU): two layers, buckets small enough that each layer gets its own bucket.
 SCRIPT = r"""

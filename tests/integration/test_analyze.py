@@ -17,7 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "analysis"
 from nsys_fixtures import Export, Kernel, Memop, Range, write_export  # noqa: E402
 
 from nsyskit import hostpkgs  # noqa: E402
-from nsyskit.analysis import nsys, run_analysis  # noqa: E402
+from nsyskit.analysis import run_analysis  # noqa: E402
+from nsyskit.analysis.read import nsys
 from nsyskit.analysis.trace import discover, open_export  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

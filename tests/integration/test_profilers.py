@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from fixtures.kit_image import invoke
 
-from nsyskit.analysis import torchprof
+from nsyskit.analysis.profilers import torchprof
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 

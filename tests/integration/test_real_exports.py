@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from fixtures.unprivileged import as_nobody
 
-from nsyskit.analysis import nsys, run_analysis
+from nsyskit.analysis import run_analysis
+from nsyskit.analysis.read import nsys
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL = ROOT.parent / "shared" / "real-data"
@@ -179,7 +180,7 @@ def test_export_cache_key_is_stable_across_processes(nsys_cli, world_dir):
     shutil.copy(REPORTS / "single_gpu_jacobi_report.qdrep", folder / "r.qdrep")
     folder.chmod(0o555)
     env = {"XDG_CACHE_HOME": str(world_dir / "cache"), "PATH": "/usr/bin:/bin", "HOME": str(world_dir)}
-    code = "import sys; from pathlib import Path; from nsyskit.analysis import nsys; print(nsys.export_sqlite(Path(sys.argv[1])))"
+    code = "import sys; from pathlib import Path; from nsyskit.analysis.read import nsys; print(nsys.export_sqlite(Path(sys.argv[1])))"
     runs = [as_nobody([sys.executable, "-c", code, str(folder / "r.qdrep")], env) for _ in range(2)]
     assert runs[0].returncode == 0, runs[0].stderr
     target = Path(runs[0].stdout.strip())

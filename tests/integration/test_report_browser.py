@@ -21,7 +21,7 @@ from test_report import make_run  # noqa: E402
 
 from nsyskit import hostpkgs  # noqa: E402
 from nsyskit.analysis import run_analysis  # noqa: E402
-from nsyskit.analysis.timeline import write_timeline  # noqa: E402
+from nsyskit.analysis.present.timeline import write_timeline  # noqa: E402
 
 WIDTH = 1400
 PROBE = """<script>

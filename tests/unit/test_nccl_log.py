@@ -6,8 +6,8 @@ import pytest
 from nccl_real import KB, KIT, MB, NEMO, RANK_A, RANK_B, SRUN  # tests/unit is on sys.path
 
 from nsyskit.nccllog import Window, analyze
-from nsyskit.nccllog.dtypes import DATATYPES, algorithm_name, protocol_name, size_bucket
-from nsyskit.nccllog.steps import parse_step_line
+from nsyskit.nccllog.scan.dtypes import DATATYPES, algorithm_name, protocol_name, size_bucket
+from nsyskit.nccllog.scan.steps import parse_step_line
 
 
 def by(rows: list[dict], key: str) -> dict:

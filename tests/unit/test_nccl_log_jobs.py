@@ -153,7 +153,7 @@ def test_space_less_line_before_a_tagged_nccl_line(tmp_path):
 
 
 def test_a_big_file_split_over_cores_counts_as_read_in_one_pass(tmp_path, monkeypatch):
-    from nsyskit.nccllog import parallel
+    from nsyskit.nccllog.scan import parallel
 
     monkeypatch.setattr(parallel, "PART_MIN_BYTES", 2000)  # parts of a few kB: the fixtures are small
     data = ROOT / "tests" / "data" / "nccl"

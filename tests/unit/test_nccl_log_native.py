@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from nsyskit import hostpkgs
-from nsyskit.nccllog import fastscan, parallel
-from nsyskit.nccllog.lines import INFO_LINE, clean_source
-from nsyskit.nccllog.scan import Window
+from nsyskit.nccllog.scan import fastscan, parallel
+from nsyskit.nccllog.scan.lines import INFO_LINE, clean_source
+from nsyskit.nccllog.scan.scan import Window
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "nccl"
@@ -138,7 +138,7 @@ def test_without_a_compiler_the_python_scanner_is_used(tmp_path):
     # a fresh process with no compiler on PATH and an empty cache: no native reader, the same report
     log = REAL / "01-nccltests-2.27-roce.log"
     code = (
-        "import json,sys; from pathlib import Path; from nsyskit.nccllog import analyze, fastscan; "
+        "import json,sys; from pathlib import Path; from nsyskit.nccllog import analyze; from nsyskit.nccllog.scan import fastscan; "
         "print(fastscan.reader() is None); print(json.dumps(analyze([Path(sys.argv[1])]).to_dict()['per_op']))"
     )
     env = {"PATH": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache"), "CC": "no-such-cc"}

@@ -9,9 +9,9 @@ from nccl_real import DATA, GARBLED, KIT, MB, NEMO, RANK_A, RANK_B, SRUN  # test
 
 from nsyskit.errors import NcclLogError
 from nsyskit.nccllog import Window, analyze, parse_range, resolve_logs
-from nsyskit.nccllog import blocks as blocks_module
-from nsyskit.nccllog.facts import MAX_DISTINCT, Facts
-from nsyskit.nccllog.render import human_bytes, render_page
+from nsyskit.nccllog.render.render import human_bytes, render_page
+from nsyskit.nccllog.scan import blocks as blocks_module
+from nsyskit.nccllog.scan.facts import MAX_DISTINCT, Facts
 
 # --- garbled input is counted and reported, never fatal --------------------------------------------------------
 

@@ -79,7 +79,7 @@ def test_enroot_import_failure_carries_enroot_own_words(tmp_path, monkeypatch, s
 
 def test_nccl_log_reports_each_part_read_of_a_big_input(tmp_path, monkeypatch, stderr):
     from nsyskit.cli import nccl_tasks
-    from nsyskit.nccllog.parallel import scan_files
+    from nsyskit.nccllog.scan.parallel import scan_files
 
     line = "host1:100:200 [0] NCCL INFO AllReduce: opCount 1 sendbuff 0x1 recvbuff 0x2 count 1024 datatype 7 op 0 root 0 comm 0xa [nranks=2] stream 0xb\n"
     logs = [tmp_path / f"rank{i}.log" for i in range(3)]

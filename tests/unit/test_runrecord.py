@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from nsyskit import k8s, runrecord, slurm
-from nsyskit.analysis import runinfo
+from nsyskit.analysis.read import runinfo
 from nsyskit.errors import NcclLogError, NsyskitError
 from nsyskit.jobdir import fresh_job_dir, write_record
 from nsyskit.local import run as local_run
 from nsyskit.local import runfolder
-from nsyskit.nccllog import inputs
+from nsyskit.nccllog.scan import inputs
 from nsyskit.slurm import scheduler
 from tests.unit.k8s_variants import ROOT, config
 

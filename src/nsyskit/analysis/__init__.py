@@ -1,4 +1,11 @@
-"""Analysis of nsys reports: read per-rank exports, compute the tables, write report.html (see README 'Analyze')."""
+"""Analysis of nsys reports: read per-rank exports, compute the tables, judge them, present them (docs/analysis.md).
+
+The stages are subpackages, in the order data flows, and import only the stages before them:
+read (exports, runs) -> compute (tables, metrics) -> judge (findings, diff) -> present (terminal, report.html,
+timeline); profilers/ holds the other profilers' readers. The modules at this level are the facade the CLI uses:
+trace.py (a run's per-rank exports analyzed), outputs.py (one analysis and the files made from it), dispatch.py
+(which profiler a run used).
+"""
 
 from __future__ import annotations
 
@@ -12,8 +19,11 @@ if TYPE_CHECKING:
 # The public names by module, imported when first used: `invoke analyze --json` should not pay for the diff's,
 # the report's or the timeline's start-up.
 _WHERE = {
-    "run_diff": "diff", "produce": "outputs", "report_folder": "outputs", "Table": "table", "Analysis": "trace",
-    "analyze_run": "trace",
+    "analyze_run": "trace", "Analysis": "trace", "produce": "outputs", "report_folder": "outputs",
+    "profiler_of": "dispatch", "run_profiler_analysis": "dispatch", "print_profiler_analysis": "dispatch",
+    "Table": "compute.table", "summarize": "judge.summary", "run_diff": "rundiff", "diff_table": "present.difftable",
+    "compose": "present.report", "print_report": "present.report", "render_json": "present.report",
+    "DEFAULT_MAX_EVENTS": "present.timeline", "run_recipes": "profilers.recipes",
 }  # fmt: skip
 
 
@@ -33,5 +43,5 @@ def run_analysis(
     return result.analysis, result.report_html
 
 
-# (discover() is nsyskit.analysis.discover.discover: the package's attribute of that name is the module)
-__all__ = ["Analysis", "Table", "analyze_run", "produce", "report_folder", "run_analysis", "run_diff"]
+# (discover() is nsyskit.analysis.read.discover.discover: the package's attribute of that name is the module)
+__all__ = ["run_analysis", *_WHERE]

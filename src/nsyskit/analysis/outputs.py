@@ -1,4 +1,4 @@
-"""One analysis of a run and everything made from it: its report (nsyskit.analysis.report), timeline.json.gz,
+"""One analysis of a run and everything made from it: its report (nsyskit.analysis.present.report), timeline.json.gz,
 report.html and analysis.json."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nsyskit.analysis.report import TIMELINE_NAME, Report, compose, write_report
-from nsyskit.analysis.result import Analysis
-from nsyskit.analysis.summary import Summary, summarize
-from nsyskit.analysis.timeline import DEFAULT_MAX_EVENTS, write_timeline
+from nsyskit.analysis.compute.result import Analysis
+from nsyskit.analysis.judge.summary import Summary, summarize
+from nsyskit.analysis.present.report import TIMELINE_NAME, Report, compose, write_report
+from nsyskit.analysis.present.timeline import DEFAULT_MAX_EVENTS, write_timeline
 from nsyskit.analysis.trace import analyze_run
 from nsyskit.errors import AnalysisError
 

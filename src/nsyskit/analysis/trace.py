@@ -17,14 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from nsyskit.analysis import analyzers, nccl
-from nsyskit.analysis.discover import RANK_IN_NAME, REPORT_SUFFIXES, discover, open_export  # noqa: F401
-from nsyskit.analysis.projection import project
-from nsyskit.analysis.reader import ExportReader
-from nsyskit.analysis.records import Intervals, distinct, join_launches
-from nsyskit.analysis.result import Analysis, combine_kernel_summaries, concat, with_rank
-from nsyskit.analysis.runinfo import not_profiled
-from nsyskit.analysis.table import Table
+from nsyskit.analysis.compute import analyzers, nccl
+from nsyskit.analysis.compute.projection import project
+from nsyskit.analysis.compute.result import Analysis, combine_kernel_summaries, concat, with_rank
+from nsyskit.analysis.compute.table import Table
+from nsyskit.analysis.read.discover import RANK_IN_NAME, REPORT_SUFFIXES, discover, open_export  # noqa: F401
+from nsyskit.analysis.read.reader import ExportReader
+from nsyskit.analysis.read.records import Intervals, distinct, join_launches
+from nsyskit.analysis.read.runinfo import not_profiled
 from nsyskit.errors import NsyskitError
 
 __all__ = [

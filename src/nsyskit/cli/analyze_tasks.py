@@ -74,17 +74,22 @@ def analyze(
     fail_on=None, fail_on_regression=None, straggler_pct=None, top=None,
 ):  # fmt: skip
     """Findings first, then kernels, GPU breakdown and overlap, NVTX, NCCL sizes, ranks, NCCL logs; report.html, timeline."""
-    from nsyskit.analysis import outputs
-    from nsyskit.analysis.profilers import print_profiler_analysis, profiler_of, run_profiler_analysis
-    from nsyskit.analysis.report import print_report, render_json
-    from nsyskit.analysis.timeline import DEFAULT_MAX_EVENTS
+    from nsyskit.analysis import (
+        DEFAULT_MAX_EVENTS,
+        outputs,
+        print_profiler_analysis,
+        print_report,
+        profiler_of,
+        render_json,
+        run_profiler_analysis,
+    )
 
     rows = int(_number("--top", top, 15, integer=True, low=1))
     straggler = _number("--straggler-pct", straggler_pct, 5.0)
     threshold = _number("--fail-on-regression", fail_on_regression, None)
     max_events = int(_number("--timeline-max-events", timeline_max_events, DEFAULT_MAX_EVENTS, integer=True, low=1))
     if diff:
-        from nsyskit.analysis.diff import diff_table, run_diff
+        from nsyskit.analysis import diff_table, run_diff
 
         result = run_diff(_paths(diff), _paths(path), fail_on, threshold)
         if json_:
@@ -158,7 +163,7 @@ def _print_json(data: object) -> None:
 @task(positional=["report"], help={"report": "A .nsys-rep (or a folder of them) to run nsys recipes on."})
 def recipes(c, report=None):
     """Run nsys recipes (kernel summary, nccl_sum, NCCL/GPU overlap, gpu_gaps) when the installed nsys has them."""
-    from nsyskit.analysis.recipes import run_recipes
+    from nsyskit.analysis import run_recipes
 
     results = run_recipes(Path(_paths(report)[0]))
     for result in results:

@@ -16,8 +16,7 @@ DEMO_PROFILE = "local-cpu"
 )
 def demo(c, profile=DEMO_PROFILE, progress=True):
     """Setup, build the image, run the example under nsys on 2 CPU ranks, analyze; prints the summary and report path."""
-    from nsyskit.analysis.report import compose, print_report
-    from nsyskit.analysis.summary import summarize
+    from nsyskit.analysis import compose, print_report, summarize
     from nsyskit.demo import run_demo
 
     result = run_demo(load(c, profile), project_root(c), show_progress=progress)

@@ -26,9 +26,16 @@ from nsyskit.cli import task
 )
 def nccl_log(c, logs, steps=None, lines=None, json_=False, top=20, html=None):
     """Analyze NCCL_DEBUG=INFO logs (COLL lines; INIT/NET/TUNING when present): per-op sizes, histograms, aggregates, steps, init facts."""
-    from nsyskit.nccllog import Window, analyze, parse_range, resolve_jobs
-    from nsyskit.nccllog.outputs import check_html_target, no_nccl_line, write_outputs
-    from nsyskit.nccllog.render import print_analysis
+    from nsyskit.nccllog import (
+        Window,
+        analyze,
+        check_html_target,
+        no_nccl_line,
+        parse_range,
+        print_analysis,
+        resolve_jobs,
+        write_outputs,
+    )
 
     arguments = [logs]
     window = Window(steps=parse_range("--steps", steps), lines=parse_range("--lines", lines, lowest=1))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nsyskit.analysis import pagescan
+from nsyskit.analysis.read import pagescan
 
 KINDS = {"null": 0, "integer": 1, "real": 2, "text": 3, "blob": 4}
 

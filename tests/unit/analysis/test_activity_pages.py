@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from nsys_fixtures import Export, Kernel, Memop, gpid, write_export
 
-from nsyskit.analysis import pagescan
-from nsyskit.analysis.reader import ExportReader
+from nsyskit.analysis.read import pagescan
+from nsyskit.analysis.read.reader import ExportReader
 
 
 def _columns(intervals) -> dict:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from nsys_fixtures import Export, Kernel, Launch, Memop, Range, write_export
 
-from nsyskit.analysis import analyzers, intervals
+from nsyskit.analysis.compute import analyzers, intervals
 from nsyskit.analysis.trace import analyze_run
 
 NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm *, unsigned long, ncclWork *)"

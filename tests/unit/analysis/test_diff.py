@@ -8,7 +8,8 @@ import pytest
 from nsys_fixtures import Export, Kernel, Range, write_export
 from test_report import make_run
 
-from nsyskit.analysis import diff, run_analysis
+from nsyskit.analysis import run_analysis, rundiff
+from nsyskit.analysis.judge import diff
 from nsyskit.errors import AnalysisError
 
 
@@ -26,8 +27,8 @@ def warm_run(folder, step_ns=1000, warmup_ns=50_000, **kwargs):
 
 
 def test_compares_the_window_not_the_warm_up(tmp_path):
-    a = diff.load_side([str(warm_run(tmp_path / "a", warmup_ns=50_000))])
-    b = diff.load_side([str(warm_run(tmp_path / "b", warmup_ns=900_000))])  # only the warm-up got slower
+    a = rundiff.load_side([str(warm_run(tmp_path / "a", warmup_ns=50_000))])
+    b = rundiff.load_side([str(warm_run(tmp_path / "b", warmup_ns=900_000))])  # only the warm-up got slower
     table = diff.compare(a, b, {"step_time": 5})
     rows = {row["metric"]: row for row in table.rows()}
     assert rows["step_time"]["a"] == rows["step_time"]["b"] == 1000
@@ -39,7 +40,7 @@ def test_either_side_may_be_a_run_folder_or_its_analysis_json(tmp_path):
     b = warm_run(tmp_path / "b", step_ns=1200)  # 20% slower steps
     run_analysis([a])  # writes a/analysis.json
     for left in ([str(a)], [str(a / "analysis.json")]):
-        table = diff.compare(diff.load_side(left), diff.load_side([str(b)]), {"step_time": 10})
+        table = diff.compare(rundiff.load_side(left), rundiff.load_side([str(b)]), {"step_time": 10})
         rows = {row["metric"]: row for row in table.rows()}
         assert rows["step_time"]["change"] == pytest.approx(20.0)
         assert diff.regressions(table) == ["step_time"]
@@ -51,7 +52,7 @@ def test_reports_are_not_needed_once_analysis_json_exists(tmp_path):
         run_analysis([run])
         for export in run.glob("*.sqlite"):
             export.unlink()  # a CI artifact keeps analysis.json, not the raw reports
-    table = diff.compare(diff.load_side([str(a)]), diff.load_side([str(b)]), {"step_time": 5})
+    table = diff.compare(rundiff.load_side([str(a)]), rundiff.load_side([str(b)]), {"step_time": 5})
     assert diff.regressions(table) == ["step_time"]
 
 
@@ -76,15 +77,15 @@ def test_old_or_unreadable_analysis_json_is_a_one_line_error(tmp_path):
     old = tmp_path / "analysis.json"
     old.write_text(json.dumps({"sources": {}, "ranks": []}))  # written before the window metrics existed
     with pytest.raises(AnalysisError, match="older nsyskit.*invoke analyze"):
-        diff.load_side([str(old)])
+        rundiff.load_side([str(old)])
     old.write_text("{not json")
     with pytest.raises(AnalysisError, match="not readable as JSON"):
-        diff.load_side([str(old)])
+        rundiff.load_side([str(old)])
 
 
 def test_markdown_summary_goes_to_the_github_step_summary(tmp_path, monkeypatch):
-    a = diff.load_side([str(warm_run(tmp_path / "a"))])
-    b = diff.load_side([str(warm_run(tmp_path / "b", step_ns=1300))])
+    a = rundiff.load_side([str(warm_run(tmp_path / "a"))])
+    b = rundiff.load_side([str(warm_run(tmp_path / "b", step_ns=1300))])
     table = diff.compare(a, b, {"step_time": 10})
     text = diff.markdown(table, a, b)
     assert "**regression**: step_time" in text

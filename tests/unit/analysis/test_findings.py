@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nsyskit.analysis import findings
-from nsyskit.analysis.metrics import RunView, per_rank, run_metrics, window_steps, windowed_ranks
-from nsyskit.analysis.table import Table
+from nsyskit.analysis.compute.metrics import RunView, per_rank, run_metrics, window_steps, windowed_ranks
+from nsyskit.analysis.compute.table import Table
+from nsyskit.analysis.judge import findings
 
 MS = 1_000_000
 
@@ -51,7 +51,7 @@ def breakdown_table(rows: list[dict]) -> Table:
 
 def ops_table(rows: list[tuple[int, int, int, float]]) -> Table:
     """NCCL operations (rank, start, duration, size in bytes) with their size buckets."""
-    from nsyskit.analysis.analyzers import size_bucket
+    from nsyskit.analysis.compute.analyzers import size_bucket
 
     return Table(
         {
@@ -191,7 +191,7 @@ def test_pageable_memcpy_read_from_the_export(tmp_path):
     # Real exports (aiprofiler, pipit, dlprof) copy HtoD from pageable memory: srcKind 0, as ENUM_CUDA_MEM_KIND says.
     from nsys_fixtures import Export, Kernel, Memop, write_export
 
-    from nsyskit.analysis.summary import summarize
+    from nsyskit.analysis.judge.summary import summarize
     from nsyskit.analysis.trace import analyze_run
 
     def run(src_kind: int) -> list[str]:
@@ -251,7 +251,7 @@ def test_per_rank_components_of_a_cpu_run():
 
 
 def test_findings_on_real_gpu_exports(real_export):
-    from nsyskit.analysis.summary import summarize
+    from nsyskit.analysis.judge.summary import summarize
     from nsyskit.analysis.trace import analyze_run
 
     summary = summarize(analyze_run([real_export]), Path(real_export).parent)

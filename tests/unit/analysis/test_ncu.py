@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from nsyskit import hostpkgs
-from nsyskit.analysis import ncu
+from nsyskit.analysis.profilers import ncu
 from nsyskit.errors import AnalysisError
 
 # Reports NVIDIA ships with Debian's nsight-compute (an RTX A2000 profiled with the detailed set): the only

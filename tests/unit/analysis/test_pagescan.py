@@ -16,7 +16,7 @@ from pagescan_check import compare_file, connect
 from real_exports import NAMES, decompress
 
 from nsyskit import hostpkgs
-from nsyskit.analysis import pagescan, sqlitefile
+from nsyskit.analysis.read import pagescan, sqlitefile
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path[:0] = [str(ROOT / "bench")]
@@ -321,7 +321,7 @@ def test_without_a_compiler_nothing_is_read(tmp_path):
     # a fresh process with no compiler on PATH and an empty cache: no reader, None
     path = make(tmp_path / "t.sqlite", ["CREATE TABLE t (a INTEGER)"], {"t": [(1,)]})
     code = (
-        "import sys, sqlite3; from pathlib import Path; from nsyskit.analysis import pagescan; "
+        "import sys, sqlite3; from pathlib import Path; from nsyskit.analysis.read import pagescan; "
         "con = sqlite3.connect(sys.argv[1]); print(pagescan.functions() is None, "
         "pagescan.read_columns(con, Path(sys.argv[1]), 't', ('a',)))"
     )

@@ -14,7 +14,8 @@ from test_ncu import EXAMPLES
 from torch_fixtures import GEMM, write_run
 
 from nsyskit import hostpkgs
-from nsyskit.analysis import profilers, torchprof
+from nsyskit.analysis import dispatch
+from nsyskit.analysis.profilers import torchprof
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -26,16 +27,16 @@ def analyze(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_the_profiler_of_a_folder(tmp_path):
-    assert profilers.profiler_of([tmp_path]) == "nsys"  # nothing there: nsys's discovery names what is missing
+    assert dispatch.profiler_of([tmp_path]) == "nsys"  # nothing there: nsys's discovery names what is missing
     (tmp_path / "r_node0_rank0_h.pt.trace.json.gz").write_bytes(b"")
-    assert profilers.profiler_of([tmp_path]) == "torch"
+    assert dispatch.profiler_of([tmp_path]) == "torch"
     (tmp_path / "r_node0_rank0_h.nsys-rep").write_bytes(b"")
-    assert profilers.profiler_of([tmp_path]) == "nsys"
+    assert dispatch.profiler_of([tmp_path]) == "nsys"
     cpu_ncu_run = tmp_path / "ncu-run"
     cpu_ncu_run.mkdir()
     (cpu_ncu_run / "run.json").write_text(json.dumps({"config": {"PROFILER": {"value": "ncu", "source": "flag"}}}))
-    assert profilers.profiler_of([cpu_ncu_run]) == "ncu"
-    assert profilers.profiler_of([tmp_path / "r_node0_rank0_h.pt.trace.json.gz"]) == "torch"
+    assert dispatch.profiler_of([cpu_ncu_run]) == "ncu"
+    assert dispatch.profiler_of([tmp_path / "r_node0_rank0_h.pt.trace.json.gz"]) == "torch"
 
 
 def test_torch_run_through_the_analyze_task(tmp_path):

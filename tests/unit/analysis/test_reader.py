@@ -10,9 +10,9 @@ import pytest
 from nsys_fixtures import THREAD, Export, Kernel, Memop, Range, write_export
 
 from nsyskit import hostpkgs
-from nsyskit.analysis import blobagg, pagescan
-from nsyskit.analysis.reader import ExportReader
-from nsyskit.analysis.records import NVTX_FIELDS
+from nsyskit.analysis.read import blobagg, pagescan
+from nsyskit.analysis.read.reader import ExportReader
+from nsyskit.analysis.read.records import NVTX_FIELDS
 from nsyskit.analysis.trace import analyze_run, discover
 from nsyskit.errors import ReportFileError
 
@@ -235,7 +235,7 @@ def test_binary_and_text_aggregates_read_the_same(tmp_path, shape, blob_extensio
 
 
 def test_without_a_compiler_the_reader_uses_group_concat(tmp_path, monkeypatch):
-    from nsyskit.analysis import blobagg
+    from nsyskit.analysis.read import blobagg
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # nothing built there yet
     monkeypatch.setenv("PATH", str(tmp_path))  # no cc, no gcc
@@ -279,7 +279,7 @@ def _three_nvtx_reads(path, monkeypatch) -> tuple[list[dict], dict[str, list]]:
     """The NVTX ranges read from the file's pages, with int64s, and with group_concat/row-wise SQL (each as lists),
     and which inner reads ran: _read_pages (taken or None), _read_rows, _fetch_by_rowid (texts through SQLite),
     _created_domains (the domain names from the pages, or None: grouped by SQLite)."""
-    from nsyskit.analysis import nvtxread
+    from nsyskit.analysis.read import nvtxread
 
     ran: dict[str, list] = {"pages": [], "row_wise": [], "fetched": [], "domains": []}
     real_rows, real_pages, real_fetch = nvtxread._read_rows, nvtxread._read_pages, nvtxread._fetch_by_rowid
@@ -399,7 +399,7 @@ def test_a_kernel_whose_process_is_not_an_integer_is_kept_with_pid_0(tmp_path, b
 def test_int64s_into_never_writes_past_its_buffer_nor_runs_from_a_view(tmp_path, blob_extension):
     # int64s_into writes into memory it is given: more rows than the bound must fail (None: the caller reads another
     # way), and a view in a file being read must not be able to call it at all (SQLITE_DIRECTONLY).
-    from nsyskit.analysis import sqlitefile
+    from nsyskit.analysis.read import sqlitefile
 
     path = write_export(tmp_path / "k.sqlite", Export(kernels=[Kernel(i, i + 1, "k") for i in range(10)]))
     con = sqlite3.connect(path)
@@ -409,8 +409,8 @@ def test_int64s_into_never_writes_past_its_buffer_nor_runs_from_a_view(tmp_path,
     reader = ExportReader(path)
     assert reader.blob and reader.bound("CUPTI_ACTIVITY_KIND_KERNEL") == 10
     table, exprs = "CUPTI_ACTIVITY_KIND_KERNEL", {"start": "start", "end": "end"}
-    assert sqlitefile.packed_scan(reader._query, table, exprs, blob=True, bound=9) is None
-    read = sqlitefile.packed_scan(reader._query, table, exprs, blob=True, bound=10)
+    assert sqlitefile.packed_scan(reader.query, table, exprs, blob=True, bound=9) is None
+    read = sqlitefile.packed_scan(reader.query, table, exprs, blob=True, bound=10)
     assert read["start"].tolist() == list(range(10)) and read["end"].tolist() == list(range(1, 11))
     with pytest.raises(sqlitefile.sqlite3.OperationalError, match="unsafe use of int64s_into"):
         reader.con.execute("SELECT x FROM sneaky").fetchall()

@@ -9,8 +9,8 @@ import pytest
 from nsys_fixtures import Export, Kernel, Launch, Memop, Range, gpid, gtid, write_export
 
 from nsyskit.analysis import run_analysis
-from nsyskit.analysis.nccl import collective
-from nsyskit.analysis.reader import ExportReader
+from nsyskit.analysis.compute.nccl import collective
+from nsyskit.analysis.read.reader import ExportReader
 from nsyskit.analysis.trace import analyze_run
 from nsyskit.errors import NsyskitError
 
@@ -186,7 +186,7 @@ def test_launches_on_many_threads_project_alike(tmp_path, monkeypatch, case_thre
     # indices (CASE) or raw globalTids beyond a cap.
     if case_threads is not None:
         monkeypatch.setenv("NSYSKIT_PAGE_SCAN", "0")
-        monkeypatch.setattr("nsyskit.analysis.launchread.MAX_CASE_THREADS", case_threads)
+        monkeypatch.setattr("nsyskit.analysis.read.launchread.MAX_CASE_THREADS", case_threads)
     kernels, launches, ranges = [], [], []
     for t in range(40):
         tid = gtid(7, 100 + t)
@@ -208,7 +208,7 @@ def test_kernel_names_with_brackets_are_printed_whole(tmp_path):
     # them as they are, never as rich markup (which swallowed "[lambda() (instance 3)]").
     from rich.console import Console
 
-    from nsyskit.analysis.terminal import rich_table
+    from nsyskit.analysis.present.terminal import rich_table
 
     name = "void at::native::copy<[lambda() (instance 3)]::operator ()() const::[/bold]>(int)"
     path = write_export(tmp_path / "r.sqlite", Export(kernels=[Kernel(0, 10, name)]))

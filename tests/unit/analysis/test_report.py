@@ -12,9 +12,10 @@ import pytest
 from nsys_fixtures import Export, Kernel, Memop, Range, write_export
 from rich.console import Console
 
-from nsyskit.analysis import plots, report, run_analysis, terminal
-from nsyskit.analysis.summary import summarize
-from nsyskit.analysis.table import Table
+from nsyskit.analysis import run_analysis
+from nsyskit.analysis.compute.table import Table
+from nsyskit.analysis.judge.summary import summarize
+from nsyskit.analysis.present import plots, report, terminal
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "nccl"
 NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm *, unsigned long, ncclWork *)"

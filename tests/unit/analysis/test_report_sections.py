@@ -13,10 +13,11 @@ from real_exports import decompress
 from rich.console import Console
 from test_report import make_run
 
-from nsyskit.analysis import report, run_analysis
+from nsyskit.analysis import run_analysis
+from nsyskit.analysis.judge.summary import summarize
 from nsyskit.analysis.outputs import analyze, write
-from nsyskit.analysis.sections import NCCL_LOG_TITLE
-from nsyskit.analysis.summary import summarize
+from nsyskit.analysis.present import report
+from nsyskit.analysis.present.sections import NCCL_LOG_TITLE
 from nsyskit.analysis.trace import Analysis
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "nccl"
@@ -114,7 +115,7 @@ def test_real_template_kernel_names_are_escaped(tmp_path, real_exports_dir):
 def test_nccllog_renders_without_the_nsys_analysis():
     """The NCCL log side knows nothing of nsyskit.analysis (the report composes it, one way): no import cycle."""
     code = (
-        "import sys, nsyskit.nccllog.outputs, nsyskit.nccllog.render\n"
+        "import sys, nsyskit.nccllog.render.outputs, nsyskit.nccllog.render.render\n"
         "assert not [m for m in sys.modules if m.startswith('nsyskit.analysis')], sorted(sys.modules)"
     )
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)

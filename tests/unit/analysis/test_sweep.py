@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from nsyskit import hostpkgs
-from nsyskit.analysis import analyzers, sweep
-from nsyskit.analysis.records import Intervals
+from nsyskit.analysis.compute import analyzers, sweep
+from nsyskit.analysis.read.records import Intervals
 
 
 @pytest.fixture(scope="module", autouse=True)

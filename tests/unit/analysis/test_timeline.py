@@ -9,8 +9,8 @@ import json
 import numpy as np
 from nsys_fixtures import Export, Kernel, Memop, Range, write_export
 
-from nsyskit.analysis import timeline
-from nsyskit.analysis.reader import ExportReader
+from nsyskit.analysis.present import timeline
+from nsyskit.analysis.read.reader import ExportReader
 
 NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm *, unsigned long, ncclWork *)"
 WINDOW_START, WINDOW_END = 1_000, 9_000

@@ -15,7 +15,7 @@ import pytest
 import torch_fixtures as fixtures
 from torch_fixtures import ALLREDUCE, ELEMENTWISE, GEMM, LAUNCHES, MEMCPY, MEMSET, kineto_trace, write_run
 
-from nsyskit.analysis import torchprof
+from nsyskit.analysis.profilers import torchprof
 from nsyskit.errors import AnalysisError
 
 US = 1000

@@ -8,7 +8,7 @@ from nsys_fixtures import Export, Kernel, Range, write_export
 
 from nsyskit import runrecord
 from nsyskit.analysis import run_analysis
-from nsyskit.analysis.discover import discover
+from nsyskit.analysis.read.discover import discover
 
 
 def local0_run(folder):

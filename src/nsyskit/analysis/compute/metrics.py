@@ -1,0 +1,212 @@
+"""The profiled window of a run and its run-level metrics (step time, communication, idle), warm-up steps left out.
+
+The window of a rank is its NVTX 'profile_window' range (the example's --profile-steps): the facade's steps table
+holds only the steps inside it. A rank without one loses its first WARMUP_STEPS steps here instead (allocator,
+autotuning, NCCL setup).
+Everything here is a pure function over the analysis tables, so findings, the report and --diff agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from nsyskit.analysis.compute.table import Table
+
+WINDOW_NAME = "profile_window"  # the example's NVTX range around its --profile-steps (workload/markers.py)
+WARMUP_STEPS = 1  # steps dropped per rank when the run marks no profile window (and has more than this many + 1)
+SMALL_BUCKET = "<64KB"
+
+# name -> (short label, what it is): the metrics a diff compares and --fail-on gates (all: higher is worse).
+METRICS = {
+    "step_time": ("step time", "median step time in the profiled window, all ranks (ns)"),
+    "step_time_slowest_rank": ("slowest rank's step", "median step time of the slowest rank (ns)"),
+    "step_cv": ("step variation", "stddev / mean of the window's step times, worst rank (%)"),
+    "exposed_comm": ("exposed comm", "communication not hidden by compute, % of the GPU window (mean over GPUs)"),
+    "comm_share": ("comm share", "communication time, % of GPU busy time (GPU runs) or of step time (CPU runs)"),
+    "gpu_idle": ("GPU idle", "GPU idle time, % of the GPU window (mean over GPUs)"),
+    "small_msg_comm": ("small-message comm", "share of NCCL time spent on messages under 64 KB (%)"),
+    "nccl_time_per_step": ("NCCL time per step", "NCCL operation time per step and rank (ns)"),
+}
+
+
+@dataclass(frozen=True)
+class RunView:
+    """The tables the findings and metrics read: window steps, per-GPU breakdown, NCCL ops, memcpy, ranks."""
+
+    steps: Table  # rank, step, start_ns, duration_ns (profiled window only)
+    all_steps: Table  # every step, warm-up included
+    breakdown: Table | None = None
+    nccl_ops: Table | None = None  # rank, op, start_ns, duration_ns, size_bytes, bucket
+    memcpy: Table | None = None
+    window_source: str = "none"  # 'profile_window', 'warm-up dropped' or 'none'
+
+    @property
+    def ranks(self) -> np.ndarray:
+        """The ranks that have steps."""
+        return np.unique(self.all_steps["rank"]) if len(self.all_steps) else np.empty(0, dtype=np.int64)
+
+    @property
+    def has_gpu(self) -> bool:
+        """Whether any GPU activity was recorded."""
+        return self.breakdown is not None and len(self.breakdown) > 0
+
+    @cached_property
+    def window_ops(self) -> Table | None:
+        """The NCCL operations that start inside one of the window's steps (the findings ask several times)."""
+        return ops_in_steps(self.nccl_ops, self.steps)
+
+
+def _empty_steps() -> Table:
+    return Table({n: np.empty(0, dtype=np.int64) for n in ("rank", "step", "start_ns", "duration_ns")})
+
+
+def windowed_ranks(nvtx: Table | None) -> set[int]:
+    """Ranks with a 'profile_window' NVTX range: the facade keeps only their steps inside it (analyzers.step_times)."""
+    if nvtx is None or not len(nvtx) or "rank" not in nvtx or "name" not in nvtx:
+        return set()
+    return {
+        int(r) for r, name in zip(nvtx["rank"], nvtx["name"], strict=True) if str(name).split("@")[0] == WINDOW_NAME
+    }
+
+
+def window_steps(steps: Table | None, windowed: set[int] | frozenset[int] = frozenset()) -> tuple[Table, str]:
+    """The steps of the profiled window: as they are on `windowed` ranks, all but the warm-up steps on the others."""
+    if steps is None or not len(steps):
+        return _empty_steps(), "none"
+    keep = np.zeros(len(steps), dtype=bool)
+    how = set()
+    for rank in np.unique(steps["rank"]):
+        index = np.flatnonzero(steps["rank"] == rank)
+        if int(rank) in windowed:
+            keep[index] = True
+            how.add("profile_window")
+            continue
+        order = index[np.argsort(steps["start_ns"][index], kind="stable")]
+        if len(order) > WARMUP_STEPS + 1:
+            order = order[WARMUP_STEPS:]
+            how.add("warm-up dropped")
+        keep[order] = True
+    return steps.take(keep), " + ".join(sorted(how)) or "all steps"
+
+
+def view_of(analysis) -> RunView:
+    """A RunView of an Analysis (the facade's result): its tables, steps narrowed to the profiled window."""
+    steps, how = window_steps(analysis.steps, windowed_ranks(analysis.nvtx))
+    return RunView(
+        steps=steps,
+        all_steps=analysis.steps if analysis.steps is not None else _empty_steps(),
+        breakdown=analysis.breakdown,
+        nccl_ops=_ops_with_rank(analysis.nccl_ops),
+        memcpy=analysis.memcpy,
+        window_source=how,
+    )
+
+
+def _ops_with_rank(ops: Table | None) -> Table | None:
+    return ops if ops is None or "rank" in ops or not len(ops) else None
+
+
+def ops_in_steps(ops: Table | None, steps: Table) -> Table | None:
+    """The NCCL operations that start inside one of the given steps of their rank."""
+    if ops is None or not len(ops) or not len(steps):
+        return None
+    keep = np.zeros(len(ops), dtype=bool)
+    for rank in np.unique(steps["rank"]):
+        mine = steps.take(steps["rank"] == rank)
+        starts = np.sort(mine["start_ns"])
+        ends = (mine["start_ns"] + mine["duration_ns"])[np.argsort(mine["start_ns"])]
+        op_rank = ops["rank"] == rank
+        slot = np.searchsorted(starts, ops["start_ns"], side="right") - 1
+        valid = slot >= 0
+        inside = np.zeros(len(ops), dtype=bool)
+        inside[valid] = ops["start_ns"][valid] < ends[slot[valid]]
+        keep |= op_rank & inside
+    return ops.take(keep)
+
+
+def per_rank(view: RunView) -> Table:
+    """Per rank over the window: median step, work (step minus communication), compute, communication, host (ns)."""
+    ranks = view.ranks
+    rows: dict[str, list[float]] = {n: [] for n in ("step_ns", "comm_ns", "compute_ns", "host_ns", "work_ns", "steps")}
+    ops = view.window_ops
+    for rank in ranks:
+        mine = view.steps["duration_ns"][view.steps["rank"] == rank]
+        count = len(mine)
+        step = float(np.median(mine)) if count else np.nan
+        comm = compute = busy = np.nan
+        if view.has_gpu and (view.breakdown["rank"] == rank).any():
+            gpu = view.breakdown.take(view.breakdown["rank"] == rank)
+            all_count = max(int((view.all_steps["rank"] == rank).sum()), 1)  # the breakdown spans every step
+            comm = float(gpu["comm_ns"].sum()) / all_count
+            compute = float(gpu["compute_ns"].sum()) / all_count
+            busy = float(gpu["busy_ns"].sum()) / all_count
+        elif ops is not None and count:
+            comm = float(ops["duration_ns"][ops["rank"] == rank].sum()) / count
+        host = step - busy if not np.isnan(busy) else step - (0.0 if np.isnan(comm) else comm)
+        rows["steps"].append(count)
+        rows["step_ns"].append(step)
+        rows["comm_ns"].append(comm)
+        rows["compute_ns"].append(compute)
+        rows["host_ns"].append(max(host, 0.0) if not np.isnan(host) else np.nan)
+        rows["work_ns"].append(step - (0.0 if np.isnan(comm) else comm))
+    return Table(
+        {"rank": np.asarray(ranks, dtype=np.int64), **{k: np.asarray(v, dtype=np.float64) for k, v in rows.items()}}
+    )
+
+
+def _mean(values) -> float:
+    values = np.asarray(values, dtype=np.float64)
+    return float(np.nanmean(values)) if len(values) and not np.isnan(values).all() else float("nan")
+
+
+def step_cv_by_rank(steps: Table) -> dict[int, float]:
+    """Per rank: stddev / mean of its step times, in percent (ranks with 2+ steps)."""
+    found = {}
+    for rank in np.unique(steps["rank"]) if len(steps) else []:
+        mine = steps["duration_ns"][steps["rank"] == rank].astype(np.float64)
+        if len(mine) >= 2 and mine.mean() > 0:
+            found[int(rank)] = float(mine.std(ddof=1) * 100.0 / mine.mean())
+    return found
+
+
+def small_message_share(ops: Table | None) -> float:
+    """Percent of NCCL operation time spent on messages under 64 KB (NaN when no op has a known size)."""
+    if ops is None or not len(ops):
+        return float("nan")
+    known = ops["bucket"] != "unknown"
+    total = float(ops["duration_ns"][known].sum())
+    return (
+        float(ops["duration_ns"][known & (ops["bucket"] == SMALL_BUCKET)].sum()) * 100.0 / total
+        if total
+        else float("nan")
+    )
+
+
+def run_metrics(view: RunView) -> dict[str, float]:
+    """The run-level numbers of METRICS (NaN where the run has no data for one, e.g. GPU metrics of a CPU run)."""
+    durations = view.steps["duration_ns"].astype(np.float64)
+    ranks = per_rank(view)
+    cvs = step_cv_by_rank(view.steps)
+    breakdown = view.breakdown if view.has_gpu else None
+    ops = view.window_ops
+    if breakdown is not None:
+        comm_share = float(breakdown["comm_ns"].sum()) * 100.0 / max(float(breakdown["busy_ns"].sum()), 1.0)
+    elif ops is not None and len(durations):
+        comm_share = float(ops["duration_ns"].sum()) * 100.0 / float(durations.sum())
+    else:
+        comm_share = float("nan")
+    return {
+        "step_time": float(np.median(durations)) if len(durations) else float("nan"),
+        "step_time_slowest_rank": float(np.nanmax(ranks["step_ns"]))
+        if len(ranks) and not np.isnan(ranks["step_ns"]).all()
+        else float("nan"),
+        "step_cv": max(cvs.values()) if cvs else float("nan"),
+        "exposed_comm": _mean(breakdown["exposed_comm_pct"]) if breakdown is not None else float("nan"),
+        "comm_share": comm_share,
+        "gpu_idle": _mean(breakdown["idle_pct"]) if breakdown is not None else float("nan"),
+        "small_msg_comm": small_message_share(ops if ops is not None else view.nccl_ops),
+        "nccl_time_per_step": _mean(ranks["comm_ns"]) if len(ranks) else float("nan"),
+    }

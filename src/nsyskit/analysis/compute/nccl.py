@@ -1,0 +1,175 @@
+"""NCCL operations of a rank, normalized to the collective: from the NCCL NVTX domain, PyTorch's nccl:<op> ranges,
+else the NCCL kernels; timed on the GPU by the NCCL kernels each range launched; grouped by message size."""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Mapping
+
+import numpy as np
+
+from nsyskit.analysis.compute.projection import project
+from nsyskit.analysis.compute.table import Table
+from nsyskit.analysis.read.records import Intervals, Launches, NvtxRanges, factorize
+
+NCCL_KERNEL = re.compile(r"nccl", re.IGNORECASE)
+# NCCL API ranges (ncclAllReduce, in the NCCL domain or the default one) and PyTorch's 'nccl:all_reduce, op_id = 17'.
+NCCL_RANGE = re.compile(r"^\s*nccl(?::|[A-Z_])")
+SIZE_BUCKETS = (
+    ("<64KB", 0, 64 << 10),
+    ("64KB-1MB", 64 << 10, 1 << 20),
+    ("1MB-16MB", 1 << 20, 16 << 20),
+    (">16MB", 16 << 20, None),
+)
+UNKNOWN_SIZE = "unknown"
+# Collective names after lower-casing and dropping 'nccl', ':', '_', PyTorch's variants' suffixes.
+COLLECTIVES = {
+    "allreduce": "AllReduce", "allgather": "AllGather", "reducescatter": "ReduceScatter", "alltoall": "AllToAll",
+    "alltoallv": "AllToAll", "send": "Send/Recv", "recv": "Send/Recv", "sendrecv": "Send/Recv",
+    "broadcast": "Broadcast", "bcast": "Broadcast", "reduce": "Reduce", "gather": "Gather", "scatter": "Scatter",
+    "barrier": "Barrier",
+}  # fmt: skip
+VARIANT_SUFFIXES = re.compile(r"(?:base|coalesced|intotensor|tensor)+$")
+NAME_HEAD_END = re.compile(r"[,(\s]")  # a name's head ends at its first comma, parenthesis or space
+NCCL_OPS_COLUMNS = ("op", "origin", "start_ns", "duration_ns", "size_bytes", "bucket", "source")
+
+
+def collective(name: str) -> str | None:
+    """The collective an NCCL range or kernel name stands for (ncclAllReduce, nccl:all_gather_into_tensor,
+    ncclDevKernel_SendRecv -> AllReduce, AllGather, Send/Recv); None for NCCL calls that move no data (GroupStart)."""
+    return _collective_of(NAME_HEAD_END.split(name.strip(), maxsplit=1)[0].lower())
+
+
+@functools.lru_cache(maxsize=4096)
+def _collective_of(head: str) -> str | None:
+    """collective() of a lower-cased name head (cached: 'nccl:all_reduce, op_id = N' share the head of all calls)."""
+    core = re.sub(r"^nccl(?:devkernel|kernel)?[:_]?", "", head)
+    core = re.split(r"_(?:ring|tree|nvls|collnet|pat)", core)[0]  # kernel names: ncclKernel_AllReduce_RING_LL_Sum
+    return COLLECTIVES.get(VARIANT_SUFFIXES.sub("", core.replace("_", "").replace(":", "")))
+
+
+def size_buckets(sizes: np.ndarray) -> np.ndarray:
+    """The message-size bucket of each size in bytes (<64KB, 64KB-1MB, 1MB-16MB, >16MB; 'unknown' for NaN)."""
+    labels = np.asarray([label for label, _, _ in SIZE_BUCKETS] + [UNKNOWN_SIZE], dtype=object)
+    edges = np.asarray([low for _, low, _ in SIZE_BUCKETS[1:]], dtype=np.float64)
+    index = np.searchsorted(edges, np.nan_to_num(sizes, nan=0.0), side="right")
+    return labels[np.where(np.isnan(sizes), len(labels) - 1, index)]
+
+
+def size_bucket(size: float) -> str:
+    """The bucket of one size (see size_buckets)."""
+    return str(size_buckets(np.asarray([np.nan if size is None else size], dtype=np.float64))[0])
+
+
+def payload_sizes(nvtx: NvtxRanges, index: np.ndarray) -> np.ndarray:
+    """Message sizes of the ranges at `index`: the numeric payload, else a size/bytes field of a JSON payload."""
+    sizes = nvtx.payload[index].astype(np.float64)
+    has_json = np.not_equal(nvtx.json[index], None)  # elementwise: only ranges with a JSON text need a look
+    for at in np.flatnonzero(np.isnan(sizes) & has_json):
+        text = nvtx.json[index[at]]
+        try:
+            data = json.loads(text) if text else None
+        except ValueError:
+            data = None
+        for key, value in data.items() if isinstance(data, dict) else ():
+            if re.search(r"size|bytes", str(key), re.IGNORECASE) and isinstance(value, int | float):
+                sizes[at] = float(value)
+                break
+    return sizes
+
+
+def nccl_operations(
+    nvtx: NvtxRanges, kernels: Intervals, names: Mapping[int, str], launches: Launches | None = None
+) -> Table:
+    """One row per NCCL operation: collective, origin (pytorch / nccl-nvtx / kernel), start, duration, size, bucket.
+
+    A range's duration is the GPU span of the NCCL kernels it launched when the trace has them (source 'gpu'),
+    else its CPU duration ('nvtx'). Without NCCL ranges, each NCCL kernel is one operation.
+    """
+    unique, codes = nvtx.texts
+    # What a text says about NCCL lies before its first comma ('nccl:all_reduce, op_id = 17'): the per-call texts
+    # share a few such heads, and the regexes run once per head.
+    heads, head_of_text = factorize([text.partition(",")[0] for text in unique])
+    head = head_of_text[codes] if len(codes) else np.empty(0, dtype=np.int64)  # each range's head
+    ops_of_head = np.asarray([collective(h) if NCCL_RANGE.match(h) else None for h in heads], dtype=object)
+    op = ops_of_head[head]
+    torch_head = np.asarray([h.startswith("nccl:") for h in heads], dtype=bool)
+    in_nccl_domain = nvtx.domain == "NCCL"
+    chosen = np.flatnonzero(np.asarray([o is not None for o in ops_of_head], dtype=bool)[head])
+    if len(chosen):
+        is_nccl_kernel = _nccl_kernel_mask(kernels, names)
+        timing = (
+            project(nvtx.thread[chosen], nvtx.start[chosen], nvtx.end[chosen], launches, kernels, is_nccl_kernel)
+            if launches is not None and len(launches)
+            else None
+        )
+        on_gpu = timing.kernels > 0 if timing is not None else np.zeros(len(chosen), dtype=bool)
+        cpu = nvtx.end[chosen] - nvtx.start[chosen]
+        sizes = payload_sizes(nvtx, chosen)
+        origin = np.where(torch_head[head[chosen]], "pytorch", "nccl-nvtx").astype(object)
+        origin[in_nccl_domain[chosen]] = "nccl-nvtx"
+        return Table({
+            "op": op[chosen], "origin": origin, "start_ns": nvtx.start[chosen],
+            "duration_ns": np.where(on_gpu, timing.span_ns if timing is not None else 0, cpu).astype(np.int64),
+            "size_bytes": sizes, "bucket": size_buckets(sizes),
+            "source": np.where(on_gpu, "gpu", "nvtx").astype(object),
+        })  # fmt: skip
+    nccl = _nccl_kernel_mask(kernels, names)
+    if not nccl.any():
+        return Table(
+            {
+                name: np.empty(0, dtype=object if name in ("op", "origin", "bucket", "source") else np.int64)
+                for name in NCCL_OPS_COLUMNS
+            }
+        )
+    ids = kernels.extra["name"][nccl]
+    label = {int(i): collective(names.get(int(i), "")) or names.get(int(i), "").split("(")[0] for i in np.unique(ids)}
+    sizes = np.full(int(nccl.sum()), np.nan)
+    return Table({
+        "op": np.asarray([label[int(i)] for i in ids], dtype=object), "origin": np.full(len(ids), "kernel", dtype=object),
+        "start_ns": kernels.start[nccl], "duration_ns": kernels.end[nccl] - kernels.start[nccl],
+        "size_bytes": sizes, "bucket": size_buckets(sizes), "source": np.full(len(ids), "gpu", dtype=object),
+    })  # fmt: skip
+
+
+def _nccl_kernel_mask(kernels: Intervals, names: Mapping[int, str]) -> np.ndarray:
+    ids = np.asarray(sorted(i for i, n in names.items() if NCCL_KERNEL.search(n or "")), dtype=np.int64)
+    return np.isin(kernels.extra.get("name", np.empty(0, dtype=np.int64)), ids)
+
+
+def nccl_size_summary(ops: Table) -> Table:
+    """Per collective, origin and message-size bucket: count, total/average/median duration, total bytes."""
+    columns = ("op", "origin", "bucket", "count", "total_ns", "avg_ns", "median_ns", "bytes")
+    if ops is None or not len(ops):
+        return Table({c: np.empty(0, dtype=object if c in ("op", "origin", "bucket") else np.float64) for c in columns})
+    origin = ops["origin"] if "origin" in ops else np.full(len(ops), "nccl-nvtx", dtype=object)
+    # Group by small integer codes of the three text columns (each has a handful of values): no per-op key string
+    (ops_seen, op_code), (origins_seen, origin_code), (buckets_seen, bucket_code) = (
+        factorize(ops["op"]), factorize(origin), factorize(ops["bucket"])
+    )
+    combined = (op_code * len(origins_seen) + origin_code) * len(buckets_seen) + bucket_code
+    unique, inverse = np.unique(combined, return_inverse=True)
+    order = np.lexsort((ops["duration_ns"], inverse))
+    grouped, durations = inverse[order], ops["duration_ns"][order].astype(np.float64)
+    firsts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
+    counts = np.diff(np.r_[firsts, len(grouped)])
+    totals = np.add.reduceat(durations, firsts)
+    medians = (durations[firsts + (counts - 1) // 2] + durations[firsts + counts // 2]) / 2.0
+    sizes = ops["size_bytes"][order]
+    known = np.add.reduceat((~np.isnan(sizes)).astype(np.int64), firsts)
+    nbytes = np.where(known > 0, np.add.reduceat(np.nan_to_num(sizes), firsts), np.nan)
+    parts = [
+        (ops_seen[c // (len(origins_seen) * len(buckets_seen))], origins_seen[c // len(buckets_seen) % len(origins_seen)],
+         buckets_seen[c % len(buckets_seen)])
+        for c in unique.tolist()
+    ]  # fmt: skip
+    bucket_rank = {label: i for i, (label, _, _) in enumerate(SIZE_BUCKETS)}
+    table = Table({
+        "op": np.asarray([p[0] for p in parts], dtype=object), "origin": np.asarray([p[1] for p in parts], dtype=object),
+        "bucket": np.asarray([p[2] for p in parts], dtype=object), "count": counts.astype(np.int64),
+        "total_ns": totals.astype(np.int64), "avg_ns": totals / counts, "median_ns": medians, "bytes": nbytes,
+    })  # fmt: skip
+    order = sorted(range(len(parts)), key=lambda i: (parts[i][0], parts[i][1], bucket_rank.get(parts[i][2], 99)))
+    return table.take(np.asarray(order, dtype=np.int64))

@@ -1,0 +1,105 @@
+"""The result of 'invoke analyze': named-column tables per run, JSON-ready and bounded (top N rows, a flag for more)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from nsyskit.analysis.compute.table import Table
+
+JSON_ROWS = 100  # rows per table in analysis.json / --json; the count of the rest is in "more_rows"
+TABLES = ("top_kernels", "breakdown", "memcpy", "nvtx", "nvtx_gpu", "steps", "nccl_sizes", "ranks")
+UNBOUNDED = ("breakdown", "steps", "ranks", "memcpy")  # one row per rank/device/step/copy kind: all of them
+
+
+@dataclass
+class Analysis:
+    """Everything 'invoke analyze' computes for a run, as named-column tables (JSON-ready via to_json)."""
+
+    sources: dict[int, str]
+    nsys_versions: dict[int, str]
+    kernel_summaries: dict[int, Table] = field(default_factory=dict)
+    top_kernels: Table | None = None
+    breakdown: Table | None = None
+    memcpy: Table | None = None
+    nvtx: Table | None = None
+    nvtx_gpu: Table | None = None
+    steps: Table | None = None
+    nccl_ops: Table | None = None
+    nccl_sizes: Table | None = None
+    ranks: Table | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def has_gpu(self) -> bool:
+        """Whether any rank recorded GPU activity."""
+        return bool(self.breakdown is not None and len(self.breakdown))
+
+    def to_json(self, rows: int = JSON_ROWS) -> dict[str, Any]:
+        """The analysis as plain JSON data; tables that can grow with the trace keep their first `rows` rows."""
+        more: dict[str, int] = {}
+
+        def bounded(name: str, table: Table) -> list[dict[str, Any]]:
+            if name in UNBOUNDED or len(table) <= rows:
+                return table.to_json()
+            more[name] = len(table) - rows
+            return table.take(slice(0, rows)).to_json()
+
+        tables = {name: bounded(name, getattr(self, name)) for name in TABLES if getattr(self, name) is not None}
+        summaries = {str(rank): bounded(f"kernel_summary.{rank}", t) for rank, t in self.kernel_summaries.items()}
+        return {
+            "sources": {str(k): v for k, v in self.sources.items()},
+            "nsys_versions": {str(k): v for k, v in self.nsys_versions.items()},
+            "kernel_summary": summaries,
+            **tables,
+            "more_rows": more,
+            "warnings": list(self.warnings),
+        }
+
+
+def with_rank(rank: int, table: Table) -> Table:
+    """The table with a leading rank column."""
+    return Table({"rank": np.full(len(table), rank, dtype=np.int64), **table.columns})
+
+
+def concat(tables: list[Table | None]) -> Table | None:
+    """Tables with the same columns, one after another (None when there are none)."""
+    tables = [t for t in tables if t is not None]
+    if not tables:
+        return None
+    names = tables[0].names
+    return Table(
+        {n: np.concatenate([t[n] for t in tables]) if any(len(t) for t in tables) else tables[0][n] for n in names}
+    )
+
+
+def combine_kernel_summaries(summaries: dict[int, Table]) -> Table:
+    """Run-level kernel table: per name total, instances, average, min, max over all ranks, and in how many ranks."""
+    parts = [t for t in summaries.values() if len(t)]
+    columns = ("name", "time_pct", "total_ns", "instances", "avg_ns", "min_ns", "max_ns", "ranks")
+    if not parts:
+        return Table({c: np.empty(0, dtype=object if c == "name" else np.int64) for c in columns})
+    names = np.concatenate([t["name"] for t in parts]).astype(str)
+    unique, inverse = np.unique(names, return_inverse=True)
+    n = len(unique)
+
+    def column(name: str) -> np.ndarray:
+        return np.concatenate([t[name] for t in parts])
+
+    total = np.bincount(inverse, weights=column("total_ns"), minlength=n).astype(np.int64)
+    instances = np.bincount(inverse, weights=column("instances"), minlength=n).astype(np.int64)
+    low = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    high = np.zeros(n, dtype=np.int64)
+    np.minimum.at(low, inverse, column("min_ns").astype(np.int64))
+    np.maximum.at(high, inverse, column("max_ns").astype(np.int64))
+    grand = total.sum() or 1
+    table = Table(
+        {
+            "name": unique.astype(object), "time_pct": total * 100.0 / grand, "total_ns": total,
+            "instances": instances, "avg_ns": total / np.maximum(instances, 1), "min_ns": low, "max_ns": high,
+            "ranks": np.bincount(inverse, minlength=n).astype(np.int64),
+        }
+    )  # fmt: skip
+    return table.sorted_by("total_ns")

@@ -1,0 +1,41 @@
+"""What every output of 'invoke analyze' opens with: the run header, the findings, the profiled window's metrics."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from nsyskit.analysis.compute import units
+from nsyskit.analysis.compute.metrics import RunView, run_metrics, view_of
+from nsyskit.analysis.judge import findings as rules
+from nsyskit.analysis.read.runinfo import RunHeader, run_header
+
+
+@dataclass
+class Summary:
+    """The findings and metrics of one analysis (computed once, shared by the terminal, HTML and JSON)."""
+
+    view: RunView
+    metrics: dict[str, float]
+    findings: list[rules.Finding]
+    header: RunHeader
+
+
+def summarize(analysis, folder: Path) -> Summary:
+    """Findings, metrics and header of an Analysis whose outputs go to `folder`."""
+    view = view_of(analysis)
+    return Summary(view, run_metrics(view), rules.find(view), run_header(analysis, Path(folder), view.window_source))
+
+
+def print_findings(summary: Summary, console) -> None:
+    """The findings (or that none fired) and the window's metrics: the first thing on the terminal."""
+    header = summary.header
+    console.print(f"[bold]Findings[/bold] ({header.run_id}, {header.layout}, window: {summary.view.window_source})")
+    for finding in summary.findings:
+        color = "yellow" if finding.severity == "warning" else "cyan"
+        console.print(f"  [{color}]{finding.severity}[/{color}] {finding.title}  [dim]({finding.rule})[/dim]")
+    if not summary.findings:
+        console.print("  [green]no rule fired[/green]")
+    shown = [f"{name} {units.metric(name, v)}" for name, v in summary.metrics.items() if not math.isnan(v)]
+    console.print("  [dim]" + ", ".join(shown) + "[/dim]")

@@ -1,0 +1,1 @@
+"""Stage 4 of the analysis, presenting: report sections, terminal tables, plots, the timeline, report.html."""

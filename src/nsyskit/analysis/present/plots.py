@@ -1,0 +1,157 @@
+"""The report's figures as PNG bytes (matplotlib, headless), readable from 2 to 1024 ranks.
+
+Up to PER_RANK_LIMIT ranks a chart draws one bar or line per rank; beyond, it draws a heatmap (ranks along x), so
+the chart keeps its size and an outlier rank still stands out. Durations use the unit that fits (ns/us/ms/s).
+"""
+
+from __future__ import annotations
+
+import io
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: no display on build hosts and CI
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from nsyskit.analysis.compute import units  # noqa: E402
+from nsyskit.analysis.compute.analyzers import SIZE_BUCKETS, UNKNOWN_SIZE  # noqa: E402
+from nsyskit.analysis.compute.table import Table  # noqa: E402
+
+CATEGORY_COLORS = {"compute": "#4C72B0", "exposed comm": "#DD8452", "memory only": "#55A868", "idle": "#C8C8C8"}
+PER_RANK_LIMIT = 16  # more ranks than this: heatmaps instead of one bar/line per rank
+WIDTH_IN, DPI = 11.0, 100  # at most 1100 px wide: fits a 1400 px window with the page margins
+
+
+def _png(fig) -> bytes:
+    buffer = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buffer, format="png", dpi=DPI)
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def _shares(breakdown: Table) -> dict[str, np.ndarray]:
+    span = np.maximum(breakdown["window_ns"], 1)
+    memory_only = breakdown["busy_ns"] - breakdown["compute_ns"] - breakdown["exposed_comm_ns"]
+    values = (breakdown["compute_ns"], breakdown["exposed_comm_ns"], memory_only, breakdown["idle_ns"])
+    return {name: v * 100.0 / span for name, v in zip(CATEGORY_COLORS, values, strict=True)}
+
+
+def breakdown_per_rank(breakdown: Table | None) -> bytes | None:
+    """Compute / exposed communication / memory only / idle (% of the window) per GPU: stacked bars or a heatmap."""
+    if breakdown is None or not len(breakdown):
+        return None
+    order = np.lexsort((breakdown["device"], breakdown["rank"]))
+    breakdown = breakdown.take(order)
+    shares = _shares(breakdown)
+    labels = [
+        f"r{r}" if d == 0 else f"r{r}:gpu{d}" for r, d in zip(breakdown["rank"], breakdown["device"], strict=True)
+    ]
+    if len(labels) > PER_RANK_LIMIT:
+        fig, ax = plt.subplots(figsize=(WIDTH_IN, 3.2))
+        grid = np.vstack(list(shares.values()))
+        image = ax.imshow(grid, aspect="auto", cmap="viridis", vmin=0, vmax=100, interpolation="nearest")
+        ax.set_yticks(range(len(shares)), list(shares))
+        ax.set_xlabel(f"GPU (rank order, {len(labels)} GPUs)")
+        fig.colorbar(image, ax=ax, label="% of profiled window")
+        ax.set_title("GPU time breakdown per GPU")
+        return _png(fig)
+    fig, ax = plt.subplots(figsize=(min(WIDTH_IN, max(6.0, 0.55 * len(labels) + 4)), 3.8))
+    bottom = np.zeros(len(labels))
+    for (name, color), values in zip(CATEGORY_COLORS.items(), shares.values(), strict=True):
+        ax.bar(labels, values, bottom=bottom, color=color, label=name)
+        bottom += values
+    overlap = breakdown["compute_comm_overlap_ns"] * 100.0 / np.maximum(breakdown["window_ns"], 1)
+    ax.scatter(labels, overlap, marker="_", s=300, color="black", label="compute&comm overlap", zorder=3)
+    ax.set_ylabel("% of profiled window")
+    ax.set_ylim(0, 100)
+    ax.set_title("GPU time breakdown per rank")
+    ax.legend(loc="upper left", bbox_to_anchor=(1, 1), fontsize=8)
+    return _png(fig)
+
+
+def step_times_per_rank(steps: Table | None, window: Table | None = None) -> bytes | None:
+    """Step time over the steps: a line per rank (profiled window shaded, warm-up off the scale) or a heatmap."""
+    if steps is None or not len(steps):
+        return None
+    window = window if window is not None and len(window) else steps
+    scale, unit = units.duration_axis(float(np.max(window["duration_ns"])))
+    ranks = np.unique(steps["rank"])
+    low, high = int(window["step"].min()), int(window["step"].max())
+    if len(ranks) > PER_RANK_LIMIT:
+        first, last = int(steps["step"].min()), int(steps["step"].max())
+        grid = np.full((last - first + 1, len(ranks)), np.nan)
+        column = np.searchsorted(ranks, steps["rank"])
+        grid[steps["step"] - first, column] = steps["duration_ns"] / scale
+        fig, ax = plt.subplots(figsize=(WIDTH_IN, 3.8))
+        top = np.nanpercentile(window["duration_ns"] / scale, 99)
+        image = ax.imshow(grid, aspect="auto", cmap="magma_r", vmax=top, interpolation="nearest",
+                          extent=(-0.5, len(ranks) - 0.5, last + 0.5, first - 0.5))  # fmt: skip
+        ax.axhspan(low - 0.5, high + 0.5, fill=False, edgecolor="#2a7", linewidth=1.5, label="profiled window")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel(f"rank ({len(ranks)} ranks)")
+        ax.set_ylabel("step")
+        fig.colorbar(image, ax=ax, label=f"step time ({unit})")
+        ax.legend(loc="lower right", fontsize=8)
+        ax.set_title("Step time per rank and step (colors capped at the window's 99th percentile)")
+        return _png(fig)
+    fig, ax = plt.subplots(figsize=(min(WIDTH_IN, 9.0), 3.8))
+    for rank in ranks:
+        mask = steps["rank"] == rank
+        ax.plot(steps["step"][mask], steps["duration_ns"][mask] / scale, marker="o", markersize=3, label=f"rank {rank}")
+    ax.axvspan(low - 0.5, high + 0.5, color="#2a7", alpha=0.08, label="profiled window")
+    in_window = window["duration_ns"] / scale
+    spread = max(float(in_window.max() - in_window.min()), float(in_window.max()) * 0.05)
+    ax.set_ylim(max(0.0, float(in_window.min()) - spread), float(in_window.max()) + spread)
+    outside = steps["duration_ns"] / scale > float(in_window.max()) + spread
+    if outside.any():
+        ax.annotate(f"{int(outside.sum())} step(s) above the scale (warm-up, up to "
+                    f"{units.duration(float(steps['duration_ns'][outside].max()))})",
+                    xy=(0.01, 0.97), xycoords="axes fraction", va="top", fontsize=8, color="#a33")  # fmt: skip
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("step")
+    ax.set_ylabel(f"step time ({unit})")
+    ax.set_title(f"Step time per rank (profiled window: steps {low}-{high})")
+    ax.legend(fontsize=8, ncol=4, loc="lower right")
+    return _png(fig)
+
+
+def nccl_size_histograms(ops: Table | None) -> bytes | None:
+    """One histogram of NCCL operation durations per message-size bucket (as in the AWS nsys guide)."""
+    if ops is None or not len(ops):
+        return None
+    labels = [label for label, _, _ in SIZE_BUCKETS] + [UNKNOWN_SIZE]
+    present = [label for label in labels if (ops["bucket"] == label).any()]
+    fig, axes = plt.subplots(1, len(present), figsize=(min(WIDTH_IN, 3.2 * len(present) + 1), 3.2), squeeze=False)
+    for ax, label in zip(axes[0], present, strict=True):
+        mask = ops["bucket"] == label
+        scale, unit = units.duration_axis(float(ops["duration_ns"][mask].max()))
+        ax.hist(ops["duration_ns"][mask] / scale, bins=min(30, max(5, int(np.sqrt(mask.sum())))), color="#DD8452")
+        ax.set_title(f"{label} ({int(mask.sum()):,} ops)", fontsize=9)
+        ax.set_xlabel(f"duration ({unit})")
+    axes[0][0].set_ylabel("operations")
+    fig.suptitle("NCCL operation durations per message size")
+    return _png(fig)
+
+
+def top_kernels(kernels: Table | None, count: int = 12) -> bytes | None:
+    """Horizontal bars of the kernels with the most total GPU time (all ranks)."""
+    if kernels is None or not len(kernels):
+        return None
+    top = kernels.take(slice(0, count))
+    names = [_short(n) for n in top["name"]][::-1]
+    scale, unit = units.duration_axis(float(top["total_ns"].max()))
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 0.35 * len(names) + 1.5))
+    ax.barh(names, (top["total_ns"] / scale)[::-1], color="#4C72B0")
+    ax.set_xlabel(f"total time ({unit}, all ranks)")
+    ax.set_title("Top kernels")
+    ax.tick_params(axis="y", labelsize=8)
+    return _png(fig)
+
+
+def _short(name: str, width: int = 60) -> str:
+    name = name.split("(")[0]
+    return name if len(name) <= width else name[: width - 1] + "…"

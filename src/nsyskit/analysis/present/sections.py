@@ -1,0 +1,249 @@
+"""The sections of 'invoke analyze''s report, one builder each: a Section holds its terminal, HTML and JSON forms.
+
+Each form is a function called only when that output is made, so the terminal needs neither matplotlib nor Jinja2
+and --json needs neither rich. The report (nsyskit.analysis.present.report) names which sections it shows, in which order.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from nsyskit.analysis.compute import units
+from nsyskit.analysis.compute.metrics import METRICS
+from nsyskit.analysis.compute.result import Analysis
+from nsyskit.analysis.compute.table import Table
+from nsyskit.analysis.judge.summary import Summary, print_findings
+from nsyskit.analysis.present.terminal import BREAKDOWN_SHOWN, TEXT_COLUMNS, fmt, header, rich_table
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from nsyskit.nccllog.tables.analysis import NcclLogAnalysis
+
+HTML_ROWS = 40  # rows of a table in report.html; the rest is in analysis.json
+BREAKDOWN_COLUMNS = [
+    "rank", "device", "window_ns", "busy_pct", "compute_pct", "comm_pct", "memory_pct", "idle_pct",
+    "compute_comm_overlap_pct", "exposed_comm_pct",
+]  # fmt: skip
+NVTX_COLUMNS = ["rank", "name", "instances", "total_ns", "avg_ns", "median_ns", "min_ns", "max_ns"]
+KERNEL_COLUMNS = ["name", "time_pct", "total_ns", "instances", "avg_ns", "min_ns", "max_ns", "ranks"]
+NO_GPU = "no GPU activity in these reports (CPU-only capture): kernel, breakdown and memcpy tables are empty"
+NCCL_LOG_TITLE = "NCCL log analysis (NCCL_DEBUG=INFO)"
+
+
+@dataclass(frozen=True)
+class Section:
+    """One titled part of the report: how it prints (console, top rows), its report.html data (template context,
+    figures written into the folder) and its analysis.json keys."""
+
+    id: str
+    title: str
+    terminal: Callable[[Console, int], None]
+    html: Callable[[Path, int], dict[str, Any]]
+    json: Callable[[], dict[str, Any]]
+    template: str = "section.html.j2"
+
+
+def table_data(table: Table | None, columns: list[str] | None = None, limit: int = HTML_ROWS, title: str = "") -> dict:
+    """A Table as template data: headers, formatted rows (at most `limit`) and a note on the rows left out."""
+    if table is None or not len(table):
+        return {"title": title, "headers": [], "rows": [], "more": ""}
+    columns = [c for c in (columns or table.names) if c in table]
+    heads = [{"label": header(c), "cls": "text" if c in TEXT_COLUMNS else ""} for c in columns]
+    rows = [
+        {"cells": [fmt(row[c], c) for c in columns], "flag": bool(row.get("straggler"))}
+        for _, row in zip(range(limit), table.rows(), strict=False)
+    ]
+    more = f"{len(table) - limit:,} more rows in analysis.json" if len(table) > limit else ""
+    return {"title": title, "headers": heads, "rows": rows, "more": more}
+
+
+def figure(title: str, png: bytes | None, folder: Path, filename: str) -> list[dict]:
+    """A chart as template data (inline PNG), written beside report.html as `filename` too; none without a PNG."""
+    if not png:
+        return []
+    (folder / filename).write_bytes(png)
+    return [{"title": title, "data": base64.b64encode(png).decode()}]
+
+
+def _print(console: Console, title: str, table: Table | None, columns: list[str] | None, limit: int | None) -> None:
+    if table is not None and len(table):
+        console.print(rich_table(title, table, columns, limit))
+
+
+def _tables(data: Callable[[], dict], *names: str) -> Callable[[], dict]:
+    """The JSON form of a section: the analysis' tables it shows, by their analysis.json keys."""
+    return lambda: {name: data()[name] for name in names if name in data()}
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+
+
+def findings(summary: Summary) -> Section:
+    """The findings and the profiled window's metrics: what every output opens with."""
+
+    def html(folder: Path, top: int) -> dict:
+        rows = [
+            {**f.to_json(), "threshold_text": units.percent(f.threshold) if f.rule != "pageable_memcpy" else f"{f.threshold:.0f}"}
+            for f in summary.findings
+        ]  # fmt: skip
+        metrics = [
+            {"name": METRICS[name][0], "value": units.metric(name, value)}
+            for name, value in summary.metrics.items()
+            if not np.isnan(value)
+        ]
+        return {"findings": rows, "metrics": metrics}
+
+    def json() -> dict:
+        metrics = {name: _finite(value) for name, value in summary.metrics.items()}
+        return {
+            "run": summary.header.to_json(),
+            "findings": [f.to_json() for f in summary.findings],
+            "metrics": metrics,
+        }
+
+    return Section("findings", "Findings", lambda console, top: print_findings(summary, console), html, json,
+                   "findings.html.j2")  # fmt: skip
+
+
+def kernels(analysis: Analysis, data: Callable[[], dict]) -> Section:
+    """The kernels with the most GPU time over all ranks, and the first rank's kernel summary (as nsys stats)."""
+    first = min(analysis.kernel_summaries) if analysis.kernel_summaries else None
+
+    def terminal(console: Console, top: int) -> None:
+        if not analysis.has_gpu:
+            console.print(NO_GPU)
+            return
+        _print(console, f"Top kernels, all ranks (top {top})", analysis.top_kernels, KERNEL_COLUMNS, top)
+        _print(console, f"Kernel summary, rank {first} (as nsys stats)", analysis.kernel_summaries[first], None, top)
+
+    def html(folder: Path, top: int) -> dict:
+        if not analysis.has_gpu:
+            return {"note": NO_GPU}
+        from nsyskit.analysis.present import plots
+
+        return {
+            "figures": figure("Top kernels", plots.top_kernels(analysis.top_kernels), folder, "top_kernels.png"),
+            "tables": [
+                table_data(analysis.top_kernels, KERNEL_COLUMNS, top, title=f"Top kernels, all ranks (top {top})"),
+                table_data(analysis.kernel_summaries[first], limit=top, title=f"Kernel summary, rank {first} (as nsys stats)"),
+            ],
+        }  # fmt: skip
+
+    return Section("kernels", "Kernels", terminal, html, _tables(data, "kernel_summary", "top_kernels"))
+
+
+def breakdown(analysis: Analysis, data: Callable[[], dict]) -> Section:
+    """Compute, communication, memory and idle time per GPU, their overlaps, and the memcpy kinds."""
+
+    def terminal(console: Console, top: int) -> None:
+        if analysis.has_gpu:
+            title = "GPU time breakdown per rank/GPU (% of the profiled window)"
+            _print(console, title, analysis.breakdown, BREAKDOWN_SHOWN, max(top, 64))
+            _print(console, "Memcpy by kind", analysis.memcpy, None, None)
+
+    def html(folder: Path, top: int) -> dict:
+        if not analysis.has_gpu:
+            return {"note": NO_GPU}
+        from nsyskit.analysis.present import plots
+
+        png = plots.breakdown_per_rank(analysis.breakdown)
+        return {
+            "figures": figure("GPU time breakdown per rank", png, folder, "breakdown.png"),
+            "tables": [
+                table_data(analysis.breakdown, BREAKDOWN_COLUMNS, title="Time breakdown per GPU (% of its window)"),
+                table_data(analysis.memcpy, title="Memcpy by kind"),
+            ],
+        }
+
+    return Section("gpu", "GPU time breakdown and overlap", terminal, html, _tables(data, "breakdown", "memcpy"))
+
+
+def nvtx(analysis: Analysis, data: Callable[[], dict]) -> Section:
+    """The NVTX ranges with the most time, and the GPU time of the kernels each range launched."""
+    ranges = analysis.nvtx.sorted_by("total_ns") if analysis.nvtx is not None and len(analysis.nvtx) else None
+    projected = analysis.nvtx_gpu if analysis.has_gpu else None
+    projected_title = "NVTX ranges projected onto the GPU (kernels each range launched)"
+
+    def terminal(console: Console, top: int) -> None:
+        _print(console, f"NVTX ranges (top {top})", ranges, NVTX_COLUMNS, top)
+        _print(console, projected_title, projected, None, top * 2)
+
+    def html(folder: Path, top: int) -> dict:
+        tables = [table_data(ranges, NVTX_COLUMNS, top)]
+        if projected is not None and len(projected):
+            tables.append(table_data(projected, limit=top, title=projected_title))
+        return {"tables": tables}
+
+    return Section("nvtx", "NVTX ranges", terminal, html, _tables(data, "nvtx", "nvtx_gpu"))
+
+
+def communication(analysis: Analysis, data: Callable[[], dict]) -> Section:
+    """NCCL operations by message size: count, time and bandwidth per size bucket."""
+
+    def terminal(console: Console, top: int) -> None:
+        _print(console, "NCCL operations by message size", analysis.nccl_sizes, None, top * 2)
+
+    def html(folder: Path, top: int) -> dict:
+        from nsyskit.analysis.present import plots
+
+        png = plots.nccl_size_histograms(analysis.nccl_ops)
+        return {
+            "figures": figure("NCCL durations per message size", png, folder, "nccl_sizes.png"),
+            "tables": [table_data(analysis.nccl_sizes)],
+        }
+
+    return Section("communication", "Communication (NCCL operations by message size)", terminal, html,
+                   _tables(data, "nccl_sizes"))  # fmt: skip
+
+
+def _ranks_for_html(ranks: Table | None) -> Table | None:
+    """Up to HTML_ROWS ranks: all of a small run, else the ranks furthest from the median step time."""
+    if ranks is None or len(ranks) <= HTML_ROWS or "deviation_pct" not in ranks:
+        return ranks
+    order = np.argsort(-np.abs(np.nan_to_num(ranks["deviation_pct"])), kind="stable")[:HTML_ROWS]
+    return ranks.take(np.sort(order))
+
+
+def ranks(analysis: Analysis, summary: Summary, data: Callable[[], dict]) -> Section:
+    """Step time per rank and the slow ranks (stragglers)."""
+
+    def terminal(console: Console, top: int) -> None:
+        if analysis.ranks is not None:
+            console.print(rich_table("Ranks (stragglers in red)", analysis.ranks, limit=max(top, 256)))
+
+    def html(folder: Path, top: int) -> dict:
+        from nsyskit.analysis.present import plots
+
+        many = analysis.ranks is not None and len(analysis.ranks) > HTML_ROWS
+        png = plots.step_times_per_rank(analysis.steps, summary.view.steps)
+        return {
+            "figures": figure("Step time per rank", png, folder, "step_times.png"),
+            "tables": [table_data(_ranks_for_html(analysis.ranks))],
+            "note": f"{len(analysis.ranks):,} ranks: the {HTML_ROWS} furthest from the median step time are listed"
+            if many
+            else "",
+        }
+
+    return Section("ranks", "Ranks", terminal, html, _tables(data, "steps", "ranks"))
+
+
+def nccl_log(logs: NcclLogAnalysis) -> Section:
+    """The run's NCCL_DEBUG=INFO logs: the summary line and per-op sizes in the terminal, every table in HTML/JSON."""
+    from nsyskit.nccllog.render import render
+
+    def terminal(console: Console, top: int) -> None:
+        console.print(f"{NCCL_LOG_TITLE}: {render.summary_line(logs)}", markup=False, highlight=False)
+        console.print(render.per_op_table(logs))
+        console.print("(every NCCL log table: report.html, or 'invoke nccl-log' on the run folder)")
+
+    return Section("nccl-log", NCCL_LOG_TITLE, terminal, lambda folder, top: render.html_data(logs, top),
+                   lambda: {"nccl_log": logs.to_dict()}, render.SECTION_TEMPLATE)  # fmt: skip

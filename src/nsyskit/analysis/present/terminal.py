@@ -1,0 +1,66 @@
+"""Render tables for the terminal (rich): cells in the unit that fits, at most N rows with a note of how many more.
+
+The sections (nsyskit.analysis.present.sections) print with these; kept apart from the HTML side so that printing needs
+neither matplotlib nor Jinja2 (a fast --no-html).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from nsyskit.analysis.compute import units
+from nsyskit.analysis.compute.table import Table
+
+if TYPE_CHECKING:  # rich is imported when a table is printed: JSON output does without it
+    from rich.table import Table as RichTable
+
+BREAKDOWN_SHOWN = [
+    "rank", "device", "window_ns", "busy_pct", "compute_pct", "comm_pct", "memory_pct", "idle_pct",
+    "compute_comm_overlap_pct", "compute_memory_overlap_pct", "comm_memory_overlap_pct", "exposed_comm_pct",
+]  # fmt: skip
+TEXT_COLUMNS = ("name", "kind", "op", "bucket", "host", "origin", "metric")
+SIZE_COLUMNS = ("bytes", "avg_bytes", "size_bytes")
+
+
+def fmt(value, name: str) -> str:
+    """A cell: durations and sizes in the unit that fits (ns/us/ms/s, B..GB), percentages with one decimal."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else ""
+    if name.endswith("_ns"):
+        return units.duration(value)
+    if name in SIZE_COLUMNS:
+        return units.size(value)
+    if name.endswith("_pct"):
+        return f"{value:.1f}"
+    if isinstance(value, float):
+        return f"{value:,.2f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def header(name: str) -> str:
+    """A column heading: 'total_ns' -> 'total' (the cells carry their unit), 'busy_pct' -> 'busy %'."""
+    return name.removesuffix("_ns").replace("_pct", " %").replace("_gbps", " GB/s").replace("_", " ")
+
+
+def rich_table(title: str, table: Table, columns: list[str] | None = None, limit: int | None = None) -> RichTable:
+    """A rich table of some columns of a Table (units that fit); at most `limit` rows, the rest counted in the caption."""
+    columns = [c for c in (columns or table.names) if c in table]
+    from rich.table import Table as RichTable
+    from rich.text import Text
+
+    out = RichTable(title=title, title_justify="left")
+    for name in columns:
+        out.add_column(header(name), justify="left" if name in TEXT_COLUMNS else "right", overflow="fold")
+    shown = table if limit is None or len(table) <= limit else table.take(slice(0, limit))
+    for row in shown.rows():
+        # Text, not markup: kernel names hold brackets ("[lambda() (instance 3)]") that rich would take for tags
+        out.add_row(*(Text(fmt(row[c], c)) for c in columns), style="bold red" if row.get("straggler") else "")
+    if len(shown) < len(table):
+        out.caption = f"{len(table) - len(shown):,} more rows (--top N shows more; --json has the first 100)"
+        out.caption_justify = "left"
+    return out

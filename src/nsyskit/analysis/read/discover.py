@@ -1,0 +1,101 @@
+"""Find a run's reports and the rank each one holds: from 'rank_N' in the name, run.json, or the order of the names."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from nsyskit.analysis.read import nsys
+from nsyskit.analysis.read.reader import ExportReader
+from nsyskit.analysis.read.runinfo import run_record
+from nsyskit.errors import AnalysisError, ReportFileError
+
+RANK_IN_NAME = re.compile(r"(?:^|[_\-.])rank[_\-.]?(\d+)", re.IGNORECASE)
+# Best first: an export is read as is; a report is exported; a .qdstrm (Debian's nsys leaves them) is imported first.
+REPORT_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".qdstrm")
+OUTPUT_DIR_NAMES = {"analysis"}
+MAX_RANK = (1 << 63) - 1
+
+
+def discover(paths: list[str | Path]) -> list[tuple[int, Path]]:
+    """(rank, report file) for every report under the given run folders / files; one file per report stem.
+
+    A stem present as .sqlite, .nsys-rep and .qdstrm is read from the first that exists. Ranks come from
+    'rank_N' in the name, else from run.json's record of the report, else the lowest ranks no file claims.
+    Two files claiming one rank are an error naming both.
+    """
+    chosen: dict[Path, Path] = {}
+    for given in paths:
+        path = Path(given)
+        if path.is_dir():
+            candidates = sorted(
+                p for p in path.rglob("*") if p.suffix in REPORT_SUFFIXES and not (OUTPUT_DIR_NAMES & set(p.parts))
+            )
+            if not candidates:
+                raise ReportFileError(
+                    path,
+                    "no .nsys-rep, .qdrep, .sqlite or .qdstrm reports in this folder",
+                    "pass the run folder 'invoke run' wrote (reports/<run-id>)",
+                )
+        elif path.exists():
+            candidates = [path]
+        else:
+            raise ReportFileError(path, "no such file or folder", "check the path")
+        for candidate in candidates:
+            stem = candidate.with_suffix("")
+            best = chosen.get(stem)
+            if best is None or _preference(candidate) < _preference(best):
+                chosen[stem] = candidate
+    files = sorted(chosen.values())
+    recorded = _ranks_from_run_json(files)
+    claimed: dict[int, Path] = {}
+    unclaimed: list[Path] = []
+    for file in files:
+        match = RANK_IN_NAME.search(file.name)
+        rank = int(match.group(1)) if match else recorded.get(file.with_suffix("").name)
+        if rank is None:
+            unclaimed.append(file)
+            continue
+        if rank > MAX_RANK:
+            raise ReportFileError(
+                file, f"rank {rank} in its name is beyond a 64-bit integer", "rename it to rank_<N> with N a real rank"
+            )
+        if rank in claimed:
+            raise AnalysisError(
+                file,
+                f"claims rank {rank}, as {claimed[rank]} does",
+                "pass one report per rank (move or rename one of them)",
+            )
+        claimed[rank] = file
+    free = (r for r in range(len(files) + len(claimed) + 1) if r not in claimed)
+    ranked = [*claimed.items(), *((next(free), f) for f in unclaimed)]
+    return sorted(ranked)
+
+
+def _preference(path: Path) -> int:
+    return REPORT_SUFFIXES.index(path.suffix) if path.suffix in REPORT_SUFFIXES else len(REPORT_SUFFIXES)
+
+
+def _ranks_from_run_json(files: list[Path]) -> dict[str, int]:
+    """Report stem -> rank from the run records (run.json) beside the reports, as the ranks' wrappers wrote them."""
+    found: dict[str, int] = {}
+    for folder in sorted({f.parent for f in files}):
+        record = run_record(folder)
+        for status in record.ranks if record else []:
+            if not 0 <= status.rank <= MAX_RANK:
+                continue
+            for name in (status.report, status.sqlite):
+                if name:
+                    found[Path(name).with_suffix("").name] = status.rank
+    return found
+
+
+def open_export(path: Path) -> ExportReader:
+    """An ExportReader for a .sqlite, exporting a .nsys-rep/.qdrep (and importing a .qdstrm) with nsys first."""
+    if path.suffix == ".qdstrm":
+        path = nsys.import_qdstrm(path)
+    if path.suffix in (".nsys-rep", ".qdrep"):
+        if not path.exists():
+            raise ReportFileError(path, "no such file", "check the path")
+        path = nsys.export_sqlite(path)
+    return ExportReader(path)

@@ -1,0 +1,61 @@
+"""The C helpers' one home: their sources (this folder's *.c), compiled once per machine and cached in ~/.cache/nsyskit.
+
+Each caller keeps a pure-Python path that gives the same results: when no compiler is here (or the build fails),
+library() returns None and the caller uses it. The host step `sqlite-ext` (hostpkgs.py) installs the compiler.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+COMPILE_TIMEOUT_S = 60
+
+
+def source(name: str) -> str:
+    """The C source `name`.c shipped in this package."""
+    from importlib import resources
+
+    return resources.files(__name__).joinpath(f"{name}.c").read_text()
+
+
+def cache_folder(kind: str) -> Path:
+    """Where compiled helpers of one kind are kept ($XDG_CACHE_HOME or ~/.cache, then nsyskit/<kind>)."""
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "nsyskit" / kind
+
+
+def build(name: str, source: str, kind: str, flags: tuple[str, ...] = ("-O2",)) -> str | None:
+    """The shared library compiled from C `source` (built on first use, cached under a digest of the source, the
+    flags and the platform; built atomically, as concurrent processes may build it at once), or None when it cannot
+    be built here (no compiler, a missing header, an unwritable cache)."""
+    import hashlib  # here, not at the top: every start-up pays for the imports of its modules
+
+    digest = hashlib.sha256((source + " ".join(flags) + sys.platform + os.uname().machine).encode()).hexdigest()[:16]
+    cache = cache_folder(kind)
+    target = cache / f"{name}-{digest}.so"
+    if target.exists():
+        return str(target)
+    import shutil
+    import subprocess
+    import tempfile
+
+    compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if not compiler:
+        return None
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=cache) as work:
+            source_file, built = Path(work) / f"{name}.c", Path(work) / f"{name}.so"
+            source_file.write_text(source)
+            done = subprocess.run(
+                [compiler, *flags, "-shared", "-fPIC", "-o", str(built), str(source_file)],
+                capture_output=True,
+                timeout=COMPILE_TIMEOUT_S,
+            )
+            if done.returncode != 0 or not built.exists():
+                return None
+            os.replace(built, target)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return str(target)
