@@ -1,7 +1,7 @@
 """The rules that turn a run's tables into findings: what is wrong, the number behind it, the rule that fired.
 
 Each rule is a pure function of a RunView (metrics.py) returning a Finding or None; RULES lists them in the
-order a reader should see them. Thresholds are module constants so that the README and the tests quote them.
+order a reader should see them. Thresholds are module constants so that docs/analysis.md and the tests quote them.
 """
 
 from __future__ import annotations
