@@ -23,6 +23,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 COMMAND = re.compile(r"^(?:\$ )?((?:[A-Z][A-Z0-9_]*=\S* )*)(invoke|nsyskit)(\s.*)?$")
+PROGRAM_VALUED = {"--profile", "--env-file"}  # flags of the program itself that take a value
 CORE_FLAGS = {"--list", "-l", "--help", "-h", "--version", "-V", "--echo", "-e", "--dry", "-R", "--complete"}
 RUNS_WITHOUT_ENGINE = {"config"}  # tasks that only read the configuration
 READS_FILES = {"analyze", "nccl-log"}  # run when every path they are given exists
@@ -92,16 +93,10 @@ def check(words: list[str], ns) -> tuple[list[str], list[str]]:
     while i < len(words):
         word = words[i].strip("[]")
         if word.startswith("-") and word not in ("-", "--"):
-            name = word.split("=", 1)[0]
-            if current is None and name in CORE_FLAGS:
-                pass
-            elif name in bare:
-                pass
-            elif name in valued:
-                i += 0 if "=" in word else 1
-            elif current is None and name in ("--profile", "--env-file"):
-                i += 0 if "=" in word else 1
-            else:
+            name, program = word.split("=", 1)[0], current is None
+            if name in valued or program and name in PROGRAM_VALUED:
+                i += 0 if "=" in word else 1  # its value is the next word
+            elif name not in bare and not (program and name in CORE_FLAGS):
                 problems.append(f"{name} is not a flag of {current or 'the program'}")
         elif word in ns.task_names:
             current = word
