@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fixtures.realdata import REAL_DATA, need
+
 DATA = Path(__file__).resolve().parents[1] / "data" / "nccl"
 NEMO = DATA / "nemo_4gpu.log"
 SRUN = DATA / "srun_megatron.log"
@@ -13,14 +15,19 @@ KIT = DATA / "kit_mpirun.log"
 GARBLED = DATA / "garbled.log"
 KB, MB = 1024, 1024 * 1024
 ROOT = Path(__file__).resolve().parents[2]
-REAL = (ROOT.parent / "shared" / "real-data" / "nccl-logs").resolve()
+REAL = REAL_DATA / "nccl-logs"
 DTYPE_BYTES = {7: 4, 9: 2, 6: 2, 4: 8, 1: 1}
 
 
 def real(name: str) -> Path:
-    """A real log of ../shared/real-data/nccl-logs (named by its number prefix)."""
-    (path,) = REAL.glob(f"{name}-*.log")
+    """A real log of ../shared/real-data/nccl-logs (named by its number prefix); skips a clone without them."""
+    (path,) = need(REAL).glob(f"{name}-*.log")
     return path
+
+
+def real_folder() -> Path:
+    """../shared/real-data/nccl-logs; skips a clone without it (fails where the real data is required)."""
+    return need(REAL)
 
 
 def coll(

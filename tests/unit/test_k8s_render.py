@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 from fixtures.golden import assert_matches_golden
+from fixtures.realdata import SHARED, need
 from k8s_variants import ECR, ROOT, VARIANTS, config  # tests/unit is on sys.path
 
 from nsyskit import k8s, launch, targets
@@ -40,10 +41,7 @@ def test_every_variant_validates_against_the_crd_with_unknown_fields_rejected(va
 
 
 def test_vendored_crd_is_the_shared_one():
-    shared = ROOT.parent / "shared" / "schemas" / CRD.name
-    if not shared.is_file():
-        pytest.skip(f"no {shared} beside this checkout (CI and the workspace have it)")
-    assert CRD.read_bytes() == shared.read_bytes()
+    assert CRD.read_bytes() == need(SHARED / "schemas" / CRD.name).read_bytes()
 
 
 @pytest.mark.parametrize(

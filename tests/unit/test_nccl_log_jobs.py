@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from nccl_real import REAL, ROOT, coll, gpus, real  # tests/unit is on sys.path
+from nccl_real import ROOT, coll, gpus, real, real_folder  # tests/unit is on sys.path
 
 from nsyskit.nccllog import Window, analyze, resolve_jobs, resolve_logs
 
@@ -66,8 +66,8 @@ def test_real_logs_of_two_jobs_are_not_averaged():
     # 22: one step of 306.5 ms at 33.65 TFLOPs; 29: three steps of 5361.6, 5470.7, 5829.9 ms at 243.6, 238.7, 224.0
     steps = analyze([real("22"), real("29")]).steps
     assert steps["avg_step_time_s"] is None and len(steps["jobs"]) == 2
-    jobs = resolve_jobs([str(REAL)])  # a folder that is no run folder: each file is its own job
-    assert set(jobs.values()) == {str(p) for p in jobs} and len(jobs) == len(list(REAL.glob("*.log")))
+    jobs = resolve_jobs([str(real_folder())])  # a folder that is no run folder: each file is its own job
+    assert set(jobs.values()) == {str(p) for p in jobs} and len(jobs) == len(list(real_folder().glob("*.log")))
     assert [round(j["avg_tflops_per_gpu"], 4) for j in steps["jobs"]] == [33.65, round((243.6 + 238.7 + 224.0) / 3, 4)]
 
 
@@ -99,7 +99,7 @@ def test_real_file_given_twice():
 
 
 def test_several_files_on_several_cores_match_one_core():
-    paths = sorted(REAL.glob("*.log"))
+    paths = sorted(real_folder().glob("*.log"))
     one = analyze(paths, workers=1).to_dict()
     several = analyze(paths, workers=3).to_dict()
     one["seconds"] = several["seconds"] = 0

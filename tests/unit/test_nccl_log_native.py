@@ -22,7 +22,7 @@ DATA = ROOT / "tests" / "data" / "nccl"
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(Path(__file__).parent))
 import nccl_log_bench  # noqa: E402
-from nccl_real import REAL  # noqa: E402
+from nccl_real import REAL, real, real_folder  # noqa: E402
 from test_nccl_log_formats import PREFIXES  # noqa: E402
 
 
@@ -40,8 +40,7 @@ def reader() -> fastscan.Reader:
 
 def real_lines() -> list[bytes]:
     """Every line of the real logs (without them the prefixed and damaged inputs would be empty: fail, not pass)."""
-    logs = sorted(REAL.glob("*.log"))
-    assert logs, f"no real NCCL logs in {REAL}: the checkout needs ../shared/real-data beside it"
+    logs = sorted(real_folder().glob("*.log"))  # skips a clone without ../shared (fails where it is required)
     return b"".join(path.read_bytes() + b"\n" for path in logs).split(b"\n")
 
 
@@ -89,18 +88,20 @@ def cleaned(found: Counter) -> Counter:
     return out
 
 
-def texts() -> dict[str, bytes]:
-    """The inputs compared: real logs, test data, prefixed real lines, damaged real lines, the bench's log."""
-    named = {path.name: path.read_bytes() for path in sorted(REAL.glob("*.log"))}
-    named |= {path.name: path.read_bytes() for path in sorted(DATA.glob("*.log"))}
-    named["prefixed"] = prefixed()
-    named |= {f"damaged-{seed}": damaged(seed) for seed in range(12)}
-    return named
+# The inputs compared: real logs, test data, prefixed real lines, damaged real lines (the real ones are named even
+# when a clone lacks them, so that their tests skip with the reason rather than vanish).
+REAL_NAMES = sorted(p.name for p in REAL.glob("*.log")) or ["real-logs"]
+TEXTS = {
+    **{name: lambda name=name: real_folder().joinpath(name).read_bytes() for name in REAL_NAMES},
+    **{path.name: path.read_bytes for path in sorted(DATA.glob("*.log"))},
+    "prefixed": prefixed,
+    **{f"damaged-{seed}": lambda seed=seed: damaged(seed) for seed in range(12)},
+}
 
 
-@pytest.mark.parametrize("name", list(texts()))
+@pytest.mark.parametrize("name", list(TEXTS))
 def test_findings_equal_the_regex_on_any_range(reader, name):
-    text = texts()[name]
+    text = TEXTS[name]()
     block = bytearray(b"\n" + text + (b"" if text.endswith(b"\n") else b"\n"))
     newlines = [at for at, byte in enumerate(block) if byte == 10]
     rng = random.Random(name)
@@ -123,7 +124,7 @@ def scan_both(path: Path, monkeypatch, window: Window):
 
 @pytest.mark.parametrize("window", [Window(), Window(steps=(3, 40)), Window(lines=(20, 900))])
 def test_whole_scans_are_equal(reader, tmp_path, monkeypatch, window):
-    logs = sorted(REAL.glob("*.log")) + sorted(DATA.glob("*.log*"))
+    logs = sorted(real_folder().glob("*.log")) + sorted(DATA.glob("*.log*"))
     synthetic = tmp_path / "synthetic.log"
     nccl_log_bench.write_log(synthetic, 1)
     damaged_log = tmp_path / "damaged.log"
@@ -136,7 +137,7 @@ def test_whole_scans_are_equal(reader, tmp_path, monkeypatch, window):
 
 def test_without_a_compiler_the_python_scanner_is_used(tmp_path):
     # a fresh process with no compiler on PATH and an empty cache: no native reader, the same report
-    log = REAL / "01-nccltests-2.27-roce.log"
+    log = real("01")
     code = (
         "import json,sys; from pathlib import Path; from nsyskit.nccllog import analyze; from nsyskit.nccllog.scan import fastscan; "
         "print(fastscan.reader() is None); print(json.dumps(analyze([Path(sys.argv[1])]).to_dict()['per_op']))"
@@ -151,7 +152,7 @@ def test_without_a_compiler_the_python_scanner_is_used(tmp_path):
 
 def test_full_arrays_fall_back_to_the_regex(reader, monkeypatch):
     # more distinct findings or runs in a block than the C reader's arrays hold: that block is read by the regex
-    log = REAL / "01-nccltests-2.27-roce.log"
+    log = real("01")
     monkeypatch.setattr(fastscan, "MAX_FINDINGS", 4)
     monkeypatch.setattr(fastscan, "MAX_RUNS", 2)
     small = fastscan.Reader()
