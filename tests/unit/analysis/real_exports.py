@@ -19,7 +19,7 @@ NAMES = sorted(PACKED) + ([] if any(SHARED.glob("*.sqlite.xz")) else [MISSING])
 
 def decompress(name: str, folder: Path) -> Path:
     """The export `name` decompressed into `folder` (reused when already there)."""
-    if name == MISSING:
+    if name not in PACKED:  # an export of ../shared that this checkout lacks (or the name standing for them)
         need(SHARED)
     target = folder / name
     if not target.exists():
