@@ -8,10 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from fixtures.realdata import REAL_DATA, need
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_bench_runs_and_both_tools_agree():
+    need(REAL_DATA / "nccl-logs")  # the bench's second input is a mix of the real logs
     done = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "nccl_log_bench.py"), "--size-mb", "2", "--mix-mb", "2", "--repeat", "1"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
