@@ -1,45 +1,7 @@
-"""nsyskit's Invoke front: it only composes the tasks of nsyskit.cli (see README, 'Tasks')."""
+"""nsyskit's Invoke front in a checkout: the collection of nsyskit.cli, rooted at this folder (see README, 'Tasks')."""
 
 from pathlib import Path
 
-from invoke import Collection
+from nsyskit.cli.collection import ns
 
-from nsyskit.cli import (
-    analyze_tasks,
-    config_tasks,
-    demo_tasks,
-    deploy_tasks,
-    image_tasks,
-    k8s_tasks,
-    nccl_tasks,
-    registry_tasks,
-    run_tasks,
-    slurm_tasks,
-    test_tasks,
-)
-
-ns = Collection(
-    config_tasks.show_config,
-    config_tasks.setup,
-    test_tasks.test,
-    image_tasks.build,
-    registry_tasks.login,
-    registry_tasks.push,
-    registry_tasks.pull,
-    deploy_tasks.deploy,
-    deploy_tasks.undeploy,
-    deploy_tasks.status,
-    deploy_tasks.logs,
-    deploy_tasks.collect,
-    slurm_tasks.enroot_credentials,
-    slurm_tasks.enroot_import,
-    k8s_tasks.k8s_setup,
-    nccl_tasks.nccl_log,
-    analyze_tasks.analyze,
-    analyze_tasks.recipes,
-    run_tasks.run,
-    run_tasks.exec_,
-    run_tasks.stop,
-    demo_tasks.demo,
-)
 ns.configure({"nsyskit": {"root": str(Path(__file__).resolve().parent)}})

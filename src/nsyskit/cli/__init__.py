@@ -46,13 +46,54 @@ def _asks_for_help(args: tuple, kwargs: dict) -> bool:
     return any(isinstance(value, str) and value in HELP_FLAGS for value in (*args, *kwargs.values()))
 
 
-def _show_help(function_name: str) -> None:
-    """Print the task's help as 'invoke --help TASK' does, then stop (exit 0)."""
+def _show_help(c: invoke.Context, function_name: str) -> None:
+    """Print the task's help as '<program> --help TASK' does (invoke in a checkout, nsyskit installed), then stop."""
     import subprocess
     import sys
 
     name = function_name.rstrip("_").replace("_", "-")
-    raise Exit(code=subprocess.call([sys.executable, "-m", "invoke", "--help", name]))
+    module = "nsyskit" if c.config.get("nsyskit", {}).get("program") == "nsyskit" else "invoke"
+    raise Exit(code=subprocess.call([sys.executable, "-m", module, "--help", name]))
+
+
+# Short flags only where every command-line tool has them; every other flag is long only (Invoke would otherwise
+# give each flag its first free letter: -h was --html, not help).
+SHORT_FLAGS = {"output": "o", "json": "j"}
+
+
+class KitTask(invoke.Task):
+    """An Invoke task without automatic short flags, with the conventional ones of SHORT_FLAGS."""
+
+    def get_arguments(self, ignore_unknown_help: bool | None = None) -> list[invoke.Argument]:
+        arguments = super().get_arguments(ignore_unknown_help)
+        for argument in arguments:
+            short = SHORT_FLAGS.get(argument.names[0])
+            if short:
+                argument.names = (*argument.names, short)
+        return arguments
+
+
+def number_flag(flag: str, value: object, default: float | None, integer: bool = False, low: float = 0.0):
+    """A flag's value as a finite number >= low (an int when `integer`), or ConfigError naming the flag and value.
+
+    Number flags are declared as text (default None), so a bad value reaches this one-line error instead of
+    failing in Invoke's parser with a traceback.
+    """
+    import math
+
+    from nsyskit.errors import ConfigError
+
+    if value is None:
+        return default
+    kind = "a whole number" if integer else "a number"
+    try:
+        number = int(str(value)) if integer else float(str(value))
+    except ValueError:
+        number = None
+    if number is None or not math.isfinite(number) or number < low:
+        example = int(low) + 5 if integer else 5
+        raise ConfigError(flag, value, f"must be {kind} >= {low:g}", f"e.g. {flag} {example}")
+    return number
 
 
 def task(*args: Any, **kwargs: Any):
@@ -66,7 +107,7 @@ def task(*args: Any, **kwargs: Any):
         @functools.wraps(body)
         def run(c, *a, **kw):
             if _asks_for_help(a, kw):
-                _show_help(body.__name__)
+                _show_help(c, body.__name__)
             try:
                 return body(c, *a, **kw)
             except NsyskitError as exc:
@@ -82,6 +123,8 @@ def task(*args: Any, **kwargs: Any):
                     raise
                 raise _unexpected(exc) from None
 
+        kwargs.setdefault("klass", KitTask)
+        kwargs.setdefault("auto_shortflags", False)
         return invoke.task(*args, **kwargs)(run)
 
     return decorate
@@ -93,12 +136,18 @@ def project_root(c: invoke.Context) -> Path:
     return Path(root) if root else Path.cwd()
 
 
+def env_file(c: invoke.Context) -> Path | None:
+    """The settings file given with `nsyskit --env-file FILE` (None: the project's .env)."""
+    given = c.config.get("nsyskit", {}).get("env_file")
+    return Path(given) if given else None
+
+
 def load(c: invoke.Context, profile: str | None = None, **flags: Any) -> Config:
     """Load the config for a task; `flags` maps setting names (lower case) to flag values (None: not given)."""
     from nsyskit.config import load_config  # imported per task: `invoke --list` stays fast
 
     overrides = {key.upper(): value for key, value in flags.items() if value is not None}
-    cfg = load_config(project_root(c), profile=profile, overrides=overrides)
+    cfg = load_config(project_root(c), profile=profile, overrides=overrides, env_file=env_file(c))
     for warning in cfg.warnings:
         console.warn(warning)
     return cfg

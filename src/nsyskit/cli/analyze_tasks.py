@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import math
 import sys
 import threading
 from pathlib import Path
 
 from nsyskit import console
-from nsyskit.cli import task
+from nsyskit.cli import number_flag, task
 from nsyskit.errors import AnalysisError, ConfigError, RegressionFound, UsageError
 
 PROGRESS_FROM = 8  # reports in a run from which analyze and --timeline print their progress
@@ -22,20 +21,6 @@ def _paths(path: str) -> list[str]:
             "no run folder or report given", fix="pass a run folder (reports/<run-id>) or report files separated by commas"
         )
     return parts
-
-
-def _number(flag: str, value: object, default: float | None, integer: bool = False, low: float = 0.0) -> float | None:
-    """A flag's value as a finite number >= low (an int when `integer`), or ConfigError naming the flag and value."""
-    if value is None:
-        return default
-    kind = "a whole number" if integer else "a number"
-    try:
-        number = int(str(value)) if integer else float(str(value))
-    except ValueError:
-        number = None
-    if number is None or not math.isfinite(number) or number < low:
-        raise ConfigError(flag, value, f"must be {kind} >= {low:g}", f"e.g. {flag} {int(low) + 5 if integer else 5}")
-    return number
 
 
 def _check_output(output: str | None) -> Path | None:
@@ -84,10 +69,10 @@ def analyze(
         run_profiler_analysis,
     )
 
-    rows = int(_number("--top", top, 15, integer=True, low=1))
-    straggler = _number("--straggler-pct", straggler_pct, 5.0)
-    threshold = _number("--fail-on-regression", fail_on_regression, None)
-    max_events = int(_number("--timeline-max-events", timeline_max_events, DEFAULT_MAX_EVENTS, integer=True, low=1))
+    rows = int(number_flag("--top", top, 15, integer=True, low=1))
+    straggler = number_flag("--straggler-pct", straggler_pct, 5.0)
+    threshold = number_flag("--fail-on-regression", fail_on_regression, None)
+    max_events = int(number_flag("--timeline-max-events", timeline_max_events, DEFAULT_MAX_EVENTS, integer=True, low=1))
     if diff:
         from nsyskit.analysis import diff_table, run_diff
 

@@ -7,7 +7,7 @@ import json
 from invoke import Exit
 
 from nsyskit import console
-from nsyskit.cli import PROFILE_HELP, load, project_root, task
+from nsyskit.cli import PROFILE_HELP, env_file, load, project_root, task
 
 
 def _shown(value) -> str:
@@ -49,7 +49,7 @@ def show_config(c, check=False, profile=None, json_=False, template=False, outpu
         raise UsageError(f"{'--k8s' if k8s else '--slurm'} goes with --check only", fix="add --check")
     root = project_root(c)
     try:
-        cfg = load_config(root, profile=profile)
+        cfg = load_config(root, profile=profile, env_file=env_file(c))
         if check:
             check_deployable(cfg, root, k8s=k8s, slurm=slurm)
     except ConfigErrors as problems:
@@ -59,7 +59,7 @@ def show_config(c, check=False, profile=None, json_=False, template=False, outpu
     for warning in cfg.warnings:
         console.warn(warning)
     if check:
-        console.done(f"configuration is valid ({len(settings())} settings, profile: {profile or 'none'})")
+        console.done(f"configuration is valid ({len(settings())} settings, profile: {cfg.profile or 'none'})")
         return
     rows = {key_of(f): (_shown(getattr(cfg, f.name)), cfg.sources[key_of(f)], f.metadata["section"]) for f in settings()}
     if json_:
@@ -103,6 +103,23 @@ def _template(output: str | None, force: bool) -> None:
         return
     write_template(Path(output), force)
     console.done(f"wrote the documented settings to {output}")
+
+
+@task(
+    help={
+        "output": "Write to this file instead of .env in the current folder (or the --env-file given).",
+        "force": "Overwrite an existing file.",
+    }
+)
+def init(c, output=None, force=False):
+    """Write a commented .env to start from: every setting commented out, with its default and help (never overwrites)."""
+    from pathlib import Path
+
+    from nsyskit.config.template import write_template
+
+    target = Path(output) if output else env_file(c) or project_root(c) / ".env"
+    write_template(target, force)
+    console.done(f"wrote {target}: uncomment and set what differs from the defaults, then 'nsyskit config --check'")
 
 
 @task(help={"profile": PROFILE_HELP})

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from nsyskit import console
-from nsyskit.cli import task
+from nsyskit.cli import number_flag, task
 
 
 @task(
@@ -24,7 +24,7 @@ from nsyskit.cli import task
         "and nccl-log.json; its report.html gets the same section from 'invoke analyze').",
     },
 )
-def nccl_log(c, logs, steps=None, lines=None, json_=False, top=20, html=None):
+def nccl_log(c, logs, steps=None, lines=None, json_=False, top=None, html=None):
     """Analyze NCCL_DEBUG=INFO logs (COLL lines; INIT/NET/TUNING when present): per-op sizes, histograms, aggregates, steps, init facts."""
     from nsyskit.nccllog import (
         Window,
@@ -37,6 +37,7 @@ def nccl_log(c, logs, steps=None, lines=None, json_=False, top=20, html=None):
         write_outputs,
     )
 
+    top = int(number_flag("--top", top, 20, integer=True, low=1))
     arguments = [logs]
     window = Window(steps=parse_range("--steps", steps), lines=parse_range("--lines", lines, lowest=1))
     html_path = check_html_target(html)
@@ -48,10 +49,10 @@ def nccl_log(c, logs, steps=None, lines=None, json_=False, top=20, html=None):
     if json_:
         console.out.print_json(json.dumps(analysis.to_dict()))
     else:
-        print_analysis(analysis, console.out, top=int(top))
+        print_analysis(analysis, console.out, top=top)
     for warning in analysis.warnings:
         console.warn(warning)
-    for written in write_outputs(analysis, arguments, html_path, int(top)):
+    for written in write_outputs(analysis, arguments, html_path, top):
         console.done(written)
 
 

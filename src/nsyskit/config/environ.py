@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from nsyskit.errors import ConfigError
 
 PREFIX = "NSYSKIT_"
 # NSYSKIT_* variables of the kit itself that are no setting but look like one to did-you-mean:
 # the profile overlay (not PROFILER) and the node index the rank wrapper exports (not NODES).
-KIT_VARIABLES = frozenset({"NSYSKIT_PROFILE", "NSYSKIT_NODE"})
+KIT_VARIABLES = frozenset({"NSYSKIT_PROFILE", "NSYSKIT_NODE", "NSYSKIT_ASSETS_PORT"})
+ASSETS_PORT_ENV, DEFAULT_ASSETS_PORT = "NSYSKIT_ASSETS_PORT", 7489  # where 'invoke build' serves host files
 # Bare names that are the standard variable of other tools with the very same meaning: honoured without a
 # deprecation warning (a user sets AWS_REGION for the AWS CLI and SDKs; nsyskit's AWS calls mean the same region).
 SHARED_NAMES = frozenset({"AWS_REGION"})
@@ -79,3 +83,23 @@ def _misspellings(environ: Mapping[str, str], known: set[str]) -> list[str]:
         if guess:
             warnings.append(f"unknown environment variable {name}: did you mean {env_name(guess[0])}?")
     return warnings
+
+
+def assets_port(environ: Mapping[str, str] | None = None) -> int:
+    """The port the build's host files are served at: NSYSKIT_ASSETS_PORT (1-65535), default 7489."""
+    raw = (os.environ if environ is None else environ).get(ASSETS_PORT_ENV, "")
+    if not raw:
+        return DEFAULT_ASSETS_PORT
+    if not (raw.isascii() and raw.strip().isdigit() and 1 <= int(raw) <= 65535):
+        raise ConfigError(ASSETS_PORT_ENV, raw, "is not a port number 1-65535",
+                          f"set it to a free port from 1-65535, or unset it (default {DEFAULT_ASSETS_PORT})", "environment")  # fmt: skip
+    return int(raw)
+
+
+def environment_checks(environ: Mapping[str, str]) -> list:
+    """The problems of the kit's own variables that are no setting (NSYSKIT_ASSETS_PORT), checked on every load."""
+    try:
+        assets_port(environ)
+    except ConfigError as exc:
+        return [exc]
+    return []

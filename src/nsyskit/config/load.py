@@ -9,12 +9,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from nsyskit.assets import kit_root
 from nsyskit.config import parse as p
 from nsyskit.config.envfile import read_env_file
-from nsyskit.config.environ import environment_layer
+from nsyskit.config.environ import environment_checks, environment_layer
 from nsyskit.config.rules import cross_checks
 from nsyskit.config.schema import Config, key_of, settings
-from nsyskit.errors import ConfigError, ConfigErrors, NsyskitError
+from nsyskit.errors import ConfigError, ConfigErrors, ConfigFileError, NsyskitError
 
 PROFILE_ENV = "NSYSKIT_PROFILE"
 _PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
@@ -31,12 +32,14 @@ def profile_path(root: Path, profile: str, source: str = "flag") -> Path:
             PROFILE_ENV, profile, "is not a profile name (letters, digits, '.', '_', '-'; at most 100) "
             "nor the path of an existing .env file", f"use one of: {names}", source,
         )  # fmt: skip
-    return root / "profiles" / f"{profile}.env"
+    own = root / "profiles" / f"{profile}.env"
+    return own if own.exists() else kit_root(root) / "profiles" / f"{profile}.env"
 
 
 def available_profiles(root: Path) -> list[str]:
-    """Names of the overlays in profiles/."""
-    return sorted(path.stem for path in (root / "profiles").glob("*.env"))
+    """Names of the overlays in the project's profiles/ and the kit's own (local-cpu)."""
+    folders = {root / "profiles", kit_root(root) / "profiles"}
+    return sorted({path.stem for folder in folders for path in folder.glob("*.env")})
 
 
 def _known_only(values: dict[str, str], label: str, known: set[str], warnings: list[str]) -> dict[str, str]:
@@ -57,11 +60,17 @@ def _label(path: Path, root: Path) -> str:
 
 
 def _file_layers(root: Path, profile: str | None, source: str, known: set[str], warnings: list[str],
-                 errors: list[NsyskitError]) -> list[tuple[str, dict[str, str]]]:  # fmt: skip
-    """The .env and profile layers; a file that cannot be used adds its error and contributes nothing."""
+                 errors: list[NsyskitError], env_file: Path | None = None) -> list[tuple[str, dict[str, str]]]:  # fmt: skip
+    """The .env (or the `env_file` given) and profile layers; a file that cannot be used adds its error."""
     layers = []
-    env_file = root / ".env"
-    paths = [(env_file, ".env")] if env_file.exists() or env_file.is_symlink() else []
+    if env_file is not None:
+        if not (env_file.exists() or env_file.is_symlink()):
+            errors.append(ConfigFileError(env_file, "does not exist", "give an existing settings file to --env-file, "
+                                          "or write one with 'nsyskit init --output FILE'"))  # fmt: skip
+        paths = [(env_file, _label(env_file.absolute(), root))] if env_file.exists() or env_file.is_symlink() else []
+    else:
+        env_file = root / ".env"
+        paths = [(env_file, ".env")] if env_file.exists() or env_file.is_symlink() else []
     if profile:
         try:
             path = profile_path(root, profile, source)
@@ -89,6 +98,7 @@ def load_config(
     profile: str | None = None,
     overrides: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
+    env_file: Path | None = None,
 ) -> Config:
     """Read defaults, ROOT/.env, the profile overlay, the environment and flag overrides; raise ConfigErrors listing every problem.
 
@@ -103,7 +113,7 @@ def load_config(
     errors: list[NsyskitError] = []
     source = "flag" if profile else "environment"
     profile = profile or environ.get(PROFILE_ENV) or None
-    layers = _file_layers(root, profile, source, known, warnings, errors)
+    layers = _file_layers(root, profile, source, known, warnings, errors, env_file)
     from_environment = environment_layer(environ, known)
     layers.append(("environment", from_environment.values))
     warnings += from_environment.warnings
@@ -135,6 +145,7 @@ def load_config(
     warnings += from_environment.ignored_notes(resolved_raw)
     # Rules tying settings together run even when some value is bad: each skips when one of its inputs is.
     errors += cross_checks(values, sources, root)
+    errors += environment_checks(environ)
     if errors:
         raise ConfigErrors(errors)
-    return Config(**values, sources=sources, warnings=tuple(warnings))
+    return Config(**values, sources=sources, warnings=tuple(warnings), profile=profile)

@@ -126,9 +126,10 @@ class Config:
     slurm_container_mounts: str = setting("", sp.container_mounts, "slurm", "Extra Pyxis --container-mounts SRC:DST[:FLAGS],... (the job's report folder and SLURM_SHARED_DIR are always mounted).")
     slurm_submit_prefix: str = setting("", sp.command_prefix, "slurm", "Command prefix for sbatch, squeue, sacct, scontrol and scancel, e.g. 'ssh login-node' when the kit runs off the cluster (empty: run them here).")
 
-    # Not settings: where each value came from, and warnings met while loading.
+    # Not settings: where each value came from, warnings met while loading, the profile overlay read (if any).
     sources: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
     warnings: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    profile: str | None = field(default=None, compare=False, repr=False)
 
     # --- derived values ---
     @property

@@ -21,9 +21,9 @@ from pathlib import Path
 from urllib.parse import quote, unquote, urlparse
 
 from nsyskit.config import Config
+from nsyskit.config.environ import assets_port
 from nsyskit.errors import BuildError, ConfigError, ConfigErrors
 
-PORT_ENV, DEFAULT_PORT = "NSYSKIT_ASSETS_PORT", 7489
 DEFAULT_GATEWAY = "172.17.0.1"
 LOCK_ENV, DEFAULT_LOCK = "NSYSKIT_BUILD_LOCK", "/tmp/nsyskit-build.lock"
 # Settings whose value may name a host file instead of a URL: URL key -> the sha256 key that verifies it.
@@ -55,17 +55,6 @@ class Assets:
             return ""
         listing = "\n".join(f"{name} {(self.wheelhouse / name).stat().st_size}" for name in self.wheel_names())
         return hashlib.sha256(listing.encode()).hexdigest()[:16]
-
-
-def assets_port(environ=None) -> int:
-    """The port the build's host files are served at: NSYSKIT_ASSETS_PORT (1-65535), default 7489."""
-    raw = (os.environ if environ is None else environ).get(PORT_ENV, "")
-    if not raw:
-        return DEFAULT_PORT
-    if not (raw.isascii() and raw.strip().isdigit() and 1 <= int(raw) <= 65535):
-        raise ConfigError(PORT_ENV, raw, "is not a port number 1-65535",
-                          f"set it to a free port from 1-65535, or unset it (default {DEFAULT_PORT})", "environment")  # fmt: skip
-    return int(raw)
 
 
 def _unusable(key: str, value: str, path: Path, want_dir: bool = False) -> ConfigError | None:

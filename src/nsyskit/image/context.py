@@ -8,6 +8,8 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from nsyskit.assets import kit_root
+
 CONTEXT_PATHS = ("Dockerfile", "Container-Root")
 # Never part of an image: editor and interpreter droppings.
 IGNORED_NAMES = {"__pycache__", ".pytest_cache", ".DS_Store"}
@@ -28,7 +30,9 @@ def _ignored(path: Path) -> bool:
 
 
 def context_files(root: Path) -> list[ContextFile]:
-    """The files `docker build` gets, sorted by name (symlinks are kept as the file they point to)."""
+    """The files `docker build` gets, sorted by name (symlinks are kept as the file they point to); from the project
+    folder when it is a checkout, else the package's copy."""
+    root = kit_root(root)
     files = []
     for top in CONTEXT_PATHS:
         base = root / top

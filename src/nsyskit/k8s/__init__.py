@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from nsyskit import console, jobdir, launch
+from nsyskit.assets import kit_root
 from nsyskit.config import Config
 from nsyskit.errors import ClusterError, ClusterUnreachable, JobNotFound, NsyskitError
 from nsyskit.k8s import crd, kubectl, render
@@ -42,7 +43,7 @@ def render_job(cfg: Config, root: Path) -> tuple[Path, str, dict[str, Path]]:
         name = job_name(job_dir)
         texts = render.render(cfg, name, root)
         crd.validate(
-            texts[render.MPIJOB_FILE], Path(root) / crd.CRD_FILE, name=_relative(job_dir / render.MPIJOB_FILE, root)
+            texts[render.MPIJOB_FILE], kit_root(root) / crd.CRD_FILE, name=_relative(job_dir / render.MPIJOB_FILE, root)
         )
         files = {}
         for filename, text in texts.items():

@@ -11,6 +11,7 @@ from typing import Any
 import jinja2
 
 from nsyskit import launch, nsysargs
+from nsyskit.assets import kit_root
 from nsyskit.config import Config
 from nsyskit.templates import render_template
 
@@ -161,7 +162,7 @@ def _injector_volume(cfg: Config) -> dict[str, Any]:
 def _environment(root: Path) -> jinja2.Environment:
     """A strict Jinja2 environment over ROOT/k8s whose `q` filter writes a YAML-safe (JSON) scalar."""
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(Path(root) / TEMPLATES)),
+        loader=jinja2.FileSystemLoader(str(kit_root(root) / TEMPLATES)),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,

@@ -1,7 +1,11 @@
-"""The C helpers' one home: their sources (this folder's *.c), compiled once per machine and cached in ~/.cache/nsyskit.
+"""The C helpers' one home: their sources (this folder's *.c), built into the wheel, else compiled on first use.
 
-Each caller keeps a pure-Python path that gives the same results: when no compiler is here (or the build fails),
-library() returns None and the caller uses it. The host step `sqlite-ext` (hostpkgs.py) installs the compiler.
+A wheel carries each helper built (setup.py: `_<name>` libraries and `_built.json`, the sha256 of the source each
+was built from), so an install needs no compiler and no writable home. Without one (an sdist built where no
+compiler was, a source edited since the build, NSYSKIT_NATIVE_PREBUILT=0) the helper is compiled with `cc` once per
+machine and cached in ~/.cache/nsyskit. Each caller keeps a pure-Python path that gives the same results: when
+neither works, build() returns None and the caller uses it. The host step `sqlite-ext` (hostpkgs.py) installs the
+compiler.
 """
 
 from __future__ import annotations
@@ -20,6 +24,28 @@ def source(name: str) -> str:
     return resources.files(__name__).joinpath(f"{name}.c").read_text()
 
 
+PREBUILT_VARIABLE = "NSYSKIT_NATIVE_PREBUILT"  # 0: ignore the libraries built into the package (tests of the others)
+
+
+def prebuilt(name: str, source: str) -> str | None:
+    """The library built into the package from exactly this source, or None."""
+    import hashlib
+    import json
+    import sysconfig
+
+    if os.environ.get(PREBUILT_VARIABLE) == "0":
+        return None
+    folder = Path(__file__).resolve().parent
+    library = folder / f"_{name}{sysconfig.get_config_var('EXT_SUFFIX') or '.so'}"
+    try:
+        built = json.loads((folder / "_built.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not library.exists() or built.get(name) != hashlib.sha256(source.encode()).hexdigest():
+        return None
+    return str(library)
+
+
 def cache_folder(kind: str) -> Path:
     """Where compiled helpers of one kind are kept ($XDG_CACHE_HOME or ~/.cache, then nsyskit/<kind>)."""
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "nsyskit" / kind
@@ -29,6 +55,9 @@ def build(name: str, source: str, kind: str, flags: tuple[str, ...] = ("-O2",)) 
     """The shared library compiled from C `source` (built on first use, cached under a digest of the source, the
     flags and the platform; built atomically, as concurrent processes may build it at once), or None when it cannot
     be built here (no compiler, a missing header, an unwritable cache)."""
+    shipped = prebuilt(name, source)
+    if shipped:
+        return shipped
     import hashlib  # here, not at the top: every start-up pays for the imports of its modules
 
     digest = hashlib.sha256((source + " ".join(flags) + sys.platform + os.uname().machine).encode()).hexdigest()[:16]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import jinja2
 
+from nsyskit.assets import kit_root
 from nsyskit.config import Config
 from nsyskit.launch import CONTAINER_REPORT_DIR, rank_command, wrapper_env
 from nsyskit.templates import render_template
@@ -99,7 +100,7 @@ def context(cfg: Config, job_dir: Path) -> dict:
 def environment(root: Path) -> jinja2.Environment:
     """The Jinja2 environment of the templates in ROOT/slurm/ (strict: an unknown variable is an error)."""
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(Path(root) / TEMPLATE_DIR)),
+        loader=jinja2.FileSystemLoader(str(kit_root(root) / TEMPLATE_DIR)),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,

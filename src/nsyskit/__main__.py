@@ -1,0 +1,5 @@
+"""`python -m nsyskit`: the nsyskit command."""
+
+from nsyskit.cli.program import main
+
+main()
