@@ -62,10 +62,15 @@ SHORT_FLAGS = {"output": "o", "json": "j"}
 
 
 class KitTask(invoke.Task):
-    """An Invoke task without automatic short flags, with the conventional ones of SHORT_FLAGS."""
+    """An Invoke task without automatic short flags, with the conventional ones of SHORT_FLAGS, whose arguments can be
+    asked for more than once (the help of each flag is kept)."""
 
     def get_arguments(self, ignore_unknown_help: bool | None = None) -> list[invoke.Argument]:
-        arguments = super().get_arguments(ignore_unknown_help)
+        saved = dict(self.help)  # Invoke pops each flag's help as it reads it: a second call would have none
+        try:
+            arguments = super().get_arguments(ignore_unknown_help)
+        finally:
+            self.help = saved
         for argument in arguments:
             short = SHORT_FLAGS.get(argument.names[0])
             if short:

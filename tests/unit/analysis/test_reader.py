@@ -241,6 +241,7 @@ def test_without_a_compiler_the_reader_uses_group_concat(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no cc, no gcc
     monkeypatch.setattr(blobagg, "_library", [])
     monkeypatch.setattr(pagescan, "_loaded", [])  # nor the page reader: no C at all
+    monkeypatch.setenv("NSYSKIT_NATIVE_PREBUILT", "0")  # nor the libraries built into the package
     path = write_export(tmp_path / "r.sqlite", Export(kernels=[Kernel(5, 9, "k"), Kernel(10, 20, "k", device=1)]))
     reader = ExportReader(path)
     assert not reader.blob and blobagg.library() is None and pagescan.functions() is None
