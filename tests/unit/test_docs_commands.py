@@ -166,7 +166,7 @@ def test_doc_commands_that_need_no_cluster_run(project):
     for command in COMMANDS:
         if not runnable(command, ns, project):
             continue
-        program = [sys.executable, "-m", "invoke"] if command.words[0] == "invoke" else [command.words[0]]
+        program = [sys.executable, "-m", command.words[0]]  # invoke, or the nsyskit command of this install
         done = subprocess.run([*program, *command.words[1:]], cwd=project, env={**base, **command.env},
                               capture_output=True, text=True, timeout=120)  # fmt: skip
         assert done.returncode == 0, f"{command.where}: {' '.join(command.words)}\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
