@@ -13,15 +13,36 @@ from nsyskit.analysis.compute.metrics import METRICS, run_metrics, view_of
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.judge.diff import (
     ANALYSIS_JSON,
+    KERNEL_KEYS,
     MIN_SCHEMA,
+    NCCL_KEYS,
     DiffResult,
     Side,
     compare,
     parse_thresholds,
+    totals,
     write_step_summary,
 )
 from nsyskit.analysis.trace import analyze_run
 from nsyskit.errors import AnalysisError
+
+
+def side_from_json(label: str, path: Path) -> Side | None:
+    """A diff side from an analysis.json: its metrics, kernels and NCCL operations; None when it predates metrics."""
+    metrics = metrics_from_json(path)
+    if metrics is None:
+        return None
+    data = json.loads(path.read_text())
+    kernels = totals(data.get("top_kernels") or [], KERNEL_KEYS, "instances")
+    nccl = totals(data.get("nccl_sizes") or [], NCCL_KEYS, "count")
+    return Side(label, metrics, kernels, nccl)
+
+
+def side_from_analysis(label: str, analysis) -> Side:
+    """A diff side from a fresh analysis of the reports."""
+    kernels = totals(list(analysis.top_kernels.rows()), KERNEL_KEYS, "instances")
+    nccl = totals(list(analysis.nccl_sizes.rows()) if analysis.nccl_sizes is not None else [], NCCL_KEYS, "count")
+    return Side(label, run_metrics(view_of(analysis)), kernels, nccl)
 
 
 def metrics_from_json(path: Path) -> dict[str, float] | None:
@@ -52,14 +73,14 @@ def load_side(paths: list[str]) -> Side:
         if candidate.name.endswith(".json"):
             if not candidate.exists() and not path.is_dir():
                 raise AnalysisError(path, "no such file", "pass a run folder or an analysis.json")
-            metrics = metrics_from_json(candidate) if candidate.exists() else None
-            if metrics is not None:
-                return Side(label, metrics)
+            side = side_from_json(label, candidate) if candidate.exists() else None
+            if side is not None:
+                return side
             if not path.is_dir():
                 raise AnalysisError(
                     path, "has no window metrics (written by an older nsyskit)", "run 'invoke analyze' on the run again"
                 )
-    return Side(label, run_metrics(view_of(analyze_run(paths))))
+    return side_from_analysis(label, analyze_run(paths))
 
 
 def run_diff(

@@ -52,11 +52,13 @@ def _check_output(output: str | None) -> Path | None:
         "fail_on_regression": "With --diff: same as --fail-on step_time=PCT.",
         "straggler_pct": "Flag ranks whose mean step time lies more than this percent from the median (default 5).",
         "top": "Rows shown in each terminal table (default 15).",
+        "full_names": "Show kernel names whole in the terminal (default: the function's name, one line each; "
+        "report.html shows the whole name on hover, --json has both).",
     },
 )
 def analyze(
     c, path=None, json_=False, html=True, output=None, timeline=False, timeline_max_events=None, diff=None,
-    fail_on=None, fail_on_regression=None, straggler_pct=None, top=None,
+    fail_on=None, fail_on_regression=None, straggler_pct=None, top=None, full_names=False,
 ):  # fmt: skip
     """Findings first, then kernels, GPU breakdown and overlap, NVTX, NCCL sizes, ranks, NCCL logs; report.html, timeline."""
     from nsyskit.analysis import (
@@ -80,7 +82,7 @@ def analyze(
         if json_:
             _print_json(result.to_json())
         else:
-            console.out.print(diff_table(result))
+            console.out.print(diff_table(result, full_names))
         if result.regressions:
             raise RegressionFound(
                 f"regression past the threshold: {', '.join(result.regressions)} (A={diff}, B={path})",
@@ -106,7 +108,7 @@ def analyze(
         return
     if not json_:  # rich (~50 ms to import) loads while the reports are read: the tables need it only at the end
         threading.Thread(target=_import_rich, daemon=True).start()
-    result = outputs.analyze(paths, folder, straggler, _progress("analyze"))
+    result = outputs.analyze(paths, folder, straggler, _progress("analyze"), full_names)
     if json_:
         _print_json(render_json(result.report))
     else:

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from nsyskit.analysis.compute import sweep
+from nsyskit.analysis.compute.kernelnames import short_names
 from nsyskit.analysis.compute.nccl import NCCL_KERNEL as NCCL_NAME
 from nsyskit.analysis.compute.nccl import (  # noqa: F401  (their home moved to nccl.py)
     SIZE_BUCKETS,
@@ -114,7 +115,10 @@ def kernel_summary(kernels: Intervals, names: Mapping[int, str]) -> Table:
 def summary_by_name(name_ids: np.ndarray, durations: np.ndarray, names: Mapping[int, str]) -> Table:
     """Duration statistics per StringId, labelled with the names, in nsys stats' column order."""
     ids, stats = duration_stats(name_ids, durations)
-    return _summary_table([names.get(int(i), f"<string {int(i)}>") for i in ids], stats)
+    table = _summary_table([names.get(int(i), f"<string {int(i)}>") for i in ids], stats)
+    columns = dict(table.columns)
+    name = columns.pop("name")
+    return Table({"name": name, "short_name": short_names(name), **columns})  # kernels: the short name beside
 
 
 def _summary_table(labels: Sequence[str], stats: Mapping[str, np.ndarray]) -> Table:

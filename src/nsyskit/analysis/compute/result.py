@@ -7,11 +7,12 @@ from typing import Any
 
 import numpy as np
 
+from nsyskit.analysis.compute.kernelnames import short_names
 from nsyskit.analysis.compute.table import Table
 
 JSON_ROWS = 100  # rows per table in analysis.json / --json; the count of the rest is in "more_rows"
 TABLES = ("top_kernels", "breakdown", "memcpy", "nvtx", "nvtx_gpu", "steps", "nccl_sizes", "ranks")
-UNBOUNDED = ("breakdown", "steps", "ranks", "memcpy")  # one row per rank/device/step/copy kind: all of them
+UNBOUNDED = ("breakdown", "steps", "ranks", "memcpy", "top_kernels", "nccl_sizes")  # every row: a diff reads them
 
 
 @dataclass
@@ -78,7 +79,7 @@ def concat(tables: list[Table | None]) -> Table | None:
 def combine_kernel_summaries(summaries: dict[int, Table]) -> Table:
     """Run-level kernel table: per name total, instances, average, min, max over all ranks, and in how many ranks."""
     parts = [t for t in summaries.values() if len(t)]
-    columns = ("name", "time_pct", "total_ns", "instances", "avg_ns", "min_ns", "max_ns", "ranks")
+    columns = ("name", "short_name", "time_pct", "total_ns", "instances", "avg_ns", "min_ns", "max_ns", "ranks")
     if not parts:
         return Table({c: np.empty(0, dtype=object if c == "name" else np.int64) for c in columns})
     names = np.concatenate([t["name"] for t in parts]).astype(str)
@@ -97,7 +98,8 @@ def combine_kernel_summaries(summaries: dict[int, Table]) -> Table:
     grand = total.sum() or 1
     table = Table(
         {
-            "name": unique.astype(object), "time_pct": total * 100.0 / grand, "total_ns": total,
+            "name": unique.astype(object), "short_name": short_names(unique), "time_pct": total * 100.0 / grand,
+            "total_ns": total,
             "instances": instances, "avg_ns": total / np.maximum(instances, 1), "min_ns": low, "max_ns": high,
             "ranks": np.bincount(inverse, minlength=n).astype(np.int64),
         }

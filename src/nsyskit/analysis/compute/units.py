@@ -12,14 +12,20 @@ def _missing(value) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 
+def fixed(value: float, digits: int) -> str:
+    """`value` with `digits` decimals and thousands separators, never '-0.0' (a value that rounds to zero has no sign)."""
+    text = f"{value:,.{digits}f}"
+    return text[1:] if text.startswith("-") and not text.strip("-0.,") else text
+
+
 def _scaled(value: float, units: tuple[tuple[float, str], ...]) -> str:
     magnitude = abs(value)
     scale, unit = next(((s, u) for s, u in units if magnitude >= s), units[-1])
     shown = value / scale
     if unit in ("ns", "B"):
-        return f"{shown:,.0f} {unit}"
+        return f"{fixed(shown, 0)} {unit}"
     digits = 0 if abs(shown) >= 100 else 1 if abs(shown) >= 10 else 2
-    return f"{shown:,.{digits}f} {unit}"
+    return f"{fixed(shown, digits)} {unit}"
 
 
 def duration(ns) -> str:
@@ -34,7 +40,7 @@ def size(nbytes) -> str:
 
 def percent(value) -> str:
     """A percentage with one decimal ('12.5%'); '-' when missing."""
-    return "-" if _missing(value) else f"{float(value):.1f}%"
+    return "-" if _missing(value) else f"{fixed(float(value), 1)}%"
 
 
 def duration_axis(largest_ns) -> tuple[float, str]:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from nsyskit.analysis.compute import units
+from nsyskit.analysis.compute.kernelnames import short_names
 from nsyskit.analysis.compute.metrics import METRICS
 from nsyskit.analysis.compute.table import Table
 from nsyskit.errors import AnalysisError
@@ -21,14 +22,56 @@ from nsyskit.errors import AnalysisError
 DURATION_METRICS = ("step_time", "step_time_slowest_rank", "nccl_time_per_step")
 ANALYSIS_JSON = "analysis.json"
 MIN_SCHEMA = 2
+CHANGES_TOP = 10  # kernels and NCCL operations shown per diff, by the size of their change
 
 
 @dataclass(frozen=True)
 class Side:
-    """One side of a diff: what was given, and its window metrics."""
+    """One side of a diff: what was given, its window metrics, and (count, total ns) per kernel name and per NCCL
+    operation (op, size bucket, origin) over all ranks (empty when the side's analysis.json predates them)."""
 
     label: str
     metrics: dict[str, float]
+    kernels: dict[tuple[str, ...], tuple[int, int]] = field(default_factory=dict)
+    nccl: dict[tuple[str, ...], tuple[int, int]] = field(default_factory=dict)
+
+
+def totals(rows: list[dict], keys: tuple[str, ...], count: str) -> dict[tuple[str, ...], tuple[int, int]]:
+    """(count, total ns) per key from table rows (top_kernels: name; nccl_sizes: op, bucket, origin)."""
+    out: dict[tuple[str, ...], tuple[int, int]] = {}
+    for row in rows:
+        key = tuple(str(row[k]) for k in keys)
+        before = out.get(key, (0, 0))
+        out[key] = (before[0] + int(row[count]), before[1] + int(row["total_ns"]))
+    return out
+
+
+KERNEL_KEYS, NCCL_KEYS = ("name",), ("op", "bucket", "origin")
+
+
+def changes(a: dict, b: dict, keys: tuple[str, ...], top: int = CHANGES_TOP) -> Table:
+    """The `top` entries whose total time changed most between A and B (by absolute change; one missing on a side
+    counts 0 there): count, total and average per side, the change in ns and in percent of A."""
+    names = sorted(set(a) | set(b))
+    rows = []
+    for key in names:
+        (count_a, total_a), (count_b, total_b) = a.get(key, (0, 0)), b.get(key, (0, 0))
+        rows.append((abs(total_b - total_a), key, count_a, count_b, total_a, total_b))
+    rows.sort(key=lambda r: (-r[0], r[1]))
+    rows = rows[:top]
+
+    def average(total: int, count: int) -> float:
+        return total / count if count else float("nan")
+
+    columns: dict[str, list] = {k: [r[1][i] for r in rows] for i, k in enumerate(keys)}
+    columns |= {
+        "count_a": [r[2] for r in rows], "count_b": [r[3] for r in rows],
+        "total_a_ns": [r[4] for r in rows], "total_b_ns": [r[5] for r in rows],
+        "avg_a_ns": [average(r[4], r[2]) for r in rows], "avg_b_ns": [average(r[5], r[3]) for r in rows],
+        "change_ns": [r[5] - r[4] for r in rows],
+        "change_pct": [(r[5] - r[4]) * 100.0 / r[4] if r[4] else float("nan") for r in rows],
+    }  # fmt: skip
+    return Table({k: np.asarray(v, dtype=object if k in keys else None) for k, v in columns.items()})
 
 
 def parse_thresholds(text: str | None) -> dict[str, float]:
@@ -87,6 +130,7 @@ def _value(name: str, value: float) -> str:
 def _change(name: str, value: float) -> str:
     if np.isnan(value):
         return "-"
+    value = 0.0 if abs(value) < 0.05 else value  # no '-0.0'
     return f"{value:+.1f}%" if name in DURATION_METRICS else f"{value:+.1f} pp"
 
 
@@ -114,6 +158,27 @@ def markdown(table: Table, a: Side, b: Side) -> str:
     return "\n".join(lines) + "\n"
 
 
+def changes_markdown(title: str, table: Table, keys: tuple[str, ...]) -> str:
+    """A Markdown table of `changes` rows: key columns, count, total and average per side, change."""
+    lines = ["", f"### {title} whose time changed most", "",
+             f"| {' | '.join(keys)} | count A | count B | total A | total B | avg A | avg B | change |",
+             "|" + "---|" * len(keys) + "---:|" * 7]  # fmt: skip
+    for row in table.rows():
+        cells = [str(row[k]).replace("|", "\\|") for k in keys]
+        cells += [f"{row['count_a']:,}", f"{row['count_b']:,}", units.duration(row["total_a_ns"]),
+                  units.duration(row["total_b_ns"]), units.duration(row["avg_a_ns"]), units.duration(row["avg_b_ns"]),
+                  change_text(row["change_ns"], row["change_pct"])]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def change_text(change_ns: float, change_pct: float) -> str:
+    """'+1.20 ms (+12.5%)': a time change and its share of A ('new' when A had none)."""
+    sign = "+" if change_ns > 0 else ""
+    share = "new" if np.isnan(change_pct) else f"{0.0 if abs(change_pct) < 0.05 else change_pct:+.1f}%"
+    return f"{sign}{units.duration(change_ns)} ({share})"
+
+
 def write_step_summary(text: str) -> Path | None:
     """Append `text` to $GITHUB_STEP_SUMMARY when set (GitHub Actions shows it on the run page); the file, or None."""
     target = os.environ.get("GITHUB_STEP_SUMMARY")
@@ -133,17 +198,35 @@ class DiffResult:
     table: Table
 
     @property
+    def kernels(self) -> Table:
+        """The kernels whose total time changed most (see changes), with their short names."""
+        table = changes(self.a.kernels, self.b.kernels, KERNEL_KEYS)
+        columns = dict(table.columns)
+        name = columns.pop("name")
+        return Table({"name": name, "short_name": short_names(name), **columns})
+
+    @property
+    def nccl(self) -> Table:
+        """The NCCL operations (op, size bucket, origin) whose total time changed most."""
+        return changes(self.a.nccl, self.b.nccl, NCCL_KEYS)
+
+    @property
     def regressions(self) -> list[str]:
         """The metrics past their thresholds."""
         return regressions(self.table)
 
     def markdown(self) -> str:
-        """The Markdown summary."""
-        return markdown(self.table, self.a, self.b)
+        """The Markdown summary: the metrics, then the kernels and NCCL operations whose time changed most."""
+        text = markdown(self.table, self.a, self.b)
+        for title, table, keys in (("Kernels", self.kernels, ("short_name",)), ("NCCL operations", self.nccl, NCCL_KEYS)):
+            if len(table):
+                text += changes_markdown(title, table, keys)
+        return text
 
     def to_json(self) -> dict:
         """The diff as JSON data."""
-        return {"a": self.a.label, "b": self.b.label, "metrics": self.table.to_json(), "regressions": self.regressions}
+        return {"a": self.a.label, "b": self.b.label, "metrics": self.table.to_json(), "regressions": self.regressions,
+                "kernels": self.kernels.to_json(), "nccl": self.nccl.to_json()}  # fmt: skip
 
     def rows(self) -> list[list[str]]:
         """The table as formatted cells: metric, A, B, change, threshold, verdict."""

@@ -82,13 +82,13 @@ def nccl_logs(analysis: Analysis, folder: Path) -> NcclLogAnalysis | None:
     return result if result.lines["nccl_info"] else None
 
 
-def compose(analysis: Analysis, summary: Summary, folder: Path) -> Report:
+def compose(analysis: Analysis, summary: Summary, folder: Path, full_names: bool = False) -> Report:
     """The report's sections: findings, kernels, GPU breakdown and overlap, NVTX, NCCL message sizes, ranks, and
     the NCCL logs' section when the run folder holds NCCL logs."""
     data = functools.cache(analysis.to_json)  # computed once, and only when JSON is written
     shown = [
         sections.findings(summary),
-        sections.kernels(analysis, data),
+        sections.kernels(analysis, data, full_names),
         sections.breakdown(analysis, data),
         sections.nvtx(analysis, data),
         sections.communication(analysis, data),

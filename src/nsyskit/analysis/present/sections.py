@@ -20,7 +20,7 @@ from nsyskit.analysis.compute.metrics import METRICS
 from nsyskit.analysis.compute.result import Analysis
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.judge.summary import Summary, print_findings
-from nsyskit.analysis.present.terminal import BREAKDOWN_SHOWN, TEXT_COLUMNS, fmt, header, rich_table
+from nsyskit.analysis.present.terminal import BREAKDOWN_SHOWN, TEXT_COLUMNS, displayed, fmt, header, rich_table
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -55,10 +55,14 @@ def table_data(table: Table | None, columns: list[str] | None = None, limit: int
     """A Table as template data: headers, formatted rows (at most `limit`) and a note on the rows left out."""
     if table is None or not len(table):
         return {"title": title, "headers": [], "rows": [], "more": ""}
-    columns = [c for c in (columns or table.names) if c in table]
-    heads = [{"label": header(c), "cls": "text" if c in TEXT_COLUMNS else ""} for c in columns]
+    shown = displayed(table, columns)  # kernel names short, the full one as the cell's title (shown on hover)
+    heads = [{"label": header(c), "cls": "text" if c in TEXT_COLUMNS else ""} for c, _ in shown]
     rows = [
-        {"cells": [fmt(row[c], c) for c in columns], "flag": bool(row.get("straggler"))}
+        {
+            "cells": [fmt(row[values], c) for c, values in shown],
+            "titles": [row["name"] if values == "short_name" else "" for _, values in shown],
+            "flag": bool(row.get("straggler")),
+        }
         for _, row in zip(range(limit), table.rows(), strict=False)
     ]
     more = f"{len(table) - limit:,} more rows in analysis.json" if len(table) > limit else ""
@@ -73,9 +77,12 @@ def figure(title: str, png: bytes | None, folder: Path, filename: str) -> list[d
     return [{"title": title, "data": base64.b64encode(png).decode()}]
 
 
-def _print(console: Console, title: str, table: Table | None, columns: list[str] | None, limit: int | None) -> None:
+def _print(
+    console: Console, title: str, table: Table | None, columns: list[str] | None, limit: int | None,
+    full_names: bool = False,
+) -> None:  # fmt: skip
     if table is not None and len(table):
-        console.print(rich_table(title, table, columns, limit))
+        console.print(rich_table(title, table, columns, limit, full_names))
 
 
 def _tables(data: Callable[[], dict], *names: str) -> Callable[[], dict]:
@@ -114,16 +121,18 @@ def findings(summary: Summary) -> Section:
                    "findings.html.j2")  # fmt: skip
 
 
-def kernels(analysis: Analysis, data: Callable[[], dict]) -> Section:
-    """The kernels with the most GPU time over all ranks, and the first rank's kernel summary (as nsys stats)."""
+def kernels(analysis: Analysis, data: Callable[[], dict], full_names: bool = False) -> Section:
+    """The kernels with the most GPU time over all ranks, and the first rank's kernel summary (as nsys stats); the
+    terminal shows short kernel names unless `full_names`."""
     first = min(analysis.kernel_summaries) if analysis.kernel_summaries else None
 
     def terminal(console: Console, top: int) -> None:
         if not analysis.has_gpu:
             console.print(NO_GPU)
             return
-        _print(console, f"Top kernels, all ranks (top {top})", analysis.top_kernels, KERNEL_COLUMNS, top)
-        _print(console, f"Kernel summary, rank {first} (as nsys stats)", analysis.kernel_summaries[first], None, top)
+        _print(console, f"Top kernels, all ranks (top {top})", analysis.top_kernels, KERNEL_COLUMNS, top, full_names)
+        summary = analysis.kernel_summaries[first]
+        _print(console, f"Kernel summary, rank {first} (as nsys stats)", summary, None, top, full_names)
 
     def html(folder: Path, top: int) -> dict:
         if not analysis.has_gpu:

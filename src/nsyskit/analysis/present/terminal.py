@@ -34,9 +34,9 @@ def fmt(value, name: str) -> str:
     if name in SIZE_COLUMNS:
         return units.size(value)
     if name.endswith("_pct"):
-        return f"{value:.1f}"
+        return units.fixed(value, 1)
     if isinstance(value, float):
-        return f"{value:,.2f}"
+        return units.fixed(value, 2)
     if isinstance(value, int):
         return f"{value:,}"
     return str(value)
@@ -47,19 +47,32 @@ def header(name: str) -> str:
     return name.removesuffix("_ns").replace("_pct", " %").replace("_gbps", " GB/s").replace("_", " ")
 
 
-def rich_table(title: str, table: Table, columns: list[str] | None = None, limit: int | None = None) -> RichTable:
+def displayed(table: Table, columns: list[str] | None, full_names: bool = False) -> list[tuple[str, str]]:
+    """(heading column, value column) of each column shown: a kernel table's `name` shows its short name unless
+    `full_names` (the full one stays in JSON and on hover in report.html); `short_name` is never a column of its own."""
+    short = "short_name" in table and not full_names
+    return [(c, "short_name" if short and c == "name" else c) for c in (columns or table.names)
+            if c in table and c != "short_name"]  # fmt: skip
+
+
+def rich_table(
+    title: str, table: Table, columns: list[str] | None = None, limit: int | None = None, full_names: bool = False
+) -> RichTable:
     """A rich table of some columns of a Table (units that fit); at most `limit` rows, the rest counted in the caption."""
-    columns = [c for c in (columns or table.names) if c in table]
+    shown_columns = displayed(table, columns, full_names)
     from rich.table import Table as RichTable
     from rich.text import Text
 
     out = RichTable(title=title, title_justify="left")
-    for name in columns:
-        out.add_column(header(name), justify="left" if name in TEXT_COLUMNS else "right", overflow="fold")
+    for name, values in shown_columns:
+        short = values == "short_name"  # one line per kernel: a name too long for the terminal ends in an ellipsis
+        out.add_column(header(name), justify="left" if name in TEXT_COLUMNS else "right",
+                       overflow="ellipsis" if short else "fold", no_wrap=short)  # fmt: skip
     shown = table if limit is None or len(table) <= limit else table.take(slice(0, limit))
     for row in shown.rows():
         # Text, not markup: kernel names hold brackets ("[lambda() (instance 3)]") that rich would take for tags
-        out.add_row(*(Text(fmt(row[c], c)) for c in columns), style="bold red" if row.get("straggler") else "")
+        cells = (Text(fmt(row[values], name)) for name, values in shown_columns)
+        out.add_row(*cells, style="bold red" if row.get("straggler") else "")
     if len(shown) < len(table):
         out.caption = f"{len(table) - len(shown):,} more rows (--top N shows more; --json has the first 100)"
         out.caption_justify = "left"

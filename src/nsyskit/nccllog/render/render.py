@@ -163,12 +163,23 @@ def per_op_table(analysis: NcclLogAnalysis) -> Table:
     )  # fmt: skip
 
 
-def print_analysis(analysis: NcclLogAnalysis, console: Console, top: int = 20) -> None:
-    """The analysis as rich tables: summary, init facts, per-op stats, histograms, aggregate, tuning, steps, problems."""
-    console.print(summary_line(analysis))
-    facts = init_rows(analysis)
-    if facts:
-        console.print(_table("Init facts", ["fact", "value"], [list(r) for r in facts]))
+def no_collectives(analysis: NcclLogAnalysis) -> str | None:
+    """Why the collective tables would be empty, and what to do, in one line; None when there are collectives."""
+    lines = analysis.lines
+    if lines["collective"]:
+        return None
+    if lines["garbled_collective"]:
+        return (f"no collective call could be read: {lines['garbled_collective']:,} collective line(s) were cut or "
+                "garbled (interleaved output of several ranks?); write one log per rank with NCCL_DEBUG_FILE=nccl.%h.%p.log")  # fmt: skip
+    if lines["nccl_info"]:
+        return (f"no collective calls: these logs have {lines['nccl_info']:,} NCCL INFO lines but none for a collective, "
+                "and NCCL prints one only when NCCL_DEBUG_SUBSYS includes COLL; rerun with NCCL_DEBUG=INFO "
+                "NCCL_DEBUG_SUBSYS=INIT,COLL (the kit's default: INIT,COLL,NET,TUNING)")  # fmt: skip
+    return "no collective calls: no NCCL INFO line in these logs; rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,COLL"
+
+
+def print_collectives(analysis: NcclLogAnalysis, console: Console, top: int = 20) -> None:
+    """The collective calls' tables: per-op sizes, the histograms per op and per GPU, the aggregate of distinct calls."""
     console.print(per_op_table(analysis))
     for title, key, rows in (
         ("Message-size histogram per op (calls)", "op", analysis.histogram_per_op),
@@ -189,6 +200,19 @@ def print_analysis(analysis: NcclLogAnalysis, console: Console, top: int = 20) -
             ],
         )
     )  # fmt: skip
+
+
+def print_analysis(analysis: NcclLogAnalysis, console: Console, top: int = 20) -> None:
+    """The analysis as rich tables: summary, init facts, per-op stats, histograms, aggregate, tuning, steps, problems."""
+    console.print(summary_line(analysis))
+    facts = init_rows(analysis)
+    if facts:
+        console.print(_table("Init facts", ["fact", "value"], [list(r) for r in facts]))
+    empty = no_collectives(analysis)
+    if empty:  # one line that says why and what to do, not four empty tables
+        console.print(empty, markup=False)
+    else:
+        print_collectives(analysis, console, top)
     if analysis.tuning:
         rows = [
             [r["op"], r["algorithm"], r["protocol"], f"{r['calls']:,}", human_bytes(r["total_bytes"])]
@@ -213,7 +237,8 @@ def html_data(analysis: NcclLogAnalysis, top: int = 20) -> dict:
     facts = init_rows(analysis)
     if facts:
         tables.append(_html_table("Init facts", ["fact", "value"], [list(r) for r in facts]))
-    tables += [
+    empty = no_collectives(analysis)
+    tables += [] if empty else [
         _html_table(
             "Per-op message sizes (bytes)", ["op", "calls", "min", "avg", "max", "total"],
             [[r["op"], r["calls"], r["min_bytes"], f"{r['avg_bytes']:.1f}", r["max_bytes"], r["total_bytes"]] for r in analysis.per_op],
@@ -238,7 +263,7 @@ def html_data(analysis: NcclLogAnalysis, top: int = 20) -> dict:
             [[r["op"], r["algorithm"], r["protocol"], r["calls"], r["total_bytes"]] for r in analysis.tuning],
         ))  # fmt: skip
     tables.append(_html_table("Steps", ["", "value"], [list(r) for r in step_text(analysis)]))
-    return {"summary": summary_line(analysis), "tables": tables, "warnings": list(analysis.warnings)}
+    return {"summary": summary_line(analysis), "note": empty, "tables": tables, "warnings": list(analysis.warnings)}
 
 
 def render_page(analysis: NcclLogAnalysis, top: int = 20) -> str:
