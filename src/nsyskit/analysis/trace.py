@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from nsyskit.analysis.compute import analyzers, nccl
+from nsyskit.analysis.compute.metrics import comm_share_by_rank, view_of
 from nsyskit.analysis.compute.projection import project
 from nsyskit.analysis.compute.result import Analysis, combine_kernel_summaries, concat, with_rank
 from nsyskit.analysis.compute.table import Table
@@ -267,7 +268,10 @@ def analyze_run(
     analysis.nccl_sizes = nccl.nccl_size_summary(analysis.nccl_ops)
     if unprofiled_line:  # the ranks the run ran without nsys: absent from every table, named so no one reads them as idle
         analysis.warnings.append(unprofiled_line)
-    analysis.ranks = analyzers.cross_rank([r["summary"] for r in results], straggler_pct)
+    # The ranks table's comm share is the findings' (on a CPU run: of the window's step time, not of GPU busy time).
+    shares = comm_share_by_rank(view_of(analysis))
+    summaries = [{**r["summary"], "comm_share_pct": shares.get(r["rank"], r["summary"]["comm_share_pct"])} for r in results]
+    analysis.ranks = analyzers.cross_rank(summaries, straggler_pct)
     return analysis
 
 

@@ -185,6 +185,23 @@ def small_message_share(ops: Table | None) -> float:
     )
 
 
+def comm_share_by_rank(view: RunView) -> dict[int, float]:
+    """Per rank, the comm share as run_metrics computes it for the run: communication time in % of GPU busy time
+    (GPU runs) or of the window's step time (CPU runs: the NCCL-domain ranges the example marks on gloo too)."""
+    shares: dict[int, float] = {}
+    for rank in view.ranks:
+        if view.has_gpu:
+            gpu = view.breakdown.take(view.breakdown["rank"] == rank)
+            busy = float(gpu["busy_ns"].sum())
+            shares[int(rank)] = float(gpu["comm_ns"].sum()) * 100.0 / busy if busy else float("nan")
+            continue
+        steps = float(view.steps["duration_ns"][view.steps["rank"] == rank].sum())
+        ops = view.window_ops
+        comm = float(ops["duration_ns"][ops["rank"] == rank].sum()) if ops is not None else float("nan")
+        shares[int(rank)] = comm * 100.0 / steps if steps and not np.isnan(comm) else float("nan")
+    return shares
+
+
 def run_metrics(view: RunView) -> dict[str, float]:
     """The run-level numbers of METRICS (NaN where the run has no data for one, e.g. GPU metrics of a CPU run)."""
     durations = view.steps["duration_ns"].astype(np.float64)

@@ -64,15 +64,17 @@ def rich_table(
     from rich.text import Text
 
     out = RichTable(title=title, title_justify="left")
-    for name, values in shown_columns:
-        short = values == "short_name"  # one line per kernel: a name too long for the terminal ends in an ellipsis
-        out.add_column(header(name), justify="left" if name in TEXT_COLUMNS else "right",
-                       overflow="ellipsis" if short else "fold", no_wrap=short)  # fmt: skip
     shown = table if limit is None or len(table) <= limit else table.take(slice(0, limit))
-    for row in shown.rows():
+    rows = [([fmt(row[values], name) for name, values in shown_columns], row.get("straggler")) for row in shown.rows()]
+    for at, (name, values) in enumerate(shown_columns):
+        text = name in TEXT_COLUMNS  # numbers never wrap nor shrink: a narrow terminal shortens the names instead
+        widest = max([len(header(name)), *(len(cells[at]) for cells, _ in rows)])
+        out.add_column(header(name), justify="left" if text else "right",
+                       overflow="ellipsis" if values == "short_name" else "fold",
+                       no_wrap=values == "short_name" or not text, min_width=None if text else widest)  # fmt: skip
+    for cells, straggler in rows:
         # Text, not markup: kernel names hold brackets ("[lambda() (instance 3)]") that rich would take for tags
-        cells = (Text(fmt(row[values], name)) for name, values in shown_columns)
-        out.add_row(*cells, style="bold red" if row.get("straggler") else "")
+        out.add_row(*(Text(cell) for cell in cells), style="bold red" if straggler else "")
     if len(shown) < len(table):
         out.caption = f"{len(table) - len(shown):,} more rows (--top N shows more; --json has the first 100)"
         out.caption_justify = "left"
