@@ -42,6 +42,7 @@ def test_kernel_summary_hand_computed(two_devices):
     assert rows["gemm"] == pytest.approx(
         {
             "name": "gemm",
+            "short_name": "gemm",
             "time_pct": 250 / 460 * 100,
             "total_ns": 250,
             "instances": 3,

@@ -205,7 +205,7 @@ def test_launches_on_many_threads_project_alike(tmp_path, monkeypatch, case_thre
 
 def test_kernel_names_with_brackets_are_printed_whole(tmp_path):
     # PyTorch's kernels carry lambdas in brackets (seen in the H100 export of tests/data/real): the terminal prints
-    # them as they are, never as rich markup (which swallowed "[lambda() (instance 3)]").
+    # them as they are (whole with --full-names), never as rich markup (which swallowed "[lambda() (instance 3)]").
     from rich.console import Console
 
     from nsyskit.analysis.present.terminal import rich_table
@@ -213,5 +213,5 @@ def test_kernel_names_with_brackets_are_printed_whole(tmp_path):
     name = "void at::native::copy<[lambda() (instance 3)]::operator ()() const::[/bold]>(int)"
     path = write_export(tmp_path / "r.sqlite", Export(kernels=[Kernel(0, 10, name)]))
     console = Console(record=True, width=400)
-    console.print(rich_table("Top kernels", analyze_run([path]).top_kernels, ["name", "total_ns"]))
+    console.print(rich_table("Top kernels", analyze_run([path]).top_kernels, ["name", "total_ns"], full_names=True))
     assert name in console.export_text()
