@@ -1,7 +1,9 @@
-"""The example's DDP communication hook, recorded by the image's real nsys: one NCCL-domain range per bucket, sized."""
+"""The example's DDP communication hook, recorded by the image's real nsys: one range per bucket in its backend's
+domain (gloo here: not labelled NCCL), sized, and read by the analysis as gloo's AllReduce."""
 
 from __future__ import annotations
 
+from nsyskit.analysis import run_analysis
 from nsyskit.analysis.read.reader import ExportReader
 
 # One process of DDP on gloo (CPU): two layers, buckets small enough that each layer gets its own bucket.
@@ -22,7 +24,7 @@ dist.destroy_process_group()
 PARAM_BYTES = (256 * 256 + 256 + 256 * 16 + 16) * 4  # float32 gradients of both layers: DDP's first bucket holds all
 
 
-def test_each_bucket_allreduce_is_an_nccl_domain_nvtx_range_with_its_bytes(host, tmp_path):
+def test_each_bucket_allreduce_is_an_nvtx_range_of_its_backend_with_its_bytes(host, tmp_path):
     assert host.run(f"mkdir -p /tmp/hook && cat > /tmp/hook/script.py <<'EOF'\n{SCRIPT}\nEOF").rc == 0
     profile = host.run(
         "cd /tmp/hook && nsys profile -t nvtx --sample=none --cpuctxsw=none -f true -o hook python3 script.py "
@@ -33,8 +35,10 @@ def test_each_bucket_allreduce_is_an_nccl_domain_nvtx_range_with_its_bytes(host,
     export.write_bytes(host.file("/tmp/hook/hook.sqlite").content)
     reader = ExportReader(export)
     ranges = reader.nvtx_ranges()
-    hooked = [i for i in range(len(ranges)) if ranges.text[i].startswith("ncclAllReduce (DDP bucket")]
+    hooked = [i for i in range(len(ranges)) if ranges.text[i].startswith("glooAllReduce (DDP bucket")]
     assert len(hooked) == 3  # one bucket, three steps
-    assert {ranges.domain[i] for i in hooked} == {"NCCL"}
+    assert {ranges.domain[i] for i in hooked} == {"gloo"}
     assert {int(ranges.payload[i]) for i in hooked} == {PARAM_BYTES}
     assert all(ranges.end[i] > ranges.start[i] for i in hooked)  # closed when the allreduce completed
+    sizes = run_analysis([export], write=False)[0].nccl_sizes
+    assert [(r["op"], r["origin"], r["count"]) for r in sizes.rows()] == [("AllReduce", "gloo-nvtx", 3)]

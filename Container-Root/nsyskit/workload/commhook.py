@@ -1,7 +1,8 @@
-"""DDP communication hook: each gradient bucket's allreduce inside an NVTX range of the NCCL domain, its bytes as payload.
+"""DDP communication hook: each gradient bucket's allreduce inside an NVTX range named and domained after the process
+group's backend (`ncclAllReduce` in NCCL, `glooAllReduce` in gloo), its bytes as payload.
 
 So that a CPU run (gloo, no NCCL) shows its communication, message sizes and comm share in nsys, as NCCL's own
-NVTX ranges do on GPUs. The range is a start/end range (not push/pop): it opens when DDP hands the bucket over
+NVTX ranges do on GPUs, labelled with the backend that really moved the data. The range is a start/end range (not push/pop): it opens when DDP hands the bucket over
 and closes when the allreduce future completes, on whichever thread that happens.
 """
 
@@ -10,8 +11,8 @@ from __future__ import annotations
 import ctypes
 import os
 
-DOMAIN = b"NCCL"
-RANGE_NAME = "ncclAllReduce (DDP bucket {})"
+DOMAINS = {"nccl": b"NCCL", "gloo": b"gloo"}  # NVTX domain per backend; others use their own name
+RANGE_NAME = "{backend}AllReduce (DDP bucket {index})"
 PAYLOAD_UINT64, MESSAGE_ASCII, ATTRIBUTES_VERSION = 1, 1, 2  # nvtxEventAttributes_t constants (NVTX v2 ABI)
 
 
@@ -29,7 +30,7 @@ class _Attributes(ctypes.Structure):
 class NvtxDomain:
     """Start/end ranges with a uint64 payload in one NVTX domain (libnvToolsExt); no-ops where it is missing."""
 
-    def __init__(self, name: bytes = DOMAIN) -> None:
+    def __init__(self, name: bytes = DOMAINS["nccl"]) -> None:
         self.library = self.domain = None
         try:
             library = ctypes.CDLL(os.environ.get("NSYSKIT_NVTX_LIBRARY") or "libnvToolsExt.so.1")
@@ -65,13 +66,16 @@ def bucket_bytes(bucket) -> int:
 
 
 def register(ddp, nvtx: NvtxDomain | None = None) -> NvtxDomain:
-    """Register on `ddp` an allreduce hook that wraps each bucket in an NCCL-domain NVTX range (payload: bytes)."""
+    """Register on `ddp` an allreduce hook that wraps each bucket in an NVTX range of its backend (payload: bytes)."""
+    import torch.distributed as dist
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
-    domain = nvtx or NvtxDomain()
+    backend = str(dist.get_backend()).lower()
+    domain = nvtx or NvtxDomain(DOMAINS.get(backend, backend.encode()))
 
     def allreduce_in_nvtx_range(process_group, bucket):
-        range_id = domain.start(RANGE_NAME.format(bucket.index()), bucket_bytes(bucket))
+        name = RANGE_NAME.format(backend=backend, index=bucket.index())
+        range_id = domain.start(name, bucket_bytes(bucket))
 
         def finished(future):
             domain.end(range_id)

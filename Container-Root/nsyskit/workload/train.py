@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     model.loss_type = "ForCausalLM"  # name the loss explicitly (recent transformers warn when it is left unset)
     model.train()
     ddp = DistributedDataParallel(model, device_ids=[device.index] if use_cuda else None)
-    commhook.register(ddp)  # each bucket's allreduce as an NCCL-domain NVTX range with its size (CPU runs too)
+    commhook.register(ddp)  # each bucket's allreduce as an NVTX range of its backend with its size (CPU runs too)
     optimizer = torch.optim.AdamW(ddp.parameters(), lr=args.lr)
     tokens = torch.Generator().manual_seed(args.seed * 1000 + info.rank)  # each rank its own synthetic shard
     if info.rank == 0:

@@ -138,3 +138,13 @@ def test_the_ranks_comm_share_is_the_findings_on_a_cpu_run(tmp_path):
     shares = analysis.ranks["comm_share_pct"].tolist()
     assert shares == pytest.approx([20.0, 40.0])
     assert summary.metrics["comm_share"] == pytest.approx(30.0)  # the findings' number: the ranks' weighted share
+
+
+def test_a_gloo_run_is_not_labelled_nccl(tmp_path):
+    # The example marks each DDP bucket's allreduce in its backend's NVTX domain: gloo on CPU runs.
+    ranges = [Range(i * 1000, i * 1000 + 1000, f"step {i}") for i in range(3)]
+    ranges += [Range(i * 1000 + 100, i * 1000 + 300, "glooAllReduce (DDP bucket 0)", payload=1 << 20, domain="gloo")
+               for i in range(3)]  # fmt: skip
+    path = write_export(tmp_path / "r_rank_0.sqlite", Export(ranges=ranges))
+    analysis, _ = run_analysis([path], write=False)
+    assert [(r["op"], r["origin"], r["count"]) for r in analysis.nccl_sizes.rows()] == [("AllReduce", "gloo-nvtx", 3)]

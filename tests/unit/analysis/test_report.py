@@ -148,7 +148,7 @@ def test_terminal_tables(tmp_path):
         "GPU time breakdown",
         "Memcpy by kind",
         "NVTX ranges",
-        "NCCL operations by message size",
+        "Collective operations by message size (NCCL, gloo)",
         "Ranks",
     ):
         assert title in text

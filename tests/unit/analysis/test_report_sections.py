@@ -42,7 +42,7 @@ def test_the_three_forms_follow_the_same_sections(tmp_path):
     console = Console(record=True, width=200)
     report.print_report(result.report, console)
     text = console.export_text()
-    order = ["Findings", "Top kernels", "GPU time breakdown", "NVTX ranges", "NCCL operations by message size",
+    order = ["Findings", "Top kernels", "GPU time breakdown", "NVTX ranges", "Collective operations by message size (NCCL, gloo)",
              "Ranks (stragglers in red)", NCCL_LOG_TITLE]  # fmt: skip
     assert [text.index(title) for title in order] == sorted(text.index(title) for title in order)
     assert "Per-op message sizes" in text and "2.18.5+cuda12.2" not in text  # the terminal shows the NCCL summary

@@ -15,8 +15,10 @@ from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.read.records import Intervals, Launches, NvtxRanges, factorize
 
 NCCL_KERNEL = re.compile(r"nccl", re.IGNORECASE)
-# NCCL API ranges (ncclAllReduce, in the NCCL domain or the default one) and PyTorch's 'nccl:all_reduce, op_id = 17'.
-NCCL_RANGE = re.compile(r"^\s*nccl(?::|[A-Z_])")
+# NCCL API ranges (ncclAllReduce, in the NCCL domain or the default one), PyTorch's 'nccl:all_reduce, op_id = 17',
+# and gloo's collectives as the kit's example marks them on CPU runs ('glooAllReduce' in the gloo domain).
+NCCL_RANGE = re.compile(r"^\s*(?:nccl|gloo)(?::|[A-Z_])")
+BACKEND_DOMAINS = {"NCCL": "nccl-nvtx", "gloo": "gloo-nvtx"}  # the origin of a range in that NVTX domain
 SIZE_BUCKETS = (
     ("<64KB", 0, 64 << 10),
     ("64KB-1MB", 64 << 10, 1 << 20),
@@ -45,7 +47,7 @@ def collective(name: str) -> str | None:
 @functools.lru_cache(maxsize=4096)
 def _collective_of(head: str) -> str | None:
     """collective() of a lower-cased name head (cached: 'nccl:all_reduce, op_id = N' share the head of all calls)."""
-    core = re.sub(r"^nccl(?:devkernel|kernel)?[:_]?", "", head)
+    core = re.sub(r"^(?:nccl(?:devkernel|kernel)?|gloo)[:_]?", "", head)
     core = re.split(r"_(?:ring|tree|nvls|collnet|pat)", core)[0]  # kernel names: ncclKernel_AllReduce_RING_LL_Sum
     return COLLECTIVES.get(VARIANT_SUFFIXES.sub("", core.replace("_", "").replace(":", "")))
 
@@ -83,7 +85,8 @@ def payload_sizes(nvtx: NvtxRanges, index: np.ndarray) -> np.ndarray:
 def nccl_operations(
     nvtx: NvtxRanges, kernels: Intervals, names: Mapping[int, str], launches: Launches | None = None
 ) -> Table:
-    """One row per NCCL operation: collective, origin (pytorch / nccl-nvtx / kernel), start, duration, size, bucket.
+    """One row per collective operation: collective, origin (pytorch / nccl-nvtx / gloo-nvtx / kernel), start,
+    duration, size, bucket.
 
     A range's duration is the GPU span of the NCCL kernels it launched when the trace has them (source 'gpu'),
     else its CPU duration ('nvtx'). Without NCCL ranges, each NCCL kernel is one operation.
@@ -96,7 +99,7 @@ def nccl_operations(
     ops_of_head = np.asarray([collective(h) if NCCL_RANGE.match(h) else None for h in heads], dtype=object)
     op = ops_of_head[head]
     torch_head = np.asarray([h.startswith("nccl:") for h in heads], dtype=bool)
-    in_nccl_domain = nvtx.domain == "NCCL"
+
     chosen = np.flatnonzero(np.asarray([o is not None for o in ops_of_head], dtype=bool)[head])
     if len(chosen):
         is_nccl_kernel = _nccl_kernel_mask(kernels, names)
@@ -109,7 +112,8 @@ def nccl_operations(
         cpu = nvtx.end[chosen] - nvtx.start[chosen]
         sizes = payload_sizes(nvtx, chosen)
         origin = np.where(torch_head[head[chosen]], "pytorch", "nccl-nvtx").astype(object)
-        origin[in_nccl_domain[chosen]] = "nccl-nvtx"
+        for domain, backend in BACKEND_DOMAINS.items():  # a range in a backend's own domain is that backend's
+            origin[nvtx.domain[chosen] == domain] = backend
         return Table({
             "op": op[chosen], "origin": origin, "start_ns": nvtx.start[chosen],
             "duration_ns": np.where(on_gpu, timing.span_ns if timing is not None else 0, cpu).astype(np.int64),

@@ -196,10 +196,10 @@ def nvtx(analysis: Analysis, data: Callable[[], dict]) -> Section:
 
 
 def communication(analysis: Analysis, data: Callable[[], dict]) -> Section:
-    """NCCL operations by message size: count, time and bandwidth per size bucket."""
+    """Collective operations (NCCL, or gloo on CPU runs) by message size: count, time and bandwidth per size bucket."""
 
     def terminal(console: Console, top: int) -> None:
-        _print(console, "NCCL operations by message size", analysis.nccl_sizes, None, top * 2)
+        _print(console, "Collective operations by message size (NCCL, gloo)", analysis.nccl_sizes, None, top * 2)
 
     def html(folder: Path, top: int) -> dict:
         from nsyskit.analysis.present import plots
@@ -210,7 +210,7 @@ def communication(analysis: Analysis, data: Callable[[], dict]) -> Section:
             "tables": [table_data(analysis.nccl_sizes)],
         }
 
-    return Section("communication", "Communication (NCCL operations by message size)", terminal, html,
+    return Section("communication", "Communication (collective operations by message size)", terminal, html,
                    _tables(data, "nccl_sizes"))  # fmt: skip
 
 
