@@ -8,6 +8,11 @@ Reads start, deviceId, end and the name id of every kernel of one export:
 - group_concat per column parsed by numpy (the reader's way without int64s);
 - np.fromiter over the cursor's rows, and fetchall + np.array: Python objects per value.
 
+With --table TABLE --columns A,B,... (e.g. CUPTI_ACTIVITY_KIND_RUNTIME with globalTid,start,end,correlationId:
+the realistic rank's 1M runtime rows), the page reader against the maintained libraries that read SQLite into
+columns, each when installed (pip install connectorx adbc-driver-sqlite pyarrow apsw; a missing one is named):
+connectorx (Rust, Arrow), adbc-driver-sqlite (Arrow), apsw (SQLite's C API, rows), and sqlite3's fetchall.
+
 With --texts TABLE.COLUMN (e.g. NVTX_EVENTS.text), the ways to read a text column of every row instead:
 - `count` of the column: the scan alone;
 - fetchall of (rowid, column): Python's sqlite3 decoding each value (the reader's way before pagescan read texts);
@@ -81,6 +86,47 @@ def ways(reader: ExportReader, table: str, name: str, extra: tuple[str, ...] = (
     return chosen
 
 
+def library_ways(reader: ExportReader, table: str, columns: tuple[str, ...]) -> dict:
+    """The page reader, the kit's SQLite read and the maintained libraries on `columns` of `table` (when installed)."""
+    con, path, select = reader.con, str(reader.path), f"SELECT {', '.join(columns)} FROM {table}"
+    chosen = {
+        "sum of the columns (the scan alone)": lambda: con.execute(
+            f"SELECT {', '.join(f'total({c})' for c in columns)} FROM {table}"  # total: no overflow on ids
+        ).fetchone(),
+        "sqlite3 fetchall + np.array": lambda: np.array(con.execute(select).fetchall()),
+    }
+    if reader.blob:
+        chosen["int64s_into a numpy buffer (the reader)"] = lambda: sqlitefile.packed_scan(
+            reader.query, table, {c: c for c in columns}, blob=True, bound=sqlitefile.rows_bound(con, table)
+        )
+    if pagescan.functions() is not None:
+        chosen["pagescan: the file's pages read by C"] = lambda: pagescan.read_columns(con, reader.path, table, columns)
+    try:
+        import connectorx
+
+        chosen["connectorx (arrow)"] = lambda: connectorx.read_sql(f"sqlite://{path}", select, return_type="arrow")
+    except ImportError:
+        print("connectorx: not installed (pip install connectorx)")
+    try:
+        from adbc_driver_sqlite import dbapi as adbc
+
+        def with_adbc():
+            with adbc.connect(path) as connection, connection.cursor() as cursor:
+                cursor.execute(select)
+                return cursor.fetch_arrow_table()
+
+        chosen["adbc-driver-sqlite (arrow)"] = with_adbc
+    except ImportError:
+        print("adbc-driver-sqlite: not installed (pip install adbc-driver-sqlite pyarrow)")
+    try:
+        import apsw
+
+        chosen["apsw rows + np.array"] = lambda: np.array(list(apsw.Connection(path).execute(select)))
+    except ImportError:
+        print("apsw: not installed (pip install apsw)")
+    return chosen
+
+
 def text_ways(reader: ExportReader, table: str, column: str) -> dict:
     """The ways to read one text column of every row, each a function returning the texts."""
     con = reader.con
@@ -103,9 +149,14 @@ def main() -> None:
         "--extra", default="", help="more columns to read, comma-separated (e.g. correlationId,globalPid)"
     )
     parser.add_argument("--texts", default="", help="read this text column instead, as TABLE.COLUMN")
+    parser.add_argument("--table", default="", help="compare the libraries on this table's --columns instead")
+    parser.add_argument("--columns", default="globalTid,start,end,correlationId", help="with --table, comma-separated")
     args = parser.parse_args()
     reader = ExportReader(args.export)
-    if args.texts:
+    if args.table:
+        chosen = library_ways(reader, args.table, tuple(args.columns.split(",")))
+        floor_label, baseline = "sum of the columns (the scan alone)", "pagescan: the file's pages read by C"
+    elif args.texts:
         chosen = text_ways(reader, *args.texts.split(".", 1))
         floor_label, baseline = "count of the column (the scan alone)", "fetchall of rowid, text"
     else:
