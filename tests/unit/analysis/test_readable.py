@@ -148,3 +148,12 @@ def test_a_gloo_run_is_not_labelled_nccl(tmp_path):
     path = write_export(tmp_path / "r_rank_0.sqlite", Export(ranges=ranges))
     analysis, _ = run_analysis([path], write=False)
     assert [(r["op"], r["origin"], r["count"]) for r in analysis.nccl_sizes.rows()] == [("AllReduce", "gloo-nvtx", 3)]
+
+
+def test_an_empty_analysis_table_is_one_line_saying_why(tmp_path):
+    # Kernels only: no NVTX range, no collective. Each empty table is one line with the reason and the fix.
+    path = write_export(tmp_path / "r_rank_0.sqlite", Export(kernels=[Kernel(0, 10, "void gemm<float>(int)")]))
+    text = report_text(path)
+    assert "NVTX ranges (top 15): none in these reports" in text and "nsys -t nvtx" in text
+    assert "Collective operations by message size (NCCL, gloo): none in these reports" in text
+    assert "┏━━━━┓" not in text  # no table without rows

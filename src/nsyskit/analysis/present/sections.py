@@ -34,6 +34,10 @@ BREAKDOWN_COLUMNS = [
 ]  # fmt: skip
 NVTX_COLUMNS = ["rank", "name", "instances", "total_ns", "avg_ns", "median_ns", "min_ns", "max_ns"]
 KERNEL_COLUMNS = ["name", "time_pct", "total_ns", "instances", "avg_ns", "min_ns", "max_ns", "ranks"]
+NO_NVTX = ("none in these reports; the kit's example marks its steps and phases: annotate your code with "
+           "torch.cuda.nvtx.range or the nvtx package, and record with nsys -t nvtx")
+NO_COLLECTIVES = ("none in these reports: one rank, or no NCCL kernels and no NCCL/gloo NVTX ranges were recorded "
+                  "(record with nsys -t cuda,nvtx; NCCL marks its calls with NVTX from 2.x)")
 NO_GPU = "no GPU activity in these reports (CPU-only capture): kernel, breakdown and memcpy tables are empty"
 NCCL_LOG_TITLE = "NCCL log analysis (NCCL_DEBUG=INFO)"
 
@@ -51,10 +55,13 @@ class Section:
     template: str = "section.html.j2"
 
 
-def table_data(table: Table | None, columns: list[str] | None = None, limit: int = HTML_ROWS, title: str = "") -> dict:
-    """A Table as template data: headers, formatted rows (at most `limit`) and a note on the rows left out."""
+def table_data(
+    table: Table | None, columns: list[str] | None = None, limit: int = HTML_ROWS, title: str = "", empty: str = ""
+) -> dict:
+    """A Table as template data: headers, formatted rows (at most `limit`) and a note on the rows left out; an
+    empty table says `empty` (why, and what to do) instead."""
     if table is None or not len(table):
-        return {"title": title, "headers": [], "rows": [], "more": ""}
+        return {"title": title, "headers": [], "rows": [], "more": "", "empty": empty}
     shown = displayed(table, columns)  # kernel names short, the full one as the cell's title (shown on hover)
     heads = [{"label": header(c), "cls": "text" if c in TEXT_COLUMNS else ""} for c, _ in shown]
     rows = [
@@ -79,10 +86,13 @@ def figure(title: str, png: bytes | None, folder: Path, filename: str) -> list[d
 
 def _print(
     console: Console, title: str, table: Table | None, columns: list[str] | None, limit: int | None,
-    full_names: bool = False,
+    full_names: bool = False, empty: str = "",
 ) -> None:  # fmt: skip
+    """A table; an empty one is one line saying why and what to do (`empty`), or nothing when there is no reason."""
     if table is not None and len(table):
         console.print(rich_table(title, table, columns, limit, full_names))
+    elif empty:
+        console.print(f"{title}: {empty}", markup=False)
 
 
 def _tables(data: Callable[[], dict], *names: str) -> Callable[[], dict]:
@@ -183,11 +193,11 @@ def nvtx(analysis: Analysis, data: Callable[[], dict]) -> Section:
     projected_title = "NVTX ranges projected onto the GPU (kernels each range launched)"
 
     def terminal(console: Console, top: int) -> None:
-        _print(console, f"NVTX ranges (top {top})", ranges, NVTX_COLUMNS, top)
+        _print(console, f"NVTX ranges (top {top})", ranges, NVTX_COLUMNS, top, empty=NO_NVTX)
         _print(console, projected_title, projected, None, top * 2)
 
     def html(folder: Path, top: int) -> dict:
-        tables = [table_data(ranges, NVTX_COLUMNS, top)]
+        tables = [table_data(ranges, NVTX_COLUMNS, top, empty=NO_NVTX)]
         if projected is not None and len(projected):
             tables.append(table_data(projected, limit=top, title=projected_title))
         return {"tables": tables}
@@ -199,7 +209,8 @@ def communication(analysis: Analysis, data: Callable[[], dict]) -> Section:
     """Collective operations (NCCL, or gloo on CPU runs) by message size: count, time and bandwidth per size bucket."""
 
     def terminal(console: Console, top: int) -> None:
-        _print(console, "Collective operations by message size (NCCL, gloo)", analysis.nccl_sizes, None, top * 2)
+        title = "Collective operations by message size (NCCL, gloo)"
+        _print(console, title, analysis.nccl_sizes, None, top * 2, empty=NO_COLLECTIVES)
 
     def html(folder: Path, top: int) -> dict:
         from nsyskit.analysis.present import plots
@@ -207,7 +218,7 @@ def communication(analysis: Analysis, data: Callable[[], dict]) -> Section:
         png = plots.nccl_size_histograms(analysis.nccl_ops)
         return {
             "figures": figure("NCCL durations per message size", png, folder, "nccl_sizes.png"),
-            "tables": [table_data(analysis.nccl_sizes)],
+            "tables": [table_data(analysis.nccl_sizes, empty=NO_COLLECTIVES)],
         }
 
     return Section("communication", "Communication (collective operations by message size)", terminal, html,
