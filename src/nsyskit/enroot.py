@@ -119,17 +119,16 @@ def store_entry(path: Path, host: str, entry: str) -> Path:
 
 
 def image_uri(cfg: Config) -> str:
-    """The pushed image as an enroot URI: docker://REGISTRY#IMAGE:TAG."""
+    """The image as an enroot URI: the pushed one (docker://REGISTRY#IMAGE:TAG), or without REGISTRY the one
+    'invoke build' made here, from this host's Docker daemon (dockerd://IMAGE:TAG)."""
     if not cfg.registry:
-        raise ConfigError(
-            "REGISTRY", "", "is empty, so there is no pushed image to import",
-            "set REGISTRY and run 'invoke push' first", cfg.sources.get("REGISTRY", ""),
-        )  # fmt: skip
+        return f"dockerd://{cfg.image}:{cfg.tag}"
     return f"docker://{pull_host(cfg)}#{cfg.image}:{cfg.tag}"
 
 
 def import_command(cfg: Config) -> list[str]:
-    """enroot import of the pushed image into SLURM_SQSH (default SLURM_SHARED_DIR/enroot/IMAGE+TAG.sqsh)."""
+    """enroot import of the image (pushed, or local without REGISTRY) into SLURM_SQSH (default
+    SLURM_SHARED_DIR/enroot/IMAGE+TAG.sqsh)."""
     return ["enroot", "import", "--output", sqsh_path(cfg), image_uri(cfg)]
 
 

@@ -243,7 +243,7 @@ def test_bare_slurm_names_are_slurms_own_and_do_not_set_the_setting(project):
 
 
 def test_bare_slurm_name_that_agrees_with_the_setting_gets_no_note(project):
-    cfg = load_config(project, environ={"SLURM_PARTITION": "p5", "NSYSKIT_SLURM_PARTITION": "p5", "SLURM_MPI": "pmix"})
+    cfg = load_config(project, environ={"SLURM_PARTITION": "p5", "NSYSKIT_SLURM_PARTITION": "p5", "SLURM_MPI": "none"})
     assert (cfg.slurm_partition, cfg.warnings) == ("p5", ())
 
 

@@ -106,8 +106,9 @@ def test_import_command_renders_the_pushed_image_and_the_sqsh_path():
     ]  # fmt: skip
     cfg = load_config(ROOT, overrides={"REGISTRY": ecr, "SLURM_SQSH": "/lustre/k.sqsh"}, environ={})
     assert enroot.import_command(cfg)[3] == "/lustre/k.sqsh"
-    with pytest.raises(ConfigError, match="REGISTRY"):
-        enroot.import_command(load_config(ROOT, overrides={"REGISTRY": ""}, environ={}))
+    # Without a registry, the image 'invoke build' made on this host, from its Docker daemon.
+    local = enroot.import_command(load_config(ROOT, overrides={"REGISTRY": "", "TAG": "dev"}, environ={}))
+    assert local == ["enroot", "import", "--output", "/fsx/enroot/nsyskit+dev.sqsh", "dockerd://nsyskit:dev"]
 
 
 @pytest.mark.skipif(

@@ -111,7 +111,7 @@ def test_pyxis_options_efa_and_nccl_environment():
     words = srun_words(text)
     assert f"--container-image={ECR}#nsyskit:latest" in words
     assert f"--container-mounts={JOB_DIR}/reports:/reports,/fsx:/fsx" in words
-    assert "--no-container-remap-root" in words and "--mpi=pmix" in words
+    assert "--no-container-remap-root" in words and "--mpi=none" in words  # the example needs no MPI plugin
     for line in ("export FI_PROVIDER=efa", "export FI_EFA_USE_DEVICE_RDMA=1", "export NCCL_DEBUG=INFO",
                  "export NSYSKIT_EFA_METRICS=1", "export NSYSKIT_LAUNCHER=slurm", "export NSYSKIT_REPORT_DIR=/reports"):  # fmt: skip
         assert line in text
@@ -140,8 +140,8 @@ def test_host_mode_has_no_container_and_writes_reports_into_the_job_folder():
 
 def test_registry_image_needs_a_registry(tmp_path):
     with pytest.raises(ConfigErrors, match="SLURM_CONTAINER_IMAGE.*REGISTRY is empty"):
-        targets.get("slurm").validate(config("pyxis", REGISTRY=""), tmp_path)
-    targets.get("slurm").validate(config("host", REGISTRY=""), tmp_path)  # host mode pulls nothing
+        targets.get("slurm").validate(config("pyxis", REGISTRY="", SLURM_SHARED_DIR=str(tmp_path)), tmp_path)
+    targets.get("slurm").validate(config("host", REGISTRY="", SLURM_SHARED_DIR=str(tmp_path)), tmp_path)  # pulls nothing
 
 
 def test_registry_endpoint_is_where_nodes_pull_from():
@@ -168,7 +168,7 @@ def test_bad_slurm_values_name_the_key(key, value):
 
 def test_dry_run_renders_into_a_fresh_job_folder_and_records_it(tmp_path):
     shutil.copytree(ROOT / "slurm", tmp_path / "slurm")
-    cfg = config("host")
+    cfg = config("host", SLURM_SHARED_DIR=str(tmp_path))
     first = targets.deploy(targets.get("slurm"), cfg, tmp_path, dry_run=True).job
     second = targets.deploy(targets.get("slurm"), cfg, tmp_path, dry_run=True).job
     assert first.job_dir != second.job_dir and not second.submitted and second.job_id == ""
@@ -181,3 +181,48 @@ def test_dry_run_renders_into_a_fresh_job_folder_and_records_it(tmp_path):
     assert second.lines[-1] == f"dry run: nothing submitted; submit with 'sbatch {script_path}'"
     with pytest.raises(NsyskitError, match="dry-run"):
         slurm.status(cfg, tmp_path, None)
+
+
+# --- every image Pyxis takes; what the nodes need, checked before sbatch ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "image",
+    ["dockerd://nsyskit:latest", "podman://nsyskit:v1", "docker://nvcr.io#nvidia/pytorch:25.01-py3",
+     "docker://user@123456789012.dkr.ecr.us-west-2.amazonaws.com#nsyskit:v3", "nvcr.io#nvidia/pytorch:25.01-py3",
+     "nsyskit:latest", "/fsx/enroot/nsyskit+latest.sqsh", f"nsyskit@sha256:{'a' * 64}", "registry", "sqsh"],
+)  # fmt: skip
+def test_every_image_form_pyxis_takes_is_accepted_and_passed_on(image):
+    words = srun_words(script("pyxis", SLURM_CONTAINER_IMAGE=image))
+    expected = {"registry": f"{ECR}#nsyskit:latest", "sqsh": "/fsx/enroot/nsyskit+latest.sqsh"}.get(image, image)
+    assert f"--container-image={expected}" in words
+
+
+@pytest.mark.parametrize("image", ["http://nsyskit:latest", "dockerd://", "docker://Nsyskit", "two words", "oci://x"])
+def test_an_image_pyxis_cannot_take_is_one_line_listing_the_forms(image):
+    with pytest.raises(ConfigErrors, match=r"SLURM_CONTAINER_IMAGE=.*is not a container image for Pyxis; fix: .*dockerd://"):
+        config("pyxis", SLURM_CONTAINER_IMAGE=image)
+
+
+def test_what_the_nodes_need_is_checked_before_submitting_all_at_once(tmp_path):
+    project = tmp_path / "home" / "me" / "project"
+    project.mkdir(parents=True)
+    cfg = config("pyxis", SLURM_SHARED_DIR=str(tmp_path / "fsx"), SLURM_CONTAINER_IMAGE="sqsh")
+    with pytest.raises(ConfigErrors) as missing:
+        targets.get("slurm").validate(cfg, project)
+    text = str(missing.value)
+    assert "SLURM_SHARED_DIR=" in text and "does not exist on this host" in text
+    assert "SLURM_CONTAINER_IMAGE='sqsh'" in text and "nsyskit+latest.sqsh, which does not exist" in text
+    assert "dockerd://nsyskit:latest" in text  # the fix names the local image route
+    (tmp_path / "fsx").mkdir()
+    with pytest.raises(ConfigErrors, match=r"does not hold the project folder .*/home/me/project"):
+        targets.get("slurm").validate(config("host", SLURM_SHARED_DIR=str(tmp_path / "fsx")), project)
+    inside = tmp_path / "fsx" / "project"
+    inside.mkdir()
+    image = tmp_path / "fsx" / "nsyskit.sqsh"
+    image.write_bytes(b"hsqs")
+    targets.get("slurm").validate(config("pyxis", SLURM_SHARED_DIR=str(tmp_path / "fsx"),
+                                         SLURM_CONTAINER_IMAGE=str(image)), inside)  # fmt: skip
+    # Submitting from elsewhere (ssh login-node): this host's paths say nothing about the cluster's.
+    targets.get("slurm").validate(config("pyxis", SLURM_SHARED_DIR="/nowhere", SLURM_CONTAINER_IMAGE="sqsh",
+                                         SLURM_SUBMIT_PREFIX="ssh login-node"), project)  # fmt: skip

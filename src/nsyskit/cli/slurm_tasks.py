@@ -20,7 +20,7 @@ def enroot_credentials(c, profile=None):
 @task(name="enroot-import", help={"profile": PROFILE_HELP, "force": "Re-import even if the .sqsh file exists.",
                                   "dry_run": "Print the enroot command only."})  # fmt: skip
 def enroot_import(c, profile=None, force=False, dry_run=False):
-    """Import the pushed image into the .sqsh file Pyxis runs with SLURM_CONTAINER_IMAGE=sqsh (needs enroot here)."""
+    """Import the image (pushed; without REGISTRY the local one, dockerd://) into the .sqsh Pyxis runs (needs enroot here)."""
     from nsyskit import enroot
 
     cfg = load(c, profile)

@@ -55,17 +55,32 @@ def node_folder(raw: str) -> str:
     return value
 
 
+# What Pyxis' --container-image takes (srun --help with Pyxis; enroot import's schemes): a squashfs file, or an
+# enroot URI: docker://[USER@][REGISTRY#]IMAGE[:TAG] (the scheme may be left out), dockerd://IMAGE[:TAG] (the
+# node's Docker daemon: a locally built image), podman://IMAGE[:TAG].
+_IMAGE = r"[a-z0-9][\w./-]*(:[\w.-]+)?(@sha256:[0-9a-f]{64})?"
+_REGISTRY_URI = re.compile(rf"(docker://)?([\w.!~*'()%;:&=+$,-]+@)?([\w.:-]+#)?{_IMAGE}", re.ASCII)
+_LOCAL_URI = re.compile(rf"(dockerd|podman)://{_IMAGE}", re.ASCII)
+IMAGE_FORMS = (
+    "registry (the pushed image), sqsh (the file of 'invoke enroot-import'), an absolute .sqsh path, "
+    "docker://[USER@][REGISTRY#]IMAGE[:TAG] (or without docker://), dockerd://IMAGE[:TAG] (the nodes' Docker "
+    "daemon) or podman://IMAGE[:TAG]"
+)
+
+
 def container_image(raw: str) -> str:
-    """registry (the pushed image), sqsh (the file of 'invoke enroot-import'), a .sqsh path or an enroot URI."""
+    """registry, sqsh, a squashfs path or any enroot URI Pyxis takes (docker://, dockerd://, podman://, none)."""
     value = raw.strip()
-    if value in ("registry", "sqsh") or (value.startswith("/") and value.endswith(".sqsh")):
+    if value in ("registry", "sqsh") or (value.startswith("/") and not re.search(r"[\s,]", value)):
         return value
-    if not re.fullmatch(r"([\w.-]+@)?([\w.:-]+#)?[a-z0-9][\w./-]*(:[\w.-]+)?", value, re.ASCII):
-        raise Problem(
-            "is not a container image for Pyxis",
-            "use registry, sqsh, an absolute .sqsh path or [USER@][REGISTRY#]IMAGE[:TAG]",
-        )
+    if not (_REGISTRY_URI.fullmatch(value) or _LOCAL_URI.fullmatch(value)):
+        raise Problem("is not a container image for Pyxis", f"use {IMAGE_FORMS}")
     return value
+
+
+def image_file(value: str) -> str | None:
+    """The squashfs file a SLURM_CONTAINER_IMAGE value names (an absolute path), or None for a URI or keyword."""
+    return value if value.startswith("/") else None
 
 
 def command_prefix(raw: str) -> str:

@@ -28,6 +28,42 @@ def problems(cfg: Config, root: Path) -> list[ConfigError]:
     for key, value in (("NODES", cfg.nodes), ("PROCS_PER_NODE", cfg.procs_per_node)):
         if value < 1:
             errors.append(ConfigError(key, value, "must be 1 or more", f"set {key} to 1 or more", cfg.sources.get(key, "")))
+    if not cfg.slurm_submit_prefix:  # this host is a cluster node: what the nodes will need can be checked here
+        errors += shared_paths_problems(cfg, root)
+    return errors
+
+
+def shared_paths_problems(cfg: Config, root: Path) -> list[ConfigError]:
+    """The paths the compute nodes will need, checked on the submitting host (which sees the same shared file
+    system): SLURM_SHARED_DIR, the squashfs image Pyxis runs, and the project folder (its job folder) on it."""
+    from nsyskit.config.slurm_parse import image_file
+    from nsyskit.slurm.render import sqsh_path
+
+    errors: list[ConfigError] = []
+    shared = Path(cfg.slurm_shared_dir)
+    source = cfg.sources.get("SLURM_SHARED_DIR", "")
+    if not shared.is_dir():
+        errors.append(ConfigError(
+            "SLURM_SHARED_DIR", cfg.slurm_shared_dir, "does not exist on this host (Pyxis would fail to mount it: "
+            "'source path does not exist')", "set SLURM_SHARED_DIR to the shared file system mounted at the same "
+            "path on every node (e.g. /fsx)", source,
+        ))  # fmt: skip
+    elif not Path(root).resolve().is_relative_to(shared.resolve()):
+        errors.append(ConfigError(
+            "SLURM_SHARED_DIR", cfg.slurm_shared_dir, f"does not hold the project folder {Path(root).resolve()}, "
+            "so the compute nodes cannot see its job folder and reports", "move the project onto the shared file "
+            f"system (under {cfg.slurm_shared_dir}), or set SLURM_SHARED_DIR to the shared folder that holds it", source,
+        ))  # fmt: skip
+    if cfg.slurm_mode == "pyxis":
+        key, image = "SLURM_CONTAINER_IMAGE", cfg.slurm_container_image
+        squashfs = sqsh_path(cfg) if image == "sqsh" else image_file(image)
+        if squashfs and not Path(squashfs).is_file():
+            make = "run 'invoke enroot-import' to write it" if image == "sqsh" else "give an existing .sqsh"
+            errors.append(ConfigError(
+                key, image, f"names the squashfs image {squashfs}, which does not exist",
+                f"{make}, or set {key}=dockerd://{cfg.image}:{cfg.tag} (Pyxis imports the image from the nodes' "
+                "Docker daemon)", cfg.sources.get(key, ""),
+            ))  # fmt: skip
     return errors
 
 
