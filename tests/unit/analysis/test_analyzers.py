@@ -132,13 +132,40 @@ def test_nccl_ops_from_kernels_without_nvtx():
     assert list(ops["op"]) == ["AllReduce"] and list(ops["bucket"]) == ["unknown"]
 
 
-def test_stragglers_are_ranks_far_from_the_median():
+def test_stragglers_are_ranks_slower_than_the_others():
     per_rank = [{"rank": r, "step_mean_ns": 100.0 + r, "gpu_busy_pct": 50.0} for r in range(7)] + [
         {"rank": 7, "step_mean_ns": 140.0}
     ]
     table = analyzers.cross_rank(per_rank, straggler_pct=5.0)
     assert list(table["rank"][table["straggler"]]) == [7]
-    assert table["deviation_pct"][7] == pytest.approx((140 - 103.5) / 103.5 * 100)
+    assert table["deviation_pct"][7] == pytest.approx((140 - 103) / 103 * 100)  # over the median of the 7 others
+
+
+def steps(*means: float) -> list[dict]:
+    return [{"rank": r, "step_mean_ns": m} for r, m in enumerate(means)]
+
+
+def test_of_two_ranks_12_percent_apart_only_the_slow_one_is_a_straggler():
+    table = analyzers.cross_rank(steps(100.0, 112.0), straggler_pct=5.0)
+    assert table["straggler"].tolist() == [False, True]
+    assert table["deviation_pct"].tolist() == pytest.approx([-100 * 12 / 112, 12.0])
+
+
+def test_of_three_ranks_the_fast_one_is_never_a_straggler():
+    assert analyzers.cross_rank(steps(100.0, 100.0, 112.0))["straggler"].tolist() == [False, False, True]
+    assert analyzers.cross_rank(steps(88.0, 100.0, 100.0))["straggler"].tolist() == [False, False, False]
+    assert analyzers.cross_rank(steps(100.0))["straggler"].tolist() == [False]  # one rank: no others
+
+
+def test_at_1024_ranks_the_slow_ones_are_flagged_and_no_fast_one():
+    rng = np.random.default_rng(7)
+    means = 100.0 + rng.normal(0, 1.0, 1024)
+    means[[3, 500, 1000]] = [108.0, 111.0, 120.0]  # slow
+    means[[10, 700]] = [80.0, 85.0]  # fast
+    table = analyzers.cross_rank(steps(*means), straggler_pct=5.0)
+    assert sorted(table["rank"][table["straggler"]].tolist()) == [3, 500, 1000]
+    others = np.delete(means, 1000)
+    assert table["deviation_pct"][1000] == pytest.approx((120.0 - np.median(others)) / np.median(others) * 100)
 
 
 def test_interval_union_is_exact():

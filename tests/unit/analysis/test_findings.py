@@ -259,3 +259,10 @@ def test_findings_on_real_gpu_exports(real_export):
     assert 0 <= summary.metrics["exposed_comm"] <= 100
     for finding in summary.findings:
         assert finding.value > finding.threshold and finding.title
+
+
+def test_of_two_ranks_12_percent_apart_the_finding_names_only_the_slow_one():
+    finding = findings.straggler(view(steps_table({0: [100 * MS] * 4, 1: [112 * MS] * 4})))
+    assert finding is not None and finding.title.startswith("rank 1 is a straggler")
+    assert finding.value == pytest.approx(12.0) and "over the median of the other ranks (100 ms)" in finding.title
+    assert findings.straggler(view(steps_table({0: [88 * MS] * 4, 1: [100 * MS] * 4, 2: [100 * MS] * 4}))) is None

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from nsyskit.analysis.compute import units
+from nsyskit.analysis.compute.analyzers import over_the_others, stragglers
 from nsyskit.analysis.compute.metrics import SMALL_BUCKET, RunView, per_rank, run_metrics, step_cv_by_rank
 
 EXPOSED_COMM_PCT = 10.0  # communication not hidden by compute, % of the GPU window
@@ -83,17 +84,19 @@ def gpu_idle(view: RunView) -> Finding | None:
 
 
 def straggler(view: RunView) -> Finding | None:
-    """The rank whose time per step outside communication exceeds the ranks' median by STRAGGLER_PCT, and why."""
+    """The rank whose time per step outside communication exceeds the median of the other ranks by STRAGGLER_PCT,
+    and why (a rank slower than the rest; a faster one never is)."""
     ranks = per_rank(view)
     if len(ranks) < 2 or np.isnan(ranks["work_ns"]).all():
         return None
     work = ranks["work_ns"]
-    median = float(np.nanmedian(work))
     slow = int(np.nanargmax(work))
-    excess_pct = (work[slow] - median) * 100.0 / median if median > 0 else 0.0
-    if excess_pct <= STRAGGLER_PCT:
-        return None
     others = np.arange(len(ranks)) != slow
+    median = float(np.nanmedian(work[others])) if not np.isnan(work[others]).all() else float("nan")
+    over = over_the_others(work)
+    excess_pct = float(over[slow])
+    if not stragglers(work, over, STRAGGLER_PCT)[slow]:
+        return None
     excess = {}
     for component in ("compute_ns", "host_ns"):
         values = ranks[component]
@@ -106,7 +109,7 @@ def straggler(view: RunView) -> Finding | None:
     return Finding(
         "straggler", "warning",
         f"rank {rank} is a straggler: {units.duration(work[slow])} per step outside communication, "
-        f"{excess_pct:.1f}% over the median rank ({units.duration(median)}); cause: {cause}",
+        f"{excess_pct:.1f}% over the median of the other ranks ({units.duration(median)}); cause: {cause}",
         excess_pct, STRAGGLER_PCT,
         "the other ranks wait for it in their collectives: compare its GPU, host and data loading with a healthy "
         "rank (open both .nsys-rep files side by side)",
