@@ -153,6 +153,10 @@ def test_host_mode_job_profiles_every_rank_on_two_nodes(project, cluster):
     assert run["world_size"] == 4 and run["unprofiled_ranks"] == []
     assert (run_dir / f"slurm-{job_id}.out").is_file() and len(list((run_dir / "logs").glob("*.status.json"))) == 4
     assert [r["rank"] for r in run["ranks"]] == [0, 1, 2, 3] and run["checksums"] == checksums
+    # When it ran (from the ranks' status files) and in what: the nodes' own software in host mode.
+    first, last = min(r["started"] for r in run["ranks"]), max(r["ended"] for r in run["ranks"])
+    assert (run["started"], run["ended"]) == (first, last) and run["duration_s"] == pytest.approx(last - first, abs=1e-3)
+    assert run["image"].startswith("host (no container")
 
     # What collect gathered is what 'invoke analyze' reads.
     analyzed = invoke(project, cluster, "analyze", str(run_dir), "--json", "--no-html", timeout=300)

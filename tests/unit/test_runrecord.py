@@ -125,11 +125,16 @@ def test_every_targets_collect_writes_the_same_shape(tmp_path, monkeypatch):
         assert data["unprofiled_ranks"] == [1] and record.unprofiled_line() == "rank 1 was not profiled (PROFILE_RANKS=0)"
         assert data["config"]["PROFILE_RANKS"]["value"] == "0" and record.world_size == 2
         assert record.exit_code == 0 and record.ended_how in ("exited", "COMPLETED", "Succeeded"), (target, record)
+        # When it ran: a cluster job's from its ranks' status files (the local run times itself).
+        if target != "local":
+            assert (record.started, record.ended) == (min(s.started for s in record.ranks), max(s.ended for s in record.ranks))
+            assert record.duration_s == pytest.approx(record.ended - record.started, abs=1e-3) and record.started > 0
         # 'invoke nccl-log FOLDER' takes each collected folder as one run (one job), k8s's too
         assert set(inputs.resolve_jobs([str(folder)]).values()) == {str(folder)}
     assert shapes["local"] == shapes["slurm"] == shapes["k8s"]
     assert runrecord.read_run(str(local_dir)).checksums == runrecord.read_run(str(slurm_dir)).checksums == {0: "abc", 1: "abc"}
     assert runrecord.read_run(str(slurm_dir)).details["job_id"] == "77"
+    assert runrecord.read_run(str(slurm_dir)).image.startswith("host (no container")  # what ran: no image in host mode
 
 
 FAKE_KUBECTL = """#!{python}

@@ -226,3 +226,14 @@ def test_what_the_nodes_need_is_checked_before_submitting_all_at_once(tmp_path):
     # Submitting from elsewhere (ssh login-node): this host's paths say nothing about the cluster's.
     targets.get("slurm").validate(config("pyxis", SLURM_SHARED_DIR="/nowhere", SLURM_CONTAINER_IMAGE="sqsh",
                                          SLURM_SUBMIT_PREFIX="ssh login-node"), project)  # fmt: skip
+
+
+def test_the_job_records_the_image_that_runs(tmp_path):
+    # run.json's image is what Pyxis ran (collect reads it from job.json): the URI or .sqsh, not IMAGE:TAG.
+    shutil.copytree(ROOT / "slurm", tmp_path / "slurm")
+    for image in ("dockerd://nsyskit:latest", "/fsx/enroot/nsyskit+latest.sqsh"):
+        cfg = config("pyxis", SLURM_CONTAINER_IMAGE=image)
+        script = slurm.render_job(cfg, tmp_path)
+        assert read_record(script.parent)["image"] == image
+    cfg = config("pyxis", SLURM_CONTAINER_IMAGE="registry")
+    assert read_record(slurm.render_job(cfg, tmp_path).parent)["image"] == f"{ECR}#nsyskit:latest"

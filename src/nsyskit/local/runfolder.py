@@ -102,5 +102,10 @@ def write_run_record(run_dir: Path, cfg: Config, target: str, run_id: str, log_t
     )  # fmt: skip
     for key, value in values.items():
         setattr(record, key, value)
+    if record.started is None:  # a cluster job: its ranks' status files hold when each ran
+        times = [(s.started, s.ended) for s in record.ranks if s.started and s.ended]
+        if times:
+            record.started, record.ended = min(t[0] for t in times), max(t[1] for t in times)
+            record.duration_s = round(record.ended - record.started, 3)
     record.write(str(run_dir))
     return record

@@ -12,7 +12,7 @@ from nsyskit.errors import JobNotFound
 from nsyskit.jobdir import find_job_dir, fresh_job_dir, read_record, write_record
 from nsyskit.local import runfolder
 from nsyskit.slurm import scheduler
-from nsyskit.slurm.render import REPORTS, SCRIPT, log_path, render_script
+from nsyskit.slurm.render import REPORTS, SCRIPT, container_image, log_path, render_script
 from nsyskit.targets.follow import print_log
 
 TARGET = "slurm"
@@ -26,8 +26,16 @@ def render_job(cfg: Config, root: Path) -> Path:
         script.chmod(0o755)
         (job_dir / REPORTS).mkdir()
         write_record(job_dir, mode=cfg.slurm_mode, script=SCRIPT, nodes=cfg.nodes, procs_per_node=cfg.procs_per_node,
-                     world_size=cfg.world_size, submitted=False)  # fmt: skip
+                     world_size=cfg.world_size, submitted=False, image=image_that_runs(cfg))  # fmt: skip
     return script
+
+
+def image_that_runs(cfg: Config, mode: str | None = None) -> str:
+    """What the ranks run in: the image Pyxis gets (the .sqsh path, or the URI, with its digest when it names one),
+    or in host mode (`mode`, else SLURM_MODE) the nodes' own software."""
+    if (mode or cfg.slurm_mode) != "pyxis":
+        return "host (no container: the nodes' nsys, python and the kit's wrapper)"
+    return container_image(cfg)
 
 
 def submit(cfg: Config, job_dir: Path) -> str:
@@ -120,7 +128,8 @@ def collect(cfg: Config, root: Path, job: str | None) -> Path:
         dest, cfg, TARGET, run_id, log.read_text(errors="replace") if log.is_file() else "",
         exit_code=state.exit_code if state else record.get("exit_code"), ended_how=state.state if state else record.get("state") or "",
         nodes=record.get("nodes"), procs_per_node=record.get("procs_per_node"), world_size=record.get("world_size"),
-        launcher="srun", details={"mode": record.get("mode"), "job_id": job_id, "job_dir": str(job_dir), "log": log.name},
+        launcher="srun", image=record.get("image") or image_that_runs(cfg, record.get("mode")),
+        details={"mode": record.get("mode"), "job_id": job_id, "job_dir": str(job_dir), "log": log.name},
     )  # fmt: skip
     if not any(name.endswith((".nsys-rep", ".qdstrm", ".ncu-rep", ".pt.trace.json.gz")) for name in files):
         console.warn(f"no profiler report in {job_dir / REPORTS}: see the job's log {log_path(job_dir, job_id)}")
