@@ -1,0 +1,54 @@
+"""A locally built image through real Pyxis: `invoke run --slurm` with SLURM_CONTAINER_IMAGE=dockerd://IMAGE, on a
+machine that is its own Slurm node with enroot and Pyxis (built from their sources; see docs/slurm.md). CI has
+neither: the test says so and skips there."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def pyxis_missing() -> str | None:
+    """Why this machine cannot run a Pyxis job (None when it can)."""
+    if not shutil.which("enroot"):
+        return "enroot is not installed here (CI has none: it is built from source, see docs/slurm.md)"
+    if not shutil.which("srun") or not shutil.which("sinfo"):
+        return "no Slurm client here"
+    help_text = subprocess.run(["srun", "--help"], capture_output=True, text=True).stdout
+    if "--container-image" not in help_text:
+        return "srun has no --container-image: Pyxis is not loaded by this Slurm (plugstack.conf)"
+    if subprocess.run(["sinfo", "-h"], capture_output=True, text=True, timeout=30).returncode != 0:
+        return "slurmctld does not answer here"
+    return None
+
+
+@pytest.mark.skipif(pyxis_missing() is not None, reason=str(pyxis_missing()))
+def test_a_local_image_runs_through_pyxis_and_run_json_says_so(kit_image, tmp_path):
+    shared = tmp_path / "shared"  # a single node: any folder is 'shared' with itself
+    project = shared / "project"
+    project.mkdir(parents=True)
+    shutil.copy2(ROOT / "tasks.py", project / "tasks.py")
+    (project / ".env").write_text("")
+    image = f"dockerd://{kit_image}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NSYSKIT_", "SLURM_"))}
+    env |= {"NSYSKIT_PROFILE": "local-cpu", "NSYSKIT_SLURM_MODE": "pyxis", "NSYSKIT_SLURM_CONTAINER_IMAGE": image,
+            "NSYSKIT_SLURM_SHARED_DIR": str(shared), "NSYSKIT_NODES": "1", "NSYSKIT_PROCS_PER_NODE": "2",
+            "NSYSKIT_STEPS": "8", "NSYSKIT_PROFILE_STEPS": "3-5", "NSYSKIT_SLURM_EXCLUSIVE": "false"}  # fmt: skip
+    done = subprocess.run([sys.executable, "-m", "invoke", "run", "--slurm", "--no-progress"], cwd=project, env=env,
+                          capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (run_dir,) = [p for p in (project / "reports").iterdir() if p.is_dir()]
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["image"] == image and run["details"]["mode"] == "pyxis"
+    assert run["started"] and run["ended"] >= run["started"] and run["duration_s"] >= 0
+    assert len(list(run_dir.glob("*.nsys-rep"))) == 2 and [r["rank"] for r in run["ranks"]] == [0, 1]
