@@ -154,7 +154,7 @@ def project(tmp_path_factory) -> Path:
         source = ROOT / name
         (shutil.copytree if source.is_dir() else shutil.copy2)(source, folder / name)
     with open(folder / ".env", "a") as env:
-        env.write(f"\nREGISTRY={DOC_REGISTRY}\n")
+        env.write(f"\nREGISTRY={DOC_REGISTRY}\nSLURM_SHARED_DIR={folder}\n")  # the project on the shared file system
     (folder / "tests").symlink_to(ROOT / "tests")
     return folder
 
