@@ -92,7 +92,8 @@ def run_case(case: Case, http_404: str = "", timeout: float = 120) -> subprocess
         home = project / "home"
         home.mkdir(mode=0o777)
         home.chmod(0o777)
-        env: dict[str, str | bytes] = {**BASE_ENV, "HOME": str(home), **case.env}
+        # The project on the cluster's shared file system, as Slurm users keep it (a case may say otherwise).
+        env: dict[str, str | bytes] = {**BASE_ENV, "HOME": str(home), "NSYSKIT_SLURM_SHARED_DIR": str(project), **case.env}
         env = {k: v.replace(HTTP_404, http_404) if isinstance(v, str) else v for k, v in env.items()}
         argv = [*(AS_NOBODY if case.nobody else []), str(INVOKE), *shlex.split(case.args)]
         environb = {os.fsencode(k): v if isinstance(v, bytes) else os.fsencode(v) for k, v in env.items()}

@@ -280,12 +280,13 @@ def test_config_check_lists_every_problem_at_once_cross_checks_included(project)
 
 
 def test_a_failed_deploy_keeps_the_last_job_and_leaves_no_folder(project):
-    ok = _invoke(project, "deploy", "--slurm", "--dry-run", NSYSKIT_SLURM_MODE="host")
+    shared = {"NSYSKIT_SLURM_MODE": "host", "NSYSKIT_SLURM_SHARED_DIR": str(project)}  # the project on the shared fs
+    ok = _invoke(project, "deploy", "--slurm", "--dry-run", **shared)
     assert ok.returncode == 0, ok.stderr
     last = (project / "jobs" / "last-slurm").read_text()
     before = sorted(p.name for p in (project / "jobs").iterdir())
     (project / "slurm").unlink()  # the templates are gone: rendering fails after the folder was made
-    failed = _invoke(project, "deploy", "--slurm", "--dry-run", NSYSKIT_SLURM_MODE="host")
+    failed = _invoke(project, "deploy", "--slurm", "--dry-run", **shared)
     assert failed.returncode == 1 and "template slurm/host.sbatch.j2 is missing" in failed.stderr, failed.stderr
     assert (project / "jobs" / "last-slurm").read_text() == last
     assert sorted(p.name for p in (project / "jobs").iterdir()) == before

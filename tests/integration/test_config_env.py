@@ -110,11 +110,13 @@ def _sbatch_lines(result: subprocess.CompletedProcess) -> list[str]:
 
 
 def test_slurm_settings_come_only_from_prefixed_names(project):
-    prefixed = invoke(project, "deploy", "--slurm", "--dry-run", NSYSKIT_SLURM_PARTITION="p5", NSYSKIT_SLURM_ACCOUNT="ml")
+    shared = {"NSYSKIT_SLURM_SHARED_DIR": str(project)}  # the project on the cluster's shared file system
+    prefixed = invoke(project, "deploy", "--slurm", "--dry-run", NSYSKIT_SLURM_PARTITION="p5", NSYSKIT_SLURM_ACCOUNT="ml",
+                      **shared)  # fmt: skip
     assert {"#SBATCH --partition=p5", "#SBATCH --account=ml"} <= set(_sbatch_lines(prefixed))
     assert not prefixed.stderr
 
-    bare = invoke(project, "deploy", "--slurm", "--dry-run", SLURM_PARTITION="p5")
+    bare = invoke(project, "deploy", "--slurm", "--dry-run", SLURM_PARTITION="p5", **shared)
     assert not any("--partition" in line for line in _sbatch_lines(bare))
     assert stderr_lines(bare) == [
         "warning: SLURM_PARTITION='p5' in the environment is Slurm's own variable and does not set nsyskit's "
