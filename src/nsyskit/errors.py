@@ -235,3 +235,10 @@ class RegressionFound(NsyskitError):
     """'invoke analyze --diff --fail-on-regression' found a metric that got worse by more than the threshold."""
 
     exit_code = 3
+
+
+class PartialAnalysis(NsyskitError):
+    """The analysis was made and written, but without some ranks (a report unreadable, a part missing): named at
+    the top of every output; the distinct exit code tells a script the report is not whole."""
+
+    exit_code = 4

@@ -38,12 +38,17 @@ def report_folder(paths: list[str | Path]) -> Path:
 
 def analyze(
     paths: list[str | Path], output: Path | None = None, straggler_pct: float = 5.0,
-    progress: Callable[[int, int], None] | None = None, full_names: bool = False,
+    progress: Callable[[int, int], None] | None = None, full_names: bool = False, strict: bool = False,
 ) -> Outputs:  # fmt: skip
     """Analyze the run, summarize it (findings, window metrics, header) and compose its report for the folder its
     files go to (`full_names`: whole kernel names in the terminal)."""
     folder = Path(output) if output else report_folder(paths)
-    analysis = analyze_run(paths, straggler_pct=straggler_pct, progress=progress)
+    analysis = analyze_run(paths, straggler_pct=straggler_pct, progress=progress, strict=strict)
+    return of_analysis(paths, folder, analysis, full_names)
+
+
+def of_analysis(paths: list[str | Path], folder: Path, analysis: Analysis, full_names: bool = False) -> Outputs:
+    """The summary and report of an analysis already made (by analyze_run, or merged from parts) for `folder`."""
     summary = summarize(analysis, folder)
     return Outputs(list(paths), folder, analysis, summary, compose(analysis, summary, folder, full_names))
 

@@ -38,6 +38,9 @@ __all__ = [
     "open_export",
 ]
 
+# The per-rank tables of analyze_file's results (all but the kernel summary carry a rank column).
+TABLE_KEYS = ("kernel_summary", "breakdown", "memcpy", "nvtx", "nvtx_gpu", "steps", "nccl_ops")
+RANKED_KEYS = TABLE_KEYS[1:]
 MAX_WORKERS = 8  # files analyzed at once: bounds peak memory (~0.3 GB per 2M-kernel rank)
 NVTX_GPU_TOP = 15  # user ranges shown in the NVTX GPU projection besides the example's
 
@@ -235,35 +238,51 @@ def analyze_file(rank: int, path: Path) -> list[dict[str, Any]]:
 
 def analyze_run(
     paths: list[str | Path], straggler_pct: float = 5.0, workers: int | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[int, int], None] | None = None, strict: bool = False,
 ) -> Analysis:  # fmt: skip
     """Read every rank's export under `paths` and run every analyzer; several files at once in worker processes.
 
     Processes, not threads: the Python parts of an analysis (NVTX text, tables) hold the GIL. A file holding
     several ranks gives them consecutive rank numbers from the file's own. `progress(done, total)` follows the files.
+    A report that cannot be read (a rank killed while writing it) is left out and named in `incomplete`, unless
+    `strict` (then the first such report stops the analysis); when none can be read, the first one's error stops it.
     """
     found = discover(paths)
     _unprofiled, unprofiled_line = not_profiled([path for _rank, path in found])  # a broken run.json stops us now
     workers = workers or max(1, min(len(found), os.cpu_count() or 1, MAX_WORKERS))
     if workers == 1:
-        per_file = list(_counted((analyze_file(rank, path) for rank, path in found), len(found), progress))
+        outcomes = list(_counted((_analyze_here(rank, path) for rank, path in found), len(found), progress))
     else:
         context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            per_file = list(_counted(pool.map(_analyze_in_worker, *zip(*found, strict=True)), len(found), progress))
-        for outcome in per_file:
-            if isinstance(outcome, str):  # the first file that failed, as its one-line message: its fix kept apart
-                message, _sep, fix = outcome.partition("; fix: ")
-                raise NsyskitError(message, fix=fix)
+            outcomes = list(_counted(pool.map(_analyze_in_worker, *zip(*found, strict=True)), len(found), progress))
+    failed = [(rank, out) for (rank, _path), out in zip(found, outcomes, strict=True) if not isinstance(out, list)]
+    if failed and (strict or len(failed) == len(found)):  # the first file that failed stops the analysis
+        first = failed[0][1]
+        if isinstance(first, NsyskitError):
+            raise first
+        message, _sep, fix = first.partition("; fix: ")  # a worker's one line: its fix kept apart
+        raise NsyskitError(message, fix=fix)
+    per_file = [outcome for outcome in outcomes if isinstance(outcome, list)]
+    incomplete = [f"rank {rank} left out: {out if isinstance(out, str) else out.one_line()}" for rank, out in failed]
+    return merge(per_file, straggler_pct, unprofiled_line, incomplete)
+
+
+def merge(
+    per_file: list[list[dict[str, Any]]], straggler_pct: float = 5.0, unprofiled_line: str = "",
+    incomplete: list[str] | None = None,
+) -> Analysis:  # fmt: skip
+    """The reduce: one Analysis from the per-file results of analyze_file (in rank order), the same whether they come
+    from this process's workers or from part files written on the cluster (nsyskit.analysis.parts)."""
     results = _renumber(per_file)
-    analysis = Analysis(sources={}, nsys_versions={})
+    analysis = Analysis(sources={}, nsys_versions={}, incomplete=list(incomplete or []))
     for result in results:
         analysis.sources[result["rank"]] = result["source"]
         analysis.nsys_versions[result["rank"]] = result["nsys_version"]
         analysis.kernel_summaries[result["rank"]] = result["kernel_summary"]
         analysis.warnings.extend(result.get("warnings", []))
     analysis.top_kernels = combine_kernel_summaries(analysis.kernel_summaries)
-    for name in ("breakdown", "memcpy", "nvtx", "nvtx_gpu", "steps", "nccl_ops"):
+    for name in RANKED_KEYS:
         setattr(analysis, name, concat([r[name] for r in results]))
     analysis.nccl_sizes = nccl.nccl_size_summary(analysis.nccl_ops)
     if unprofiled_line:  # the ranks the run ran without nsys: absent from every table, named so no one reads them as idle
@@ -273,6 +292,14 @@ def analyze_run(
     summaries = [{**r["summary"], "comm_share_pct": shares.get(r["rank"], r["summary"]["comm_share_pct"])} for r in results]
     analysis.ranks = analyzers.cross_rank(summaries, straggler_pct)
     return analysis
+
+
+def _analyze_here(rank: int, path: Path) -> list[dict[str, Any]] | NsyskitError:
+    """analyze_file in this process; a user error comes back as the error, to stop or to leave the rank out."""
+    try:
+        return analyze_file(rank, path)
+    except NsyskitError as exc:
+        return exc
 
 
 def _analyze_in_worker(rank: int, path: Path) -> list[dict[str, Any]] | str:
@@ -299,7 +326,7 @@ def _renumber(per_file: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
     for new, result in enumerate(flat):
         if result["rank"] != new:
             result["rank"] = new
-            for name in ("breakdown", "memcpy", "nvtx", "nvtx_gpu", "steps", "nccl_ops"):
+            for name in RANKED_KEYS:
                 result[name].columns["rank"] = np.full(len(result[name]), new, dtype=np.int64)
             result["summary"]["rank"] = new
     return flat

@@ -9,9 +9,10 @@ from pathlib import Path
 
 from nsyskit import console
 from nsyskit.cli import number_flag, task
-from nsyskit.errors import AnalysisError, ConfigError, RegressionFound, UsageError
+from nsyskit.errors import AnalysisError, ConfigError, PartialAnalysis, RegressionFound, UsageError
 
 PROGRESS_FROM = 8  # reports in a run from which analyze and --timeline print their progress
+PARTS = "analysis-parts"  # the default folder of analyze-part's part files, beside the reports
 
 
 def _paths(path: str) -> list[str]:
@@ -54,20 +55,20 @@ def _check_output(output: str | None) -> Path | None:
         "top": "Rows shown in each terminal table (default 15).",
         "full_names": "Show kernel names whole in the terminal (default: the function's name, one line each; "
         "report.html shows the whole name on hover, --json has both).",
+        "strict": "Stop at the first report that cannot be read (default: analyze the others, name the missing ranks "
+        "first in every output, exit 4).",
     },
 )
 def analyze(
     c, path=None, json_=False, html=True, output=None, timeline=False, timeline_max_events=None, diff=None,
-    fail_on=None, fail_on_regression=None, straggler_pct=None, top=None, full_names=False,
+    fail_on=None, fail_on_regression=None, straggler_pct=None, top=None, full_names=False, strict=False,
 ):  # fmt: skip
     """Findings first, then kernels, GPU breakdown and overlap, NVTX, NCCL sizes, ranks, NCCL logs; report.html, timeline."""
     from nsyskit.analysis import (
         DEFAULT_MAX_EVENTS,
         outputs,
         print_profiler_analysis,
-        print_report,
         profiler_of,
-        render_json,
         run_profiler_analysis,
     )
 
@@ -108,7 +109,14 @@ def analyze(
         return
     if not json_:  # rich (~50 ms to import) loads while the reports are read: the tables need it only at the end
         threading.Thread(target=_import_rich, daemon=True).start()
-    result = outputs.analyze(paths, folder, straggler, _progress("analyze"), full_names)
+    result = outputs.analyze(paths, folder, straggler, _progress("analyze"), full_names, strict)
+    _show_and_write(result, json_, rows, html, timeline, max_events)
+
+
+def _show_and_write(result, json_: bool, rows: int, html: bool, timeline: bool = False, max_events: int = 0) -> None:
+    """Print an analysis (tables or JSON) and its warnings, then write its files and say where they are."""
+    from nsyskit.analysis import outputs, print_report, render_json
+
     if json_:
         _print_json(render_json(result.report))
     else:
@@ -122,7 +130,60 @@ def analyze(
         console.done(f"timeline: {result.timeline} (open https://ui.perfetto.dev and drop the file on it)")
     if result.report_html:
         console.done(f"report: {result.report_html}")
+    if result.analysis.incomplete:  # the outputs are written, and say so first; a script learns it from the code
+        left_out = "; ".join(line.partition("; fix:")[0] for line in result.analysis.incomplete[:3])
+        raise PartialAnalysis(f"the analysis is incomplete: {left_out}",
+                              fix="see the first lines of the output (and analysis.json's run.incomplete); "
+                              "--strict stops at the first unreadable report instead")  # fmt: skip
 
+
+@task(
+    name="analyze-part",
+    positional=["path"],
+    help={
+        "path": "Reports or a run folder to map (comma-separated), as 'invoke analyze' takes them.",
+        "out": "Folder the part files go to, one per report (default: PATH's folder/analysis-parts).",
+        "array_index": "This array element's index (e.g. $SLURM_ARRAY_TASK_ID): it maps reports index, index+size, ...",
+        "array_size": "How many array elements share the reports (with --array-index).",
+    },
+)
+def analyze_part(c, path=None, out=None, array_index=None, array_size=None):
+    """The map of a cluster analysis: analyze each report (exported with the nsys beside it) into a small part file."""
+    from nsyskit.analysis import map_reports
+
+    paths = _paths(path)
+    index = None if array_index is None else int(number_flag("--array-index", array_index, 0, integer=True))
+    size = None if array_size is None else int(number_flag("--array-size", array_size, 1, integer=True, low=1))
+    folder = Path(out) if out else (Path(paths[0]) if Path(paths[0]).is_dir() else Path(paths[0]).parent) / PARTS
+    written = map_reports(paths, folder, index, size, _progress("map"))
+    console.done(f"{len(written)} part(s) in {folder}")
+
+
+@task(
+    name="analyze-merge",
+    positional=["parts"],
+    help={
+        "parts": "Folder of the part files 'invoke analyze-part' wrote.",
+        "json": "Print the whole analysis as JSON on stdout instead of tables (report.html is still written).",
+        "html": "Write report.html, the PNG plots and analysis.json (default: yes; --no-html skips).",
+        "output": "Folder for report.html and analysis.json (default: the run folder the parts were mapped from).",
+        "straggler_pct": "A straggler is more than this percent over the median of the other ranks (default 5).",
+        "top": "Rows shown in each terminal table (default 15).",
+        "full_names": "Show kernel names whole in the terminal.",
+    },
+)
+def analyze_merge(c, parts=None, json_=False, html=True, output=None, straggler_pct=None, top=None, full_names=False):
+    """The reduce of a cluster analysis: merge the parts into what 'invoke analyze' makes of the same reports."""
+    from nsyskit.analysis import merge_parts, outputs
+
+    if not parts:
+        raise UsageError("no parts folder given", fix="invoke analyze-merge PARTS_DIR")
+    rows = int(number_flag("--top", top, 15, integer=True, low=1))
+    straggler = number_flag("--straggler-pct", straggler_pct, 5.0)
+    analysis, facts = merge_parts(Path(parts), straggler)
+    folder = _check_output(output) or Path(facts["folder"])
+    result = outputs.of_analysis([facts["folder"]], folder, analysis, full_names)
+    _show_and_write(result, json_, rows, html)
 
 def _progress(what: str):
     """A progress callback printing '<what>: i/N reports' about ten times, from 8 reports on (few are quick)."""

@@ -35,6 +35,8 @@ ns = Collection(
     k8s_tasks.k8s_setup,
     nccl_tasks.nccl_log,
     analyze_tasks.analyze,
+    analyze_tasks.analyze_part,
+    analyze_tasks.analyze_merge,
     analyze_tasks.recipes,
     run_tasks.run,
     run_tasks.exec_,

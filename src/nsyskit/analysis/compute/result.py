@@ -32,6 +32,7 @@ class Analysis:
     nccl_sizes: Table | None = None
     ranks: Table | None = None
     warnings: list[str] = field(default_factory=list)
+    incomplete: list[str] = field(default_factory=list)  # the ranks left out and why: shown before anything else
 
     @property
     def has_gpu(self) -> bool:
@@ -57,6 +58,7 @@ class Analysis:
             **tables,
             "more_rows": more,
             "warnings": list(self.warnings),
+            "incomplete": list(self.incomplete),
         }
 
 

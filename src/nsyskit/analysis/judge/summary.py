@@ -30,7 +30,11 @@ def summarize(analysis, folder: Path) -> Summary:
 
 def print_findings(summary: Summary, console) -> None:
     """The findings (or that none fired) and the window's metrics: the first thing on the terminal."""
+    from rich.markup import escape
+
     header = summary.header
+    for line in header.incomplete:  # before any number: this analysis is not of the whole run
+        console.print(f"[bold red]incomplete[/bold red] {escape(line)}")
     console.print(f"[bold]Findings[/bold] ({header.run_id}, {header.layout}, window: {summary.view.window_source})")
     for finding in summary.findings:
         color = "yellow" if finding.severity == "warning" else "cyan"

@@ -41,6 +41,7 @@ class RunHeader:
     reports: list[RankReport] = field(default_factory=list)
     unprofiled_ranks: list[int] = field(default_factory=list)  # ranks that ran without the profiler
     not_profiled: str = ""  # 'ranks 1,3 were not profiled (PROFILE_RANKS=local0)'
+    incomplete: list[str] = field(default_factory=list)  # reports left out of this analysis, each with why
 
     @property
     def open_together(self) -> str:
@@ -128,4 +129,5 @@ def run_header(analysis, folder: Path, window: str) -> RunHeader:
         reports=rank_reports(analysis.sources, folder),
         unprofiled_ranks=record.unprofiled() if record else [],
         not_profiled=record.unprofiled_line() if record else "",
+        incomplete=list(getattr(analysis, "incomplete", [])),
     )
