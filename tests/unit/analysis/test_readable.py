@@ -63,6 +63,19 @@ def test_real_kernel_names_take_one_line_each_at_120_columns(real_exports_dir):
     assert len(full) > 30 and "void" in full[0]
 
 
+@pytest.mark.parametrize("width", [80, 120])
+def test_real_kernel_tables_fit_the_terminal_width(real_exports_dir, width):
+    path = decompress(H100, real_exports_dir)
+    text = report_text(path, width)
+    for title in ("Top kernels, all ranks (top 15)", "Kernel summary, rank 0", "GPU time breakdown per rank/GPU"):
+        block = text.split(title, 1)[1]
+        lines = block[: block.index("└") + 1].splitlines()[1:]
+        assert max(len(line) for line in lines) <= width, title  # 137 and 169 columns at 120 before
+    rows = table_lines(text, "Top kernels, all ranks (top 15)")
+    assert len(rows) == 15 and all("…" in row or "_" in row for row in rows)
+    assert "13.2 ms" in rows[0] and "3.33 ms" in rows[0]  # the numbers stay whole; the names give up width
+
+
 def test_json_keeps_both_names_and_html_shows_the_full_one_on_hover(real_exports_dir, tmp_path):
     path = decompress(H100, real_exports_dir)
     analysis, html = run_analysis([path], output=tmp_path)

@@ -68,13 +68,18 @@ def rich_table(
     rows = [([fmt(row[values], name) for name, values in shown_columns], row.get("straggler")) for row in shown.rows()]
     for at, (name, values) in enumerate(shown_columns):
         text = name in TEXT_COLUMNS  # numbers never wrap nor shrink: a narrow terminal shortens the names instead
-        widest = max([len(header(name)), *(len(cells[at]) for cells, _ in rows)])
+        # a number's column is as wide as its widest value (or header word): its heading wraps, its values never do
+        widest = max([*(len(word) for word in header(name).split()), *(len(cells[at]) for cells, _ in rows)])
+        # A short name's column stays wrapable to rich (so it is the one that gives up width) while its cells
+        # never wrap: one line each, cut with an ellipsis
         out.add_column(header(name), justify="left" if text else "right",
                        overflow="ellipsis" if values == "short_name" else "fold",
-                       no_wrap=values == "short_name" or not text, min_width=None if text else widest)  # fmt: skip
+                       min_width=None if text else widest)  # fmt: skip
+    one_line = [values == "short_name" for _, values in shown_columns]
     for cells, straggler in rows:
         # Text, not markup: kernel names hold brackets ("[lambda() (instance 3)]") that rich would take for tags
-        out.add_row(*(Text(cell) for cell in cells), style="bold red" if straggler else "")
+        out.add_row(*(Text(cell, no_wrap=cut, overflow="ellipsis" if cut else None) for cell, cut in zip(cells, one_line, strict=True)),
+                    style="bold red" if straggler else "")  # fmt: skip
     if len(shown) < len(table):
         out.caption = f"{len(table) - len(shown):,} more rows (--top N shows more; --json has the first 100)"
         out.caption_justify = "left"
