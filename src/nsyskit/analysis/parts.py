@@ -279,7 +279,21 @@ def merged_timelines(part_files: list[Path], analysis: Analysis) -> list[RankTim
         timelines += held
     for timeline, rank in zip(timelines, analysis.sources, strict=False):
         if timeline.rank != rank:  # a report of several processes: the run's ranks are renumbered 0..N-1
-            for event in timeline.events:
-                event["pid"] = rank
-            timeline.rank = rank
+            _renumber_timeline(timeline, rank)
     return timelines
+
+
+def _renumber_timeline(timeline: RankTimeline, rank: int) -> None:
+    """Give a rank's timeline its number in the run: its process id, sort index, label and cap note."""
+    old, new = f"rank {timeline.rank}", f"rank {rank}"
+    for event in timeline.events:
+        event["pid"] = rank
+        args = event.get("args", {})
+        if event["name"] == "process_sort_index":
+            args["sort_index"] = rank
+        for key in ("name", "labels"):
+            if event["name"] in ("process_name", "process_labels") and str(args.get(key, "")).startswith(old):
+                args[key] = new + args[key][len(old):]
+    if timeline.note.startswith(old):
+        timeline.note = new + timeline.note[len(old):]
+    timeline.rank = rank
