@@ -183,3 +183,27 @@ def test_the_timeline_from_the_parts_is_the_timeline_of_the_reports(real_run, tm
     map_reports([real_run], without)
     with pytest.raises(AnalysisError, match=r"holds no timeline .*; fix: map again with 'invoke analyze-part --timeline'"):
         merged_timelines(merge_parts(without)[1]["part_files"], merged)
+
+
+def test_the_commands_on_a_cut_export_name_its_rank_and_exit_4_or_stop_with_strict(real_run, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NSYSKIT_")}
+
+    def nsyskit(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "nsyskit", *args], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=300)  # fmt: skip
+
+    run = tmp_path / "run"
+    shutil.copytree(real_run, run)
+    cut = sorted(run.iterdir())[-1]
+    cut.write_bytes(cut.read_bytes()[:5000])
+    parts = tmp_path / "parts"
+    mapped = nsyskit("analyze-part", str(run), "--out", str(parts), "--timeline")
+    assert mapped.returncode == 0, mapped.stderr
+    merged = nsyskit("analyze-merge", str(parts), "--json", "--output", str(tmp_path / "out"), "--timeline")
+    assert merged.returncode == 4, merged.stderr
+    incomplete = json.loads(merged.stdout)["run"]["incomplete"]
+    assert any(line.startswith(f"rank {len(REAL) - 1} left out: {cut}") for line in incomplete)
+    assert (tmp_path / "out" / "timeline.json.gz").exists() and (tmp_path / "out" / "report.html").exists()
+    strict = nsyskit("analyze-merge", str(parts), "--no-html", "--strict")
+    assert strict.returncode == 4 and strict.stderr.strip().splitlines()[-1].startswith(f"error: rank {len(REAL) - 1} (")
+    assert nsyskit("analyze-part", str(run), "--out", str(tmp_path / "p2"), "--strict").returncode == 1
