@@ -37,6 +37,9 @@ window.addEventListener('load', () => {
     broken: images.filter(i => !i.complete || i.naturalWidth === 0).map(i => i.alt),
     scrollWidth: document.documentElement.scrollWidth,
     innerWidth: window.innerWidth,
+    findingsTop: (document.querySelector('#findings') || {getBoundingClientRect: () => ({top: -1})}).getBoundingClientRect().top,
+    shownRows: Math.max(0, ...[...document.querySelectorAll('table')].filter(t => !t.closest('details'))
+      .map(t => t.querySelectorAll('tbody tr').length)),
     wide: [...document.querySelectorAll('main *')].filter(e => e.getBoundingClientRect().right > window.innerWidth + 1)
       .map(e => e.tagName + '.' + e.className).slice(0, 5),
   };
@@ -90,3 +93,15 @@ def test_report_loads_cleanly_renders_every_chart_and_fits_1400px(chromium, tmp_
     shot = tmp_path / f"report-{ranks}-ranks.png"
     result = headless(chromium, f"--screenshot={shot}", "--window-size=1400,3000", page.as_uri())
     assert shot.exists() and shot.read_bytes().startswith(b"\x89PNG"), result.stderr[-2000:]
+
+
+def test_a_1024_rank_report_opens_with_its_findings_and_caps_its_tables(chromium, tmp_path):
+    run = make_run(tmp_path / "run", ranks=1024, slow_rank=700)
+    page = run_analysis([run])[1]
+    seen = probe(chromium, page)
+    assert seen["errors"] == [] and seen["console"] == []
+    assert 0 < seen["findingsTop"] < 600  # the run header, then the findings: in the first screen
+    assert seen["shownRows"] <= 40  # every long table capped; its whole form one click away (<details>)
+    text = page.read_text()
+    assert "all 1024 rows</summary>" in text and "across 1,024 ranks (min / median / p95 / max)" in text
+    assert seen["scrollWidth"] <= seen["innerWidth"] == WIDTH, seen["wide"]

@@ -99,7 +99,8 @@ def test_the_profiler_flag_is_on_run_and_deploy(task):
 
 def test_the_profiler_flag_overrides_the_setting(tmp_path):
     # 'invoke deploy --slurm --dry-run --profiler torch' renders the batch script with the torch profiler.
-    env = {"PATH": "/usr/bin:/bin", "NSYSKIT_SLURM_MODE": "host", "NSYSKIT_SLURM_SHARED_DIR": str(tmp_path)}
+    # The checkout as the project on the shared file system (its parent: SLURM_SHARED_DIR holds the project).
+    env = {"PATH": "/usr/bin:/bin", "NSYSKIT_SLURM_MODE": "host", "NSYSKIT_SLURM_SHARED_DIR": str(ROOT.parent)}
     done = subprocess.run([sys.executable, "-m", "invoke", "deploy", "--slurm", "--dry-run", "--profiler", "torch"],
                           cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr

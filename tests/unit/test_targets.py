@@ -69,11 +69,12 @@ def test_config_check_with_a_target_catches_what_deploy_would_reject(tmp_path):
 
 
 def test_config_check_slurm_and_k8s_together_list_both_targets_problems(tmp_path):
-    result = invoke_in(tmp_path, "config", "--check", "--k8s", "--slurm", NSYSKIT_REGISTRY="")
+    shared = {"NSYSKIT_SLURM_SHARED_DIR": str(tmp_path)}  # the project on the cluster's shared file system
+    result = invoke_in(tmp_path, "config", "--check", "--k8s", "--slurm", NSYSKIT_REGISTRY="", **shared)
     assert result.returncode == 1
     assert "REGISTRY=''" in result.stderr and "SLURM_CONTAINER_IMAGE='registry'" in result.stderr
     assert "2 configuration problem(s)" in result.stderr
-    host = invoke_in(tmp_path, "config", "--check", "--slurm", NSYSKIT_REGISTRY="", NSYSKIT_SLURM_MODE="host")
+    host = invoke_in(tmp_path, "config", "--check", "--slurm", NSYSKIT_REGISTRY="", NSYSKIT_SLURM_MODE="host", **shared)
     assert host.returncode == 0, host.stderr  # host mode pulls no image
 
 

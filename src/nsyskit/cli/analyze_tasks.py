@@ -115,16 +115,17 @@ def analyze(
 
 def _show_and_write(result, json_: bool, rows: int, html: bool, timeline: bool = False, max_events: int = 0) -> None:
     """Print an analysis (tables or JSON) and its warnings, then write its files and say where they are."""
-    from nsyskit.analysis import outputs, print_report, render_json
+    from nsyskit.analysis import grouped, outputs, print_report, render_json
 
     if json_:
         _print_json(render_json(result.report))
     else:
         print_report(result.report, console.out, top=rows)
-    for warning in result.analysis.warnings:
+    ranks = len(result.analysis.sources)
+    for warning in grouped(result.analysis.warnings, ranks):  # one line for what holds on many ranks
         console.warn(warning)
     outputs.write(result, html, timeline, max_events, _progress("timeline"))
-    for note in result.timeline_notes:
+    for note in grouped(result.timeline_notes, ranks):
         console.warn(note)
     if result.timeline:
         console.done(f"timeline: {result.timeline} (open https://ui.perfetto.dev and drop the file on it)")

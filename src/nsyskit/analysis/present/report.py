@@ -23,6 +23,7 @@ import numpy as np
 from nsyskit.analysis.compute.result import Analysis
 from nsyskit.analysis.judge.summary import Summary
 from nsyskit.analysis.present import sections
+from nsyskit.analysis.present.grouping import grouped
 from nsyskit.analysis.present.sections import Section
 from nsyskit.errors import NsyskitError
 
@@ -140,7 +141,8 @@ def render_html(report: Report, top: int = 20, timeline_notes: list[str] | None 
     ]
     return pages.render(
         "report.html.j2", header=report.summary.header, folder=str(folder), sections=shown,
-        window_text=window_description(report.summary.view), timeline_notes=timeline_notes or [],
+        window_text=window_description(report.summary.view),
+        timeline_notes=grouped(timeline_notes or [], len(report.analysis.sources)),
         timeline=TIMELINE_NAME if (folder / TIMELINE_NAME).exists() else None,
     )  # fmt: skip
 

@@ -20,6 +20,7 @@ from nsyskit.analysis.compute.metrics import METRICS
 from nsyskit.analysis.compute.result import Analysis
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.judge.summary import Summary, print_findings
+from nsyskit.analysis.present.perrank import more_note, ranks_that_matter, spread_line
 from nsyskit.analysis.present.terminal import BREAKDOWN_SHOWN, TEXT_COLUMNS, displayed, fmt, header, rich_table
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
     from nsyskit.nccllog.tables.analysis import NcclLogAnalysis
 
+FULL_ROWS = 5000  # a longer table is in analysis.json only (report.html stays a page, not a database)
 HTML_ROWS = 40  # rows of a table in report.html; the rest is in analysis.json
 BREAKDOWN_COLUMNS = [
     "rank", "device", "window_ns", "busy_pct", "compute_pct", "comm_pct", "memory_pct", "idle_pct",
@@ -56,24 +58,36 @@ class Section:
 
 
 def table_data(
-    table: Table | None, columns: list[str] | None = None, limit: int = HTML_ROWS, title: str = "", empty: str = ""
+    table: Table | None, columns: list[str] | None = None, limit: int = HTML_ROWS, title: str = "", empty: str = "",
+    per_rank: str = "",
 ) -> dict:
-    """A Table as template data: headers, formatted rows (at most `limit`) and a note on the rows left out; an
-    empty table says `empty` (why, and what to do) instead."""
+    """A Table as template data: headers, formatted rows (at most `limit`: for a `per_rank` kind, the ranks that
+    matter and the spread) and, when rows were left out, the whole table one click away (up to FULL_ROWS rows;
+    beyond, analysis.json); an empty table says `empty` (why, and what to do) instead."""
     if table is None or not len(table):
         return {"title": title, "headers": [], "rows": [], "more": "", "empty": empty}
     shown = displayed(table, columns)  # kernel names short, the full one as the cell's title (shown on hover)
     heads = [{"label": header(c), "cls": "text" if c in TEXT_COLUMNS else ""} for c, _ in shown]
-    rows = [
-        {
-            "cells": [fmt(row[values], c) for c, values in shown],
-            "titles": [row["name"] if values == "short_name" else "" for _, values in shown],
-            "flag": bool(row.get("straggler")),
-        }
-        for _, row in zip(range(limit), table.rows(), strict=False)
-    ]
-    more = f"{len(table) - limit:,} more rows in analysis.json" if len(table) > limit else ""
-    return {"title": title, "headers": heads, "rows": rows, "more": more}
+
+    def rows_of(part: Table, count: int) -> list[dict]:
+        return [
+            {
+                "cells": [fmt(row[values], c) for c, values in shown],
+                "titles": [row["name"] if values == "short_name" else "" for _, values in shown],
+                "flag": bool(row.get("straggler")),
+            }
+            for _, row in zip(range(count), part.rows(), strict=False)
+        ]
+
+    first, why = ranks_that_matter(table, per_rank, limit) if per_rank else (table, "")
+    data = {"title": title, "headers": heads, "rows": rows_of(first, limit), "more": "", "all_rows": []}
+    if len(table) > limit:
+        data["more"] = f"{len(table):,} rows" + (f" (shown: {why}; {spread_line(table, per_rank)})" if why else "")
+        if len(table) <= FULL_ROWS:
+            data["all_rows"] = rows_of(table, len(table))
+        else:
+            data["more"] += "; every row is in analysis.json"
+    return data
 
 
 def figure(title: str, png: bytes | None, folder: Path, filename: str) -> list[dict]:
@@ -93,6 +107,18 @@ def _print(
         console.print(rich_table(title, table, columns, limit, full_names))
     elif empty:
         console.print(f"{title}: {empty}", markup=False)
+
+
+def _print_per_rank(console: Console, title: str, table: Table | None, columns: list[str] | None, kind: str,
+                    top: int) -> None:  # fmt: skip
+    """A per-rank table: all rows of a small run; at scale the ranks that matter, the spread and the rows left."""
+    if table is None or not len(table):
+        return
+    shown, why = ranks_that_matter(table, kind, top)
+    console.print(rich_table(title, shown, columns))
+    if why:
+        console.print(f"  {spread_line(table, kind)}", markup=False)
+        console.print(f"  {more_note(table, shown, why)} (--top N shows more)", markup=False)
 
 
 def _tables(data: Callable[[], dict], *names: str) -> Callable[[], dict]:
@@ -166,8 +192,8 @@ def breakdown(analysis: Analysis, data: Callable[[], dict]) -> Section:
     def terminal(console: Console, top: int) -> None:
         if analysis.has_gpu:
             title = "GPU time breakdown per rank/GPU (% of the profiled window)"
-            _print(console, title, analysis.breakdown, BREAKDOWN_SHOWN, max(top, 64))
-            _print(console, "Memcpy by kind", analysis.memcpy, None, None)
+            _print_per_rank(console, title, analysis.breakdown, BREAKDOWN_SHOWN, "breakdown", top)
+            _print_per_rank(console, "Memcpy by kind", analysis.memcpy, None, "memcpy", top)
 
     def html(folder: Path, top: int) -> dict:
         if not analysis.has_gpu:
@@ -178,8 +204,9 @@ def breakdown(analysis: Analysis, data: Callable[[], dict]) -> Section:
         return {
             "figures": figure("GPU time breakdown per rank", png, folder, "breakdown.png"),
             "tables": [
-                table_data(analysis.breakdown, BREAKDOWN_COLUMNS, title="Time breakdown per GPU (% of its window)"),
-                table_data(analysis.memcpy, title="Memcpy by kind"),
+                table_data(analysis.breakdown, BREAKDOWN_COLUMNS, title="Time breakdown per GPU (% of its window)",
+                           per_rank="breakdown"),
+                table_data(analysis.memcpy, title="Memcpy by kind", per_rank="memcpy"),
             ],
         }
 
@@ -225,32 +252,19 @@ def communication(analysis: Analysis, data: Callable[[], dict]) -> Section:
                    _tables(data, "nccl_sizes"))  # fmt: skip
 
 
-def _ranks_for_html(ranks: Table | None) -> Table | None:
-    """Up to HTML_ROWS ranks: all of a small run, else the ranks furthest from the median step time."""
-    if ranks is None or len(ranks) <= HTML_ROWS or "deviation_pct" not in ranks:
-        return ranks
-    order = np.argsort(-np.abs(np.nan_to_num(ranks["deviation_pct"])), kind="stable")[:HTML_ROWS]
-    return ranks.take(np.sort(order))
-
-
 def ranks(analysis: Analysis, summary: Summary, data: Callable[[], dict]) -> Section:
     """Step time per rank and the slow ranks (stragglers)."""
 
     def terminal(console: Console, top: int) -> None:
-        if analysis.ranks is not None:
-            console.print(rich_table("Ranks (stragglers in red)", analysis.ranks, limit=max(top, 256)))
+        _print_per_rank(console, "Ranks (stragglers in red)", analysis.ranks, None, "ranks", top)
 
     def html(folder: Path, top: int) -> dict:
         from nsyskit.analysis.present import plots
 
-        many = analysis.ranks is not None and len(analysis.ranks) > HTML_ROWS
         png = plots.step_times_per_rank(analysis.steps, summary.view.steps)
         return {
             "figures": figure("Step time per rank", png, folder, "step_times.png"),
-            "tables": [table_data(_ranks_for_html(analysis.ranks))],
-            "note": f"{len(analysis.ranks):,} ranks: the {HTML_ROWS} furthest from the median step time are listed"
-            if many
-            else "",
+            "tables": [table_data(analysis.ranks, per_rank="ranks")],
         }
 
     return Section("ranks", "Ranks", terminal, html, _tables(data, "steps", "ranks"))

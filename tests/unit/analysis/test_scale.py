@@ -1,0 +1,52 @@
+"""What a person reads at 1,024 ranks: the terminal fits in about two screens (each per-rank table shows the ranks
+that matter and the spread), JSON keeps every row, and a note that holds on many ranks is one line."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from rich.console import Console
+from test_report import make_run
+
+from nsyskit.analysis import compose, print_report, run_analysis, summarize
+from nsyskit.analysis.present.grouping import grouped
+
+RANKS, SLOW = 1024, 700
+
+
+@pytest.fixture(scope="module")
+def big_run(tmp_path_factory):
+    run = make_run(tmp_path_factory.mktemp("big") / "run", ranks=RANKS, slow_rank=SLOW)
+    analysis, _ = run_analysis([run])
+    return run, analysis
+
+
+def test_the_terminal_fits_in_about_two_screens(big_run):
+    run, analysis = big_run
+    console = Console(file=io.StringIO(), width=160, color_system=None)
+    print_report(compose(analysis, summarize(analysis, run), run), console, top=15)
+    text = console.file.getvalue()
+    assert len(text.splitlines()) <= 160  # before: a row per rank and GPU in three tables
+    ranks_table = text.split("Ranks (stragglers in red)")[1]
+    assert f"│  {SLOW} │" in ranks_table  # the slow rank is among those shown
+    assert "across 1,024 ranks (min / median / p95 / max): step mean" in ranks_table
+    assert "more rows in analysis.json (shown: stragglers, slowest" in ranks_table
+
+
+def test_json_keeps_every_rank(big_run):
+    run, _analysis = big_run
+    data = json.loads((run / "analysis.json").read_text())
+    assert len(data["ranks"]) == RANKS and len(data["breakdown"]) == RANKS and len(data["memcpy"]) == RANKS
+    assert [r["rank"] for r in data["ranks"] if r["straggler"]] == [SLOW]
+
+
+def test_a_note_on_many_ranks_is_one_line_with_the_count_and_ranges():
+    notes = [f"rank {r}: {976 + r} of {11164 + r:,} events kept (--timeline-max-events), up to 3.{r % 10} ms into "
+             "the window" for r in range(512)]  # fmt: skip
+    notes += [f"/fsx/run/r{r}.sqlite: {r + 1} NVTX ranges end before they start and were left out" for r in range(3)]
+    lines = grouped(notes, 512)
+    assert lines[0] == ("on 512 of 512 ranks: 976-1,487 of 11,164-11,675 events kept (--timeline-max-events), "
+                        "up to 3-3.9 ms into the window")  # fmt: skip
+    assert lines[1:] == notes[512:]  # three alike notes stay three lines
