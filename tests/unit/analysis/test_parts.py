@@ -3,6 +3,7 @@ elements wrote them, is exactly the analysis of the same reports in one process;
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import os
@@ -30,6 +31,13 @@ def real_run(tmp_path_factory, real_exports_dir):
     for name in REAL:
         shutil.copy(decompress(name, real_exports_dir), folder / name)
     return folder
+
+
+def run_nsyskit(folder, *args: str) -> subprocess.CompletedProcess:
+    """`nsyskit ARGS` run in `folder` as a user runs it (no NSYSKIT_ settings from the environment)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NSYSKIT_")}
+    return subprocess.run([sys.executable, "-m", "nsyskit", *args], cwd=folder, env=env, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
 
 
 def whole_json(analysis) -> str:
@@ -91,12 +99,7 @@ def test_a_part_of_another_version_is_refused(real_run, tmp_path):
 
 
 def test_the_commands_give_what_analyze_gives_and_exit_4_when_incomplete(real_run, tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NSYSKIT_")}
-
-    def nsyskit(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "nsyskit", *args], cwd=tmp_path, env=env, capture_output=True,
-                              text=True, timeout=300)  # fmt: skip
-
+    nsyskit = functools.partial(run_nsyskit, tmp_path)
     parts = tmp_path / "parts"
     for index in ("0", "1"):
         done = nsyskit("analyze-part", str(real_run), "--out", str(parts), "--array-index", index, "--array-size", "2")
@@ -186,12 +189,7 @@ def test_the_timeline_from_the_parts_is_the_timeline_of_the_reports(real_run, tm
 
 
 def test_the_commands_on_a_cut_export_name_its_rank_and_exit_4_or_stop_with_strict(real_run, tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NSYSKIT_")}
-
-    def nsyskit(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "nsyskit", *args], cwd=tmp_path, env=env, capture_output=True,
-                              text=True, timeout=300)  # fmt: skip
-
+    nsyskit = functools.partial(run_nsyskit, tmp_path)
     run = tmp_path / "run"
     shutil.copytree(real_run, run)
     cut = sorted(run.iterdir())[-1]
