@@ -24,7 +24,7 @@ _WHERE = {
     "Table": "compute.table", "summarize": "judge.summary", "run_diff": "rundiff", "diff_table": "present.difftable",
     "compose": "present.report", "print_report": "present.report", "render_json": "present.report",
     "DEFAULT_MAX_EVENTS": "present.timeline", "run_recipes": "profilers.recipes",
-    "map_reports": "parts", "merge_parts": "parts", "grouped": "present.grouping",
+    "map_reports": "parts", "merge_parts": "parts", "merged_timelines": "parts", "grouped": "present.grouping",
 }  # fmt: skip
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from nsyskit.analysis.compute.result import Analysis
 from nsyskit.analysis.judge.summary import Summary, summarize
 from nsyskit.analysis.present.report import TIMELINE_NAME, Report, compose, write_report
-from nsyskit.analysis.present.timeline import DEFAULT_MAX_EVENTS, write_timeline
+from nsyskit.analysis.present.timeline import DEFAULT_MAX_EVENTS, RankTimeline, write_timeline, write_trace
 from nsyskit.analysis.trace import analyze_run
 from nsyskit.errors import AnalysisError
 
@@ -28,6 +28,7 @@ class Outputs:
     report_html: Path | None = None
     timeline: Path | None = None
     timeline_notes: list[str] = field(default_factory=list)
+    timelines: list[RankTimeline] | None = None  # the ranks' timelines already made (by the map), else read at write
 
 
 def report_folder(paths: list[str | Path]) -> Path:
@@ -64,7 +65,10 @@ def write(
     if timeline:
         result.timeline = result.folder / TIMELINE_NAME
         with _unwritable(result.folder, TIMELINE_NAME):
-            result.timeline_notes = write_timeline(result.paths, result.timeline, max_events, progress)
+            result.timeline_notes = (
+                write_timeline(result.paths, result.timeline, max_events, progress) if result.timelines is None
+                else write_trace(iter(result.timelines), result.timeline)
+            )  # fmt: skip
     if html:
         with _unwritable(result.folder, "report.html"):
             result.report_html = write_report(result.report, timeline_notes=result.timeline_notes)

@@ -24,14 +24,16 @@ import numpy as np
 from nsyskit import __version__
 from nsyskit.analysis.compute.result import Analysis
 from nsyskit.analysis.compute.table import Table
-from nsyskit.analysis.read.discover import discover
+from nsyskit.analysis.present.timeline import RankTimeline, read_rank
+from nsyskit.analysis.read.discover import discover, open_export
 from nsyskit.analysis.read.runinfo import not_profiled
 from nsyskit.analysis.trace import TABLE_KEYS, analyze_file, merge
-from nsyskit.errors import AnalysisError, UsageError
+from nsyskit.errors import AnalysisError, NsyskitError, PartialAnalysis, UsageError
 
 PART_FORMAT = 1
 SUFFIX = ".part.npz"
 HEADER = "header"
+TIMELINE = "timeline"
 
 
 def part_name(report: Path) -> str:
@@ -49,9 +51,16 @@ def _encode(results: list[dict[str, Any]]) -> dict[str, np.ndarray]:
             kinds = tables[key] = {}
             for column, values in result[key].columns.items():
                 name = f"{index}/{key}/{column}"
-                if values.dtype == object:
+                if values.dtype == object and not all(map(_hashable, values.tolist())):
                     kinds[column] = "json"
                     arrays[name] = np.asarray(json.dumps([_plain(v) for v in values.tolist()]))
+                elif values.dtype == object:  # texts: each distinct value once (JSON), and a code per row
+                    kinds[column] = "codes"
+                    vocabulary: dict[Any, int] = {}
+                    codes = np.fromiter((vocabulary.setdefault(_plain(v), len(vocabulary)) for v in values.tolist()),
+                                        dtype=np.int64, count=len(values))  # fmt: skip
+                    arrays[name] = codes.astype(np.int32 if len(vocabulary) > 250 else np.uint8)
+                    arrays[name + "#values"] = np.asarray(json.dumps(list(vocabulary)))
                 else:
                     kinds[column] = "array"
                     arrays[name] = values
@@ -61,6 +70,10 @@ def _encode(results: list[dict[str, Any]]) -> dict[str, np.ndarray]:
         })  # fmt: skip
     arrays["results"] = np.asarray(json.dumps(plain))
     return arrays
+
+
+def _hashable(value: Any) -> bool:
+    return not isinstance(value, (list, dict, set))
 
 
 def _plain(value: Any) -> Any:
@@ -75,7 +88,13 @@ def _decode(data: Any, plain: list[dict[str, Any]]) -> list[dict[str, Any]]:
             columns = {}
             for column, kind in kinds.items():
                 stored = data[f"{index}/{key}/{column}"]
-                columns[column] = np.asarray(json.loads(str(stored)), dtype=object) if kind == "json" else stored
+                if kind == "json":
+                    stored = np.asarray(json.loads(str(stored)), dtype=object)
+                elif kind == "codes":
+                    values = np.empty(len(json.loads(str(data[f"{index}/{key}/{column}#values"]))), dtype=object)
+                    values[:] = json.loads(str(data[f"{index}/{key}/{column}#values"]))
+                    stored = values[stored]
+                columns[column] = stored
             result[key] = Table(columns)
         if item["warnings"] is not None:
             result["warnings"] = item["warnings"]
@@ -83,16 +102,24 @@ def _decode(data: Any, plain: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return results
 
 
-def write_part(results: list[dict[str, Any]], header: dict[str, Any], folder: Path) -> Path:
-    """Write one report's part into `folder` atomically (a reader never sees half a part); its path."""
+def write_part(
+    results: list[dict[str, Any]], header: dict[str, Any], folder: Path, timelines: list[RankTimeline] | None = None
+) -> Path:
+    """Write one report's part into `folder` atomically (a reader never sees half a part); its path.
+
+    A report that could not be analyzed has no results and its header's "error" says why; `timelines` are its ranks'
+    capped timeline events when the map was asked for them.
+    """
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / part_name(Path(header["report"]))
     arrays = _encode(results)
+    if timelines is not None:
+        arrays[TIMELINE] = np.asarray(json.dumps([[t.rank, t.events, t.total, t.note] for t in timelines]))
     arrays[HEADER] = np.asarray(json.dumps({"format": PART_FORMAT, "nsyskit": __version__, **header}))
     handle, temporary = tempfile.mkstemp(dir=folder, prefix=".", suffix=SUFFIX)
     try:
         with os.fdopen(handle, "wb") as out:
-            np.savez(out, **arrays)
+            np.savez_compressed(out, **arrays)  # a part crosses the shared file system: KB-MB, not the rows' bytes
         os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
@@ -121,35 +148,85 @@ def read_part(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         ) from None  # fmt: skip
 
 
+def read_timelines(path: Path) -> list[RankTimeline] | None:
+    """The ranks' capped timeline events a part holds (None when it was mapped without --timeline)."""
+    with np.load(path, allow_pickle=False) as data:
+        if TIMELINE not in data:
+            return None
+        return [RankTimeline(rank, events, total, note) for rank, events, total, note in json.loads(str(data[TIMELINE]))]
+
+
+def report_timelines(rank: int, path: Path, budget: int) -> list[RankTimeline]:
+    """The timeline of each rank in one report (one per process with GPU activity), each at most `budget` events."""
+    reader = open_export(path)
+    try:
+        pids = reader.processes()
+    finally:
+        reader.close()
+    if len(pids) <= 1:
+        return [read_rank(rank, path, budget)]
+    share = max(1, budget // len(pids))
+    return [read_rank(rank + offset, path, share, pid) for offset, pid in enumerate(pids)]
+
+
 def map_reports(
     paths: list[str | Path], out: Path, index: int | None = None, size: int | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[int, int], None] | None = None, strict: bool = False, timeline_events: int | None = None,
 ) -> list[Path]:  # fmt: skip
     """The map: analyze the reports under `paths` (array element `index` of `size` takes every size-th report from
-    `index` on) and write one part per report into `out`; the parts written."""
+    `index` on) and write one part per report into `out`; the parts written.
+
+    A report that cannot be read still gets a part, saying why (the merge names its rank), unless `strict`: then its
+    error stops the map. `timeline_events`: also keep each rank's share of a timeline of that many events in all.
+    """
     if (index is None) != (size is None) or (size is not None and not 0 <= index < size):
         raise UsageError(f"--array-index {index} of --array-size {size}", fix="give both, with 0 <= index < size")
     found = discover(paths)
     _unprofiled, unprofiled_line = not_profiled([path for _rank, path in found])
     everything = [str(path) for _rank, path in found]
     mine = found if size is None else found[index::size]
+    folder = str(Path(paths[0]) if Path(paths[0]).is_dir() else Path(paths[0]).parent)
     written = []
     for done, (rank, path) in enumerate(mine, start=1):
-        header = {"report": str(path), "rank": rank, "reports": everything, "unprofiled": unprofiled_line,
-                  "folder": str(Path(paths[0]) if Path(paths[0]).is_dir() else Path(paths[0]).parent)}  # fmt: skip
-        written.append(write_part(analyze_file(rank, path), header, out))
+        header = {"report": str(path), "rank": rank, "reports": everything, "ranks": [r for r, _p in found],
+                  "unprofiled": unprofiled_line, "folder": folder, "error": ""}  # fmt: skip
+        results: list[dict[str, Any]] = []
+        timelines = None
+        try:
+            results = analyze_file(rank, path)
+            if timeline_events:
+                timelines = report_timelines(rank, path, max(1, timeline_events // len(found)))
+        except NsyskitError as exc:
+            if strict:
+                raise
+            header["error"] = exc.one_line()
+        written.append(write_part(results, header, out, timelines))
         if progress:
             progress(done, len(mine))
     return written
 
 
-def merge_parts(folder: Path, straggler_pct: float = 5.0) -> tuple[Analysis, dict[str, Any]]:
+def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) -> tuple[Analysis, dict[str, Any]]:
     """The reduce: the Analysis of every part in `folder`, ranks in the order 'invoke analyze' gives them, and the
-    run's facts (its folder, the reports whose parts are missing)."""
+    run's facts (its folder, the reports whose parts are missing, the parts merged).
+
+    A report whose map failed, a missing part and a part that cannot be read (cut short, of another version) leave
+    their ranks out, each named with why at the top of the analysis (Analysis.incomplete); `strict` stops at the
+    first of them instead. Two parts claiming one rank are always an error naming both.
+    """
     paths = sorted(folder.glob("*" + SUFFIX)) if folder.is_dir() else []
     if not paths:
         raise AnalysisError(folder, "holds no part files (*.part.npz)", "map the reports first: 'invoke analyze-part'")
-    parts = [(path, *read_part(path)) for path in paths]
+    parts, unreadable = [], {}
+    for path in paths:
+        try:
+            parts.append((path, *read_part(path)))
+        except AnalysisError as exc:
+            if strict:
+                raise
+            unreadable[path.name] = exc.one_line()
+    if not parts:
+        raise next(AnalysisError(p, unreadable[p.name].partition(": ")[2]) for p in paths)
     by_rank: dict[int, Path] = {}
     for path, header, _results in parts:
         if header["rank"] in by_rank:
@@ -160,10 +237,63 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0) -> tuple[Analysis, dic
         by_rank[header["rank"]] = path
     parts.sort(key=lambda part: part[1]["rank"])
     first = parts[0][1]
+    ranks = dict(zip(first["reports"], first.get("ranks") or range(len(first["reports"])), strict=True))
     mapped = {header["report"] for _path, header, _results in parts}
     missing = [report for report in first["reports"] if report not in mapped]
-    shown = ", ".join(Path(m).name for m in missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-    incomplete = [f"{len(missing)} of {len(first['reports'])} reports have no part in {folder} (their map failed or "
-                  f"has not run): {shown}; this analysis covers the others"] if missing else []  # fmt: skip
-    analysis = merge([results for _path, _header, results in parts], straggler_pct, first["unprofiled"], incomplete)
-    return analysis, {"folder": first["folder"], "missing": missing, "parts": len(parts)}
+    failed = [(header["rank"], header["report"], header["error"]) for _path, header, _r in parts if header.get("error")]
+    left_out = sorted(
+        [(ranks[m], m, unreadable.get(part_name(Path(m)), "no part (its map failed or has not run)")) for m in missing]
+        + failed
+    )  # fmt: skip
+    if strict and left_out:
+        rank, report, why = left_out[0]
+        raise PartialAnalysis(f"rank {rank} ({report}): {why}", fix="map it again ('invoke analyze-part'), or merge without --strict")
+    good = [(path, header, results) for path, header, results in parts if not header.get("error")]
+    if not good:
+        rank, report, why = left_out[0]
+        message, _sep, fix = why.partition("; fix: ")
+        raise NsyskitError(f"no report of the run could be analyzed; rank {rank} ({report}): {message}", fix=fix)
+    incomplete = []
+    if missing:
+        shown = ", ".join(f"{Path(m).name} (rank {ranks[m]})" for m in missing[:5])
+        shown += f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        incomplete.append(f"{len(missing)} of {len(first['reports'])} reports have no part in {folder} (their map "
+                          f"failed or has not run): {shown}; this analysis covers the others")  # fmt: skip
+    incomplete += [f"rank {rank} left out: {why}" for rank, _report, why in left_out if not why.startswith("no part")]
+    per_file = [results for _path, _header, results in good]
+    analysis = merge(per_file, straggler_pct, first["unprofiled"], incomplete)
+    facts = {"folder": first["folder"], "missing": missing, "parts": len(parts), "left_out": left_out,
+             "part_files": [path for path, _header, _results in good]}  # fmt: skip
+    return analysis, facts
+
+
+def merged_timelines(part_files: list[Path], analysis: Analysis) -> list[RankTimeline]:
+    """The run's timeline from its parts' ranks (renumbered as the analysis numbered them); an error when a part
+    was mapped without --timeline."""
+    timelines: list[RankTimeline] = []
+    for path in part_files:
+        held = read_timelines(path)
+        if held is None:
+            raise AnalysisError(path, "holds no timeline (mapped without --timeline)",
+                                "map again with 'invoke analyze-part --timeline', or merge without --timeline")  # fmt: skip
+        timelines += held
+    for timeline, rank in zip(timelines, analysis.sources, strict=False):
+        if timeline.rank != rank:  # a report of several processes: the run's ranks are renumbered 0..N-1
+            _renumber_timeline(timeline, rank)
+    return timelines
+
+
+def _renumber_timeline(timeline: RankTimeline, rank: int) -> None:
+    """Give a rank's timeline its number in the run: its process id, sort index, label and cap note."""
+    old, new = f"rank {timeline.rank}", f"rank {rank}"
+    for event in timeline.events:
+        event["pid"] = rank
+        args = event.get("args", {})
+        if event["name"] == "process_sort_index":
+            args["sort_index"] = rank
+        for key in ("name", "labels"):
+            if event["name"] in ("process_name", "process_labels") and str(args.get(key, "")).startswith(old):
+                args[key] = new + args[key][len(old):]
+    if timeline.note.startswith(old):
+        timeline.note = new + timeline.note[len(old):]
+    timeline.rank = rank

@@ -146,9 +146,14 @@ def _show_and_write(result, json_: bool, rows: int, html: bool, timeline: bool =
         "out": "Folder the part files go to, one per report (default: PATH's folder/analysis-parts).",
         "array_index": "This array element's index (e.g. $SLURM_ARRAY_TASK_ID): it maps reports index, index+size, ...",
         "array_size": "How many array elements share the reports (with --array-index).",
+        "strict": "Stop at the first report that cannot be read (default: its part says why, the merge names its rank).",
+        "timeline": "Also keep each rank's share of the run's timeline in its part ('analyze-merge --timeline').",
+        "timeline_max_events": "Cap on the timeline's events over all ranks (default 500000), shared by the run's reports.",
     },
 )
-def analyze_part(c, path=None, out=None, array_index=None, array_size=None):
+def analyze_part(
+    c, path=None, out=None, array_index=None, array_size=None, strict=False, timeline=False, timeline_max_events=None
+):  # fmt: skip
     """The map of a cluster analysis: analyze each report (exported with the nsys beside it) into a small part file."""
     from nsyskit.analysis import map_reports
 
@@ -156,7 +161,10 @@ def analyze_part(c, path=None, out=None, array_index=None, array_size=None):
     index = None if array_index is None else int(number_flag("--array-index", array_index, 0, integer=True))
     size = None if array_size is None else int(number_flag("--array-size", array_size, 1, integer=True, low=1))
     folder = Path(out) if out else (Path(paths[0]) if Path(paths[0]).is_dir() else Path(paths[0]).parent) / PARTS
-    written = map_reports(paths, folder, index, size, _progress("map"))
+    from nsyskit.analysis import DEFAULT_MAX_EVENTS
+
+    events = int(number_flag("--timeline-max-events", timeline_max_events, DEFAULT_MAX_EVENTS, integer=True, low=1))
+    written = map_reports(paths, folder, index, size, _progress("map"), strict, events if timeline else None)
     console.done(f"{len(written)} part(s) in {folder}")
 
 
@@ -171,20 +179,28 @@ def analyze_part(c, path=None, out=None, array_index=None, array_size=None):
         "straggler_pct": "A straggler is more than this percent over the median of the other ranks (default 5).",
         "top": "Rows shown in each terminal table (default 15).",
         "full_names": "Show kernel names whole in the terminal.",
+        "strict": "Stop at the first missing, failed or unreadable part (default: merge the others, name the missing "
+        "ranks and why first in every output, exit 4).",
+        "timeline": "Also write timeline.json.gz from the ranks' timelines the parts hold (mapped with --timeline).",
     },
 )
-def analyze_merge(c, parts=None, json_=False, html=True, output=None, straggler_pct=None, top=None, full_names=False):
+def analyze_merge(
+    c, parts=None, json_=False, html=True, output=None, straggler_pct=None, top=None, full_names=False, strict=False,
+    timeline=False,
+):  # fmt: skip
     """The reduce of a cluster analysis: merge the parts into what 'invoke analyze' makes of the same reports."""
-    from nsyskit.analysis import merge_parts, outputs
+    from nsyskit.analysis import merge_parts, merged_timelines, outputs
 
     if not parts:
         raise UsageError("no parts folder given", fix="invoke analyze-merge PARTS_DIR")
     rows = int(number_flag("--top", top, 15, integer=True, low=1))
     straggler = number_flag("--straggler-pct", straggler_pct, 5.0)
-    analysis, facts = merge_parts(Path(parts), straggler)
+    analysis, facts = merge_parts(Path(parts), straggler, strict)
+    timelines = merged_timelines(facts["part_files"], analysis) if timeline else None  # before printing: may refuse
     folder = _check_output(output) or Path(facts["folder"])
     result = outputs.of_analysis([facts["folder"]], folder, analysis, full_names)
-    _show_and_write(result, json_, rows, html)
+    result.timelines = timelines
+    _show_and_write(result, json_, rows, html, timeline)
 
 def _progress(what: str):
     """A progress callback printing '<what>: i/N reports' about ten times, from 8 reports on (few are quick)."""

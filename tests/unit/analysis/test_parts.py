@@ -3,6 +3,8 @@ elements wrote them, is exactly the analysis of the same reports in one process;
 
 from __future__ import annotations
 
+import functools
+import gzip
 import json
 import os
 import shutil
@@ -14,9 +16,10 @@ import numpy as np
 import pytest
 from real_exports import NAMES, PACKED, decompress
 
-from nsyskit.analysis.parts import SUFFIX, map_reports, merge_parts, read_part
+from nsyskit.analysis.parts import SUFFIX, map_reports, merge_parts, merged_timelines, read_part
+from nsyskit.analysis.present.timeline import DEFAULT_MAX_EVENTS, write_timeline, write_trace
 from nsyskit.analysis.trace import analyze_run
-from nsyskit.errors import AnalysisError
+from nsyskit.errors import AnalysisError, PartialAnalysis
 
 REAL = [name for name in NAMES if name in PACKED]  # the real exports this checkout has (../shared's and its own)
 
@@ -28,6 +31,13 @@ def real_run(tmp_path_factory, real_exports_dir):
     for name in REAL:
         shutil.copy(decompress(name, real_exports_dir), folder / name)
     return folder
+
+
+def run_nsyskit(folder, *args: str) -> subprocess.CompletedProcess:
+    """`nsyskit ARGS` run in `folder` as a user runs it (no NSYSKIT_ settings from the environment)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NSYSKIT_")}
+    return subprocess.run([sys.executable, "-m", "nsyskit", *args], cwd=folder, env=env, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
 
 
 def whole_json(analysis) -> str:
@@ -89,12 +99,7 @@ def test_a_part_of_another_version_is_refused(real_run, tmp_path):
 
 
 def test_the_commands_give_what_analyze_gives_and_exit_4_when_incomplete(real_run, tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NSYSKIT_")}
-
-    def nsyskit(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "nsyskit", *args], cwd=tmp_path, env=env, capture_output=True,
-                              text=True, timeout=300)  # fmt: skip
-
+    nsyskit = functools.partial(run_nsyskit, tmp_path)
     parts = tmp_path / "parts"
     for index in ("0", "1"):
         done = nsyskit("analyze-part", str(real_run), "--out", str(parts), "--array-index", index, "--array-size", "2")
@@ -106,3 +111,97 @@ def test_the_commands_give_what_analyze_gives_and_exit_4_when_incomplete(real_ru
     partial = nsyskit("analyze-merge", str(parts), "--json", "--no-html")
     assert partial.returncode == 4 and json.loads(partial.stdout)["run"]["incomplete"]
     assert partial.stderr.strip().splitlines()[-1].startswith("error: the analysis is incomplete: 1 of ")
+
+
+def rank_run(folder, source, ranks):
+    """A run folder of `ranks` copies (hard links) of one real export under rank_N names."""
+    folder.mkdir()
+    for rank in ranks:
+        os.link(source, folder / f"rank_{rank}.sqlite")
+    return folder
+
+
+def test_ranks_in_the_names_are_kept_whatever_order_the_parts_come_in(real_exports_dir, tmp_path):
+    source = decompress(REAL[0], real_exports_dir)
+    run = rank_run(tmp_path / "run", source, (10, 2, 1))
+    parts = tmp_path / "parts"
+    for index in (1, 2, 0):
+        map_reports([run], parts, index, 3)
+    merged, _facts = merge_parts(parts)
+    assert sorted(merged.sources) == [1, 2, 10]
+    assert whole_json(merged) == whole_json(analyze_run([run]))
+
+
+def test_hundreds_of_ranks_merge_to_the_whole_analysis(real_exports_dir, tmp_path):
+    # Real scale: 256 ranks, copies of the smallest real export, mapped by 8 array elements.
+    source = min((decompress(name, real_exports_dir) for name in REAL), key=lambda p: p.stat().st_size)
+    run = rank_run(tmp_path / "run", source, range(256))
+    parts = tmp_path / "parts"
+    for index in range(8):
+        map_reports([run], parts, index, 8)
+    merged, facts = merge_parts(parts)
+    assert facts["parts"] == 256 and len(merged.ranks) == 256 and merged.incomplete == []
+    assert whole_json(merged) == whole_json(analyze_run([run]))
+
+
+def test_a_report_that_cannot_be_read_gets_a_part_saying_why_and_the_merge_names_its_rank(real_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(real_run, run)
+    cut = sorted(run.iterdir())[0]
+    cut.write_bytes(cut.read_bytes()[:5000])  # a rank killed while writing its export
+    parts = tmp_path / "parts"
+    written = map_reports([run], parts)
+    assert len(written) == len(REAL)
+    merged, facts = merge_parts(parts)
+    assert facts["left_out"][0][1] == str(cut) and len(merged.sources) == len(REAL)  # the two-process file: 2 ranks
+    assert merged.incomplete == [f"rank 0 left out: {facts['left_out'][0][2]}"] and str(cut) in merged.incomplete[0]
+    with pytest.raises(AnalysisError):
+        map_reports([run], tmp_path / "strict", strict=True)
+    with pytest.raises(PartialAnalysis, match=r"^rank 0 \(.*\): .*; fix: map it again"):
+        merge_parts(parts, strict=True)
+
+
+def test_an_unreadable_part_leaves_its_rank_out_with_why_unless_strict(real_run, tmp_path):
+    written = map_reports([real_run], tmp_path)
+    written[-1].write_bytes(written[-1].read_bytes()[:100])
+    merged, facts = merge_parts(tmp_path)
+    assert merged.incomplete[0].startswith(f"1 of {len(REAL)} reports have no part")
+    assert any("is not a whole part file" in line for line in merged.incomplete[1:])
+    with pytest.raises(AnalysisError, match="is not a whole part file"):
+        merge_parts(tmp_path, strict=True)
+
+
+def test_the_timeline_from_the_parts_is_the_timeline_of_the_reports(real_run, tmp_path):
+    parts = tmp_path / "parts"
+    for index in (1, 0):
+        map_reports([real_run], parts, index, 2, timeline_events=DEFAULT_MAX_EVENTS)
+    merged, facts = merge_parts(parts)
+    from_parts = write_trace(iter(merged_timelines(facts["part_files"], merged)), tmp_path / "parts.json.gz")
+    from_reports = write_timeline([real_run], tmp_path / "reports.json.gz")
+    assert from_parts == from_reports
+    assert gzip.decompress((tmp_path / "parts.json.gz").read_bytes()) == gzip.decompress(
+        (tmp_path / "reports.json.gz").read_bytes()
+    )
+    without = tmp_path / "plain"
+    map_reports([real_run], without)
+    with pytest.raises(AnalysisError, match=r"holds no timeline .*; fix: map again with 'invoke analyze-part --timeline'"):
+        merged_timelines(merge_parts(without)[1]["part_files"], merged)
+
+
+def test_the_commands_on_a_cut_export_name_its_rank_and_exit_4_or_stop_with_strict(real_run, tmp_path):
+    nsyskit = functools.partial(run_nsyskit, tmp_path)
+    run = tmp_path / "run"
+    shutil.copytree(real_run, run)
+    cut = sorted(run.iterdir())[-1]
+    cut.write_bytes(cut.read_bytes()[:5000])
+    parts = tmp_path / "parts"
+    mapped = nsyskit("analyze-part", str(run), "--out", str(parts), "--timeline")
+    assert mapped.returncode == 0, mapped.stderr
+    merged = nsyskit("analyze-merge", str(parts), "--json", "--output", str(tmp_path / "out"), "--timeline")
+    assert merged.returncode == 4, merged.stderr
+    incomplete = json.loads(merged.stdout)["run"]["incomplete"]
+    assert any(line.startswith(f"rank {len(REAL) - 1} left out: {cut}") for line in incomplete)
+    assert (tmp_path / "out" / "timeline.json.gz").exists() and (tmp_path / "out" / "report.html").exists()
+    strict = nsyskit("analyze-merge", str(parts), "--no-html", "--strict")
+    assert strict.returncode == 4 and strict.stderr.strip().splitlines()[-1].startswith(f"error: rank {len(REAL) - 1} (")
+    assert nsyskit("analyze-part", str(run), "--out", str(tmp_path / "p2"), "--strict").returncode == 1

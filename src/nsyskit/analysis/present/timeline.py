@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -266,11 +267,12 @@ def write_timeline(
     `progress(done, total)` is called after each rank when given.
     """
     ranks = rank_sources(paths)
-    budget = max(1, max_events // max(len(ranks), 1))
+    processes = Counter(path for _rank, path, _pid in ranks)
+    budget = max(1, max_events // max(len(processes), 1))  # each report's share, split among its processes
 
     def timelines() -> Iterator[RankTimeline]:
         for done, (rank, path, pid) in enumerate(ranks, start=1):
-            yield read_rank(rank, path, budget, pid)
+            yield read_rank(rank, path, max(1, budget // processes[path]), pid)
             if progress:
                 progress(done, len(ranks))
 

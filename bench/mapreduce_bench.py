@@ -1,0 +1,143 @@
+"""Benchmark the split analysis (issue 25): the map of one realistic rank, the merge of 1,024 parts, the projection.
+
+Side by side, with ratios:
+- the map of one realistic rank (bench/realistic_export.py: 1M kernels, a runtime row per launch, NCCL and op_id
+  ranges) inside a process that maps several ranks one after another, as a job-array element does (start-up paid
+  once, so the per-rank time is what 1,024 ranks wait for) vs `nsys stats -r gpukernsum` alone on the same file;
+- the merge of 1,024 parts of realistic ranks (copies of one realistic rank's part under rank names, each its own
+  rank): wall time and peak memory in a fresh process (goal: < 10 s and < 1 GB), and the part size per rank;
+- the projection of a 1,024-rank analysis' wall time on N nodes (array elements, CORES maps at once per node) vs
+  on one machine (invoke analyze's 8 workers), from the measured per-rank map time and merge time.
+
+Usage: .venv/bin/python bench/mapreduce_bench.py [--kernels 1000000] [--map-ranks 4] [--parts 1024] [--cores 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "tests" / "unit" / "analysis"), str(ROOT / "bench")]
+
+from analyze_bench import nsys_stats_timed  # noqa: E402
+from realistic_export import make_realistic_rank  # noqa: E402
+
+from nsyskit.analysis.read import nsys as nsys_cli  # noqa: E402
+
+ONE_MACHINE_WORKERS = 8  # invoke analyze's MAX_WORKERS
+
+
+def map_times(rank_file: Path, ranks: int, work: Path) -> list[float]:
+    """Seconds per rank of analyze-part's map over `ranks` copies of the rank, in this one process (one element)."""
+    from nsyskit.analysis.parts import map_reports
+
+    run = work / "run"
+    shutil.rmtree(run, ignore_errors=True)
+    run.mkdir(parents=True)
+    for rank in range(ranks):
+        os.link(rank_file, run / f"rank_{rank}.sqlite")  # one file, several names: each its own rank
+    times = []
+    for index in range(ranks):  # the element maps its reports one after another, as --array-index does
+        start = time.perf_counter()
+        map_reports([run], work / "parts", index, ranks)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def make_parts(part: Path, count: int, folder: Path) -> None:
+    """`count` parts under rank names, each the realistic rank's part with its own rank and report in the header."""
+    import numpy as np
+
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    with np.load(part) as data:
+        arrays = dict(data)
+    header = json.loads(str(arrays["header"]))
+    reports = [str(folder.parent / "run1024" / f"rank_{rank}.sqlite") for rank in range(count)]
+    plain = json.loads(str(arrays["results"]))
+    for rank, report in enumerate(reports):
+        arrays["header"] = np.asarray(json.dumps({**header, "report": report, "rank": rank, "reports": reports, "ranks": list(range(count))}))
+        plain[0]["rank"] = plain[0]["summary"]["rank"] = rank
+        arrays["results"] = np.asarray(json.dumps(plain))
+        for name in [n for n in arrays if n.endswith("/rank")]:
+            arrays[name] = np.full(len(arrays[name]), rank, dtype=np.int64)
+        with open(folder / f"rank_{rank}.sqlite.part.npz", "wb") as out:
+            np.savez(out, **arrays)
+
+
+def child_merge(folder: str) -> None:
+    """Run in a child process: merge the parts of `folder`; print wall time, peak RSS and the ranks merged."""
+    from nsyskit.analysis.parts import merge_parts
+
+    start = time.perf_counter()
+    analysis, _facts = merge_parts(Path(folder))
+    wall = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"wall_s": wall, "maxrss_kb": peak, "ranks": len(analysis.ranks)}))
+
+
+def projection(map_s: float, merge_s: float, ranks: int, cores: int) -> None:
+    """Wall time of a `ranks`-rank analysis on N nodes (an array, `cores` maps at once per node) vs one machine."""
+    one = math.ceil(ranks / ONE_MACHINE_WORKERS) * map_s + merge_s
+    print(f"\nprojection: {ranks:,} realistic ranks, {map_s:.2f} s map per rank (measured), merge {merge_s:.2f} s")
+    print(f"{'where':34} {'wall s':>9}  vs one machine")
+    print(f"{f'one machine, {ONE_MACHINE_WORKERS} workers':34} {one:9.1f}  1.0x")
+    for nodes in (1, 2, 4, 8, 16, 32, 64, 128):
+        wall = math.ceil(ranks / (nodes * cores)) * map_s + merge_s
+        print(f"{f'{nodes} node(s) x {cores} array elements':34} {wall:9.1f}  {one / wall:.1f}x")
+    print("(excludes the export of .nsys-rep reports, 30 s - minutes each, which the array spreads the same way "
+          "and one machine pays in full)")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kernels", type=int, default=1_000_000)
+    parser.add_argument("--map-ranks", type=int, default=4, help="ranks one process maps (the first pays warm-up)")
+    parser.add_argument("--parts", type=int, default=1024, help="parts merged")
+    parser.add_argument("--cores", type=int, default=8, help="array elements running at once per node (projection)")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out")
+    parser.add_argument("--child-merge", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child_merge:
+        child_merge(args.child_merge)
+        return
+    work = args.out / "mapreduce"
+    work.mkdir(parents=True, exist_ok=True)
+    print(f"load average at start: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
+    rank = make_realistic_rank(args.out / f"realistic_{args.kernels}_rank_0.sqlite", args.kernels)
+    times = map_times(rank, args.map_ranks, work)
+    warm = times[1:] or times
+    map_s = statistics.median(warm)
+    binary = nsys_cli.find_nsys()
+    nsys_s = min(nsys_stats_timed(rank)[0] for _ in range(2)) if binary else float("nan")
+    part = next((work / "parts").glob("*.part.npz"))
+    print(f"\nrealistic rank: {args.kernels:,} kernels; map times in one process: {', '.join(f'{t:.2f}' for t in times)} s "
+          f"(the first pays the warm-up)")  # fmt: skip
+    print(f"{'seconds, one realistic rank':48} {'nsyskit':>9} {'baseline':>9}   ratio")
+    print(f"{'map (analyze-part, warm) vs nsys stats gpukernsum':48} {map_s:9.2f} {nsys_s:9.2f}   {nsys_s / map_s:5.1f}x")
+    print(f"part size per rank: {part.stat().st_size / 1024:.0f} KB (export: {rank.stat().st_size / 2**20:.0f} MB)")
+    make_parts(part, args.parts, work / "parts1024")
+    child = subprocess.run([sys.executable, __file__, "--child-merge", str(work / "parts1024")],
+                           capture_output=True, text=True)  # fmt: skip
+    if child.returncode:
+        raise SystemExit(child.stderr[-2000:])
+    merged = json.loads(child.stdout.strip().splitlines()[-1])
+    print(f"\nmerge of {args.parts:,} parts ({merged['ranks']:,} ranks): {merged['wall_s']:.2f} s, peak "
+          f"{merged['maxrss_kb'] / 1024:.0f} MB (goal < 10 s, < 1024 MB: "
+          f"{'PASS' if merged['wall_s'] < 10 and merged['maxrss_kb'] < 1 << 20 else 'FAIL'})")  # fmt: skip
+    print("target: map >= 10x nsys stats: " + ("n/a (no nsys)" if not binary else "PASS" if nsys_s / map_s >= 10 else "FAIL"))
+    projection(map_s, merged["wall_s"], args.parts, args.cores)
+
+
+if __name__ == "__main__":
+    main()
