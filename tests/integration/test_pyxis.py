@@ -1,6 +1,7 @@
-"""A locally built image through real Pyxis: `invoke run --slurm` with SLURM_CONTAINER_IMAGE=dockerd://IMAGE, on a
-machine that is its own Slurm node with enroot and Pyxis (built from their sources; see docs/slurm.md). CI has
-neither: the test says so and skips there."""
+"""A locally built image to Pyxis: the job records the image's digest from this host's Docker daemon; and
+`invoke run --slurm` with SLURM_CONTAINER_IMAGE=dockerd://IMAGE through real Pyxis, on a machine that is its own
+Slurm node with enroot and Pyxis (built from their sources; see docs/slurm.md). CI has neither: that test says so
+and skips there."""
 
 from __future__ import annotations
 
@@ -16,6 +17,20 @@ import pytest
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_local_image_is_recorded_with_its_digest(kit_image, tmp_path):
+    # dockerd://IMAGE: the digest the nodes' Docker daemon will import is known on this host (a one-node cluster).
+    from nsyskit import slurm
+    from nsyskit.config import load_config
+    from nsyskit.jobdir import read_record
+
+    (tmp_path / "slurm").symlink_to(ROOT / "slurm")
+    cfg = load_config(ROOT, profile="local-cpu", overrides={"SLURM_MODE": "pyxis",
+                      "SLURM_CONTAINER_IMAGE": f"dockerd://{kit_image}"}, environ={})  # fmt: skip
+    record = read_record(slurm.render_job(cfg, tmp_path).parent)
+    assert record["image"] == f"dockerd://{kit_image}" and record["image_id"].startswith("sha256:")
+    assert slurm.local_image_id("dockerd://no-such-image:never") == "" == slurm.local_image_id("nvcr.io#x:1")
 
 
 def pyxis_missing() -> str | None:

@@ -26,7 +26,8 @@ def render_job(cfg: Config, root: Path) -> Path:
         script.chmod(0o755)
         (job_dir / REPORTS).mkdir()
         write_record(job_dir, mode=cfg.slurm_mode, script=SCRIPT, nodes=cfg.nodes, procs_per_node=cfg.procs_per_node,
-                     world_size=cfg.world_size, submitted=False, image=image_that_runs(cfg))  # fmt: skip
+                     world_size=cfg.world_size, submitted=False, image=image_that_runs(cfg),
+                     image_id=local_image_id(container_image(cfg)) if cfg.slurm_mode == "pyxis" else "")  # fmt: skip
     return script
 
 
@@ -36,6 +37,20 @@ def image_that_runs(cfg: Config, mode: str | None = None) -> str:
     if (mode or cfg.slurm_mode) != "pyxis":
         return "host (no container: the nodes' nsys, python and the kit's wrapper)"
     return container_image(cfg)
+
+
+def local_image_id(image: str) -> str:
+    """The content digest (image ID) of a dockerd:// image in this host's Docker daemon, '' when not known here."""
+    if not image.startswith("dockerd://"):
+        return ""
+    import subprocess
+
+    try:
+        done = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", image.removeprefix("dockerd://")],
+                              capture_output=True, text=True, timeout=20)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
 
 
 def submit(cfg: Config, job_dir: Path) -> str:
@@ -129,7 +144,8 @@ def collect(cfg: Config, root: Path, job: str | None) -> Path:
         exit_code=state.exit_code if state else record.get("exit_code"), ended_how=state.state if state else record.get("state") or "",
         nodes=record.get("nodes"), procs_per_node=record.get("procs_per_node"), world_size=record.get("world_size"),
         launcher="srun", image=record.get("image") or image_that_runs(cfg, record.get("mode")),
-        details={"mode": record.get("mode"), "job_id": job_id, "job_dir": str(job_dir), "log": log.name},
+        details={"mode": record.get("mode"), "job_id": job_id, "job_dir": str(job_dir), "log": log.name,
+                 **({"image_id": record["image_id"]} if record.get("image_id") else {})},
     )  # fmt: skip
     if not any(name.endswith((".nsys-rep", ".qdstrm", ".ncu-rep", ".pt.trace.json.gz")) for name in files):
         console.warn(f"no profiler report in {job_dir / REPORTS}: see the job's log {log_path(job_dir, job_id)}")
