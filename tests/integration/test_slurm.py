@@ -211,3 +211,77 @@ def test_logs_follow_prints_until_the_job_ends(project, cluster):
     assert followed.returncode == 0, followed.stderr
     assert slurm_exit_code(cluster, job_id)[0] == "FAILED"  # --follow returned because the job had ended
     assert f"nsyskit: job {job_id} on 2 node(s)" in followed.stdout and "no-such-nsys-option" in followed.stdout
+
+
+H100_EXPORT = ROOT / "tests" / "data" / "real" / "nsys-exports" / "h100_gpt2_ddp_nsys2025.3.1.sqlite.xz"
+WIDE_RANKS = 16
+
+
+def wide_run(project: Path, name: str, ranks: int) -> Path:
+    """A run folder of `ranks` copies of the real 2-GPU H100 export under rank file names, on the shared folder."""
+    import lzma
+
+    run = project / "reports" / name
+    run.mkdir(parents=True)
+    data = lzma.decompress(H100_EXPORT.read_bytes())
+    for rank in range(ranks):
+        (run / f"nsyskit_node_{rank // 8}_rank_{rank}.sqlite").write_bytes(data)
+    return run
+
+
+def test_analyze_slurm_maps_on_the_nodes_and_merges_what_analyze_makes(project, cluster):
+    run = wide_run(project, "wide-run", WIDE_RANKS)
+    shared = {"NSYSKIT_SLURM_SHARED_DIR": str(project)}
+    result = invoke(project, cluster, "analyze", str(run), "--slurm", "--wait", "--slurm-max-parallel", "4",
+                    timeout=JOB_TIMEOUT_S, **shared)  # fmt: skip
+    assert result.returncode == 0, explain(cluster, result) + "\n".join(
+        p.read_text()[-1500:] for p in sorted((run / "analysis-jobs").glob("*.out")))  # fmt: skip
+    found = re.search(r"map: Slurm array job (\d+), 16 report\(s\) in 16 element\(s\), at most 4 at once", result.stderr)
+    assert found, result.stderr
+    array_id = found[1]
+    merge_id = re.search(r"merge: Slurm job (\d+), after every map element succeeds", result.stderr)[1]
+    assert "map: 16/16 parts (16 completed)" in result.stderr  # progress while waiting, parts done / total
+    assert f"report: {run / 'report.html'}" in result.stdout.replace("\n", "")
+    # The array ran on the nodes: one log per element, 4 at once at most ('%4'), the merge after it (afterok).
+    map_script = (run / "analysis-jobs" / "map.sbatch").read_text()
+    assert "#SBATCH --array=0-15%4" in map_script and "--array-index \"$SLURM_ARRAY_TASK_ID\"" in map_script
+    assert len(list((run / "analysis-jobs").glob(f"map-{array_id}_*.out"))) == WIDE_RANKS
+    assert (run / "analysis-jobs" / f"merge-{merge_id}.out").is_file()
+    assert "Findings" in result.stdout  # the merge's tables, printed from its log
+    assert slurm_exit_code(cluster, merge_id) == ("COMPLETED", 0)
+
+    # Exactly what 'invoke analyze' makes of the same folder, here.
+    merged = json.loads((run / "analysis.json").read_text())
+    (run / "analysis.json").rename(run / "merged.json")
+    local = invoke(project, cluster, "analyze", str(run), "--no-html", timeout=300)
+    assert local.returncode == 0, local.stderr[-2000:]
+    assert merged == json.loads((run / "analysis.json").read_text())
+    assert len(merged["sources"]) >= WIDE_RANKS
+
+
+def test_analyze_slurm_names_a_failed_map_element_with_its_report_and_log(project, cluster):
+    run = wide_run(project, "failing-map", 2)
+    result = invoke(project, cluster, "analyze", str(run), "--slurm", "--wait", timeout=JOB_TIMEOUT_S,
+                    NSYSKIT_SLURM_SHARED_DIR=str(project), NSYSKIT_SLURM_NSYSKIT="/opt/no-such-venv/bin/nsyskit")  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    error = result.stderr.strip().splitlines()[-1]
+    array_id = re.search(r"Slurm array job (\d+) failed", error)[1]
+    log = run / "analysis-jobs" / f"map-{array_id}_0.out"
+    assert error.startswith("error: 2 of 2 map element(s)") and "element 0 (nsyskit_node_0_rank_0.sqlite) ended FAILED" in error
+    assert f"log {log}: nsyskit: /opt/no-such-venv/bin/nsyskit is not a command" in error and "SLURM_NSYSKIT" in error
+    assert f"invoke analyze-merge {run / 'analysis-parts'}" in error
+    merge_id = re.search(r"merge: Slurm job (\d+)", result.stderr)[1]
+    for _ in range(30):  # the merge afterok would keep pending for ever: it was cancelled
+        if slurm_exit_code(cluster, merge_id)[0] == "CANCELLED":
+            break
+        time.sleep(1)
+    assert slurm_exit_code(cluster, merge_id)[0] == "CANCELLED"
+    assert not (run / "report.html").exists()
+
+
+def test_analyze_slurm_refuses_a_run_the_nodes_cannot_see_before_submitting(project, cluster, tmp_path):
+    run = wide_run(tmp_path, "off-shared", 1)
+    result = invoke(project, cluster, "analyze", str(run), "--slurm", NSYSKIT_SLURM_SHARED_DIR=str(project))
+    assert result.returncode == 2, result.stderr
+    assert f"run folder={run}" in result.stderr.replace("'", "") or str(run) in result.stderr
+    assert "is not on SLURM_SHARED_DIR" in result.stderr and not (run / "analysis-jobs").exists()

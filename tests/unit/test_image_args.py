@@ -10,12 +10,14 @@ from pathlib import Path
 
 import pytest
 
+import nsyskit
+
 from nsyskit.config import load_config
 from nsyskit.errors import ConfigError
 from nsyskit.image import content_tag, plan_build
 from nsyskit.image.args import build_args, proxy_args, redact
 from nsyskit.image.assets import Assets, collect_assets
-from nsyskit.image.context import context_files, context_tar, inputs_digest
+from nsyskit.image.context import LIBRARY_DIR, context_files, context_tar, inputs_digest
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = "http://172.17.0.1:7489"
@@ -135,8 +137,19 @@ def test_context_keeps_exec_bits_and_drops_bytecode(tmp_path):
     wrapper.chmod(0o755)
     (tmp_path / "Container-Root" / "__pycache__").mkdir()
     (tmp_path / "Container-Root" / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"\0")
-    files = {f.name: f.mode for f in context_files(tmp_path)}
+    files = {f.name: f.mode for f in context_files(tmp_path) if not f.name.startswith(LIBRARY_DIR)}
     assert files == {"Container-Root/usr/local/bin/tool": 0o755, "Dockerfile": 0o644}
+
+
+def test_context_carries_this_nsyskit_for_the_image_without_compiled_files():
+    # The image's nsyskit (analyze-part/-merge on the nodes) is this library's sources, whatever the project folder.
+    library = {f.name.removeprefix(LIBRARY_DIR + "/"): f.data for f in context_files(ROOT) if f.name.startswith(LIBRARY_DIR)}
+    package = Path(nsyskit.__file__).resolve().parent
+    assert library["__init__.py"] == (package / "__init__.py").read_bytes()
+    assert {"cli/program.py", "analysis/parts.py", "native/pagescan.c"} <= set(library)
+    assert not [name for name in library if name.endswith((".so", ".pyc")) or name.startswith("_kit/")]
+    launcher = next(f for f in context_files(ROOT) if f.name == "Container-Root/usr/local/bin/nsyskit")
+    assert launcher.mode == 0o755 and b"/opt/nsyskit/python" in launcher.data and LIBRARY_DIR.endswith("/opt/nsyskit/python/nsyskit")
 
 
 def test_plan_tags_image_ref_and_content_tag_and_prints_every_arg():

@@ -34,5 +34,6 @@ fi
 "${pip[@]}" "${requirements[@]}" || die "pip install failed (see the log above)"
 python3 - <<'EOF' || die "the example's packages do not import"
 import nvtx, torch, transformers
+import dotenv, invoke, matplotlib  # the image's nsyskit (analyze-part, analyze-merge)
 print(f"nsyskit[python]: torch {torch.__version__}, transformers {transformers.__version__}, nvtx ok")
 EOF

@@ -116,7 +116,8 @@ def write_part(
     if timelines is not None:
         arrays[TIMELINE] = np.asarray(json.dumps([[t.rank, t.events, t.total, t.note] for t in timelines]))
     arrays[HEADER] = np.asarray(json.dumps({"format": PART_FORMAT, "nsyskit": __version__, **header}))
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".", suffix=SUFFIX)
+    # Not named *.part.npz until whole: a merge or a progress count never takes half a part (or a killed map's).
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".", suffix=".tmp")
     try:
         with os.fdopen(handle, "wb") as out:
             np.savez_compressed(out, **arrays)  # a part crosses the shared file system: KB-MB, not the rows' bytes
@@ -238,8 +239,8 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
     parts.sort(key=lambda part: part[1]["rank"])
     first = parts[0][1]
     ranks = dict(zip(first["reports"], first.get("ranks") or range(len(first["reports"])), strict=True))
-    mapped = {header["report"] for _path, header, _results in parts}
-    missing = [report for report in first["reports"] if report not in mapped]
+    # By rank, not by path: maps running side by side may each have seen another's report as .nsys-rep or .sqlite.
+    missing = [report for report in first["reports"] if ranks[report] not in by_rank]
     failed = [(header["rank"], header["report"], header["error"]) for _path, header, _r in parts if header.get("error")]
     left_out = sorted(
         [(ranks[m], m, unreadable.get(part_name(Path(m)), "no part (its map failed or has not run)")) for m in missing]

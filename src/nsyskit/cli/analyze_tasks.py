@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 
 from nsyskit import console
-from nsyskit.cli import number_flag, task
+from nsyskit.cli import PROFILE_HELP, load, number_flag, project_root, task
 from nsyskit.errors import AnalysisError, ConfigError, PartialAnalysis, RegressionFound, UsageError
 
 PROGRESS_FROM = 8  # reports in a run from which analyze and --timeline print their progress
@@ -57,13 +57,27 @@ def _check_output(output: str | None) -> Path | None:
         "report.html shows the whole name on hover, --json has both).",
         "strict": "Stop at the first report that cannot be read (default: analyze the others, name the missing ranks "
         "first in every output, exit 4).",
+        "slurm": "Analyze where the reports are: a Slurm job array maps the run folder's reports (analyze-part), a job "
+        "after it merges them (analyze-merge) into report.html and analysis.json in the run folder.",
+        "k8s": "Analyze where the reports are: a Kubernetes Indexed Job maps the reports on K8S_REPORT_PVC, a Job "
+        "merges them.",
+        "wait": "With --slurm/--k8s: follow the jobs (parts done / total) and print the merged analysis.",
+        "slurm_max_parallel": "With --slurm: at most this many map elements at once (the array's %N); default: no cap.",
+        "profile": PROFILE_HELP,
     },
 )
 def analyze(
     c, path=None, json_=False, html=True, output=None, timeline=False, timeline_max_events=None, diff=None,
     fail_on=None, fail_on_regression=None, straggler_pct=None, top=None, full_names=False, strict=False,
+    slurm=False, k8s=False, wait=False, slurm_max_parallel=None, profile=None,
 ):  # fmt: skip
     """Findings first, then kernels, GPU breakdown and overlap, NVTX, NCCL sizes, ranks, NCCL logs; report.html, timeline."""
+    if slurm or k8s:
+        return _analyze_on_cluster(c, path, slurm, k8s, wait, slurm_max_parallel, profile, timeline,
+                                   timeline_max_events, straggler_pct, strict)  # fmt: skip
+    if wait or slurm_max_parallel is not None:
+        raise UsageError("--wait and --slurm-max-parallel go with --slurm or --k8s",
+                         fix="invoke analyze RUN_FOLDER --slurm --wait")  # fmt: skip
     from nsyskit.analysis import (
         DEFAULT_MAX_EVENTS,
         outputs,
@@ -111,6 +125,29 @@ def analyze(
         threading.Thread(target=_import_rich, daemon=True).start()
     result = outputs.analyze(paths, folder, straggler, _progress("analyze"), full_names, strict)
     _show_and_write(result, json_, rows, html, timeline, max_events)
+
+
+def _analyze_on_cluster(c, path, slurm, k8s, wait, max_parallel, profile, timeline, timeline_max_events,
+                        straggler_pct, strict) -> None:  # fmt: skip
+    """analyze --slurm / --k8s: the run folder's map and merge submitted where the reports are."""
+    from importlib import import_module
+
+    from nsyskit.clusteranalysis import make_plan, submit_and_follow
+
+    if slurm and k8s:
+        raise UsageError("--slurm and --k8s both given", fix="choose the cluster the reports are on")
+    folders = _paths(path)
+    if len(folders) != 1 or not Path(folders[0]).is_dir():
+        raise UsageError(f"--slurm/--k8s analyze one run folder, not {path!r}", fix="pass the run folder (reports/<run-id>)")
+    cap = None if max_parallel is None else int(number_flag("--slurm-max-parallel", max_parallel, 1, integer=True, low=1))
+    events = None if timeline_max_events is None else int(
+        number_flag("--timeline-max-events", timeline_max_events, 1, integer=True, low=1))  # fmt: skip
+    straggler = None if straggler_pct is None else number_flag("--straggler-pct", straggler_pct, 5.0)
+    cfg = load(c, profile)
+    plan = make_plan(Path(folders[0]), cap, timeline, events, straggler, strict)
+    runner = import_module("nsyskit.slurm.analysis" if slurm else "nsyskit.k8s.analysis")
+    for line in submit_and_follow(runner, cfg, project_root(c), plan, wait):
+        console.done(line) if line.startswith("report:") else console.out.print(line, markup=False, highlight=False)
 
 
 def _show_and_write(result, json_: bool, rows: int, html: bool, timeline: bool = False, max_events: int = 0) -> None:

@@ -124,6 +124,7 @@ class Config:
     slurm_container_image: str = setting("registry", sp.container_image, "slurm", "What Pyxis runs: registry (the pushed REGISTRY/IMAGE:TAG, given as REGISTRY#IMAGE:TAG), sqsh (the file SLURM_SQSH made by 'invoke enroot-import'), an absolute .sqsh path, or any enroot URI Pyxis takes: docker://[USER@][REGISTRY#]IMAGE[:TAG] (docker:// may be left out), dockerd://IMAGE[:TAG] (the nodes' Docker daemon: a locally built image, e.g. dockerd://nsyskit:latest) or podman://IMAGE[:TAG].")
     slurm_sqsh: str = setting("", sp.sqsh_path, "slurm", "Squashfs image 'invoke enroot-import' writes and SLURM_CONTAINER_IMAGE=sqsh runs (empty: SLURM_SHARED_DIR/enroot/IMAGE+TAG.sqsh).")
     slurm_container_mounts: str = setting("", sp.container_mounts, "slurm", "Extra Pyxis --container-mounts SRC:DST[:FLAGS],... (the job's report folder and SLURM_SHARED_DIR are always mounted).")
+    slurm_nsyskit: str = setting("nsyskit", sp.nsyskit_command, "slurm", "The nsyskit command of the compute nodes for 'invoke analyze --slurm' in host mode (e.g. a venv on the shared file system: /fsx/venv/bin/nsyskit); in pyxis mode the image's own nsyskit runs.")
     slurm_submit_prefix: str = setting("", sp.command_prefix, "slurm", "Command prefix for sbatch, squeue, sacct, scontrol and scancel, e.g. 'ssh login-node' when the kit runs off the cluster (empty: run them here).")
 
     # Not settings: where each value came from, warnings met while loading, the profile overlay read (if any).

@@ -88,6 +88,14 @@ def command_prefix(raw: str) -> str:
     return word_list(raw, "is not a valid command prefix", "ssh login-node")
 
 
+def nsyskit_command(raw: str) -> str:
+    """The nsyskit command of the compute nodes: a program (and its arguments), not empty."""
+    value = word_list(raw, "is not a command", "/fsx/venv/bin/nsyskit")
+    if not value:
+        raise Problem("is empty", "leave it out (nsyskit on the nodes' PATH) or give its path, e.g. /fsx/venv/bin/nsyskit")
+    return value
+
+
 def sqsh_path(raw: str) -> str:
     """Empty (SLURM_SHARED_DIR/enroot/IMAGE+TAG.sqsh) or an absolute path ending in .sqsh."""
     value = raw.strip()

@@ -11,6 +11,10 @@ from pathlib import Path
 from nsyskit.assets import kit_root
 
 CONTEXT_PATHS = ("Dockerfile", "Container-Root")
+# The image's own nsyskit (analyze-part/-merge run where the reports are, in the run's image): this library's
+# sources under /opt/nsyskit/python, started by Container-Root/usr/local/bin/nsyskit with the image's python3.
+LIBRARY_DIR = "Container-Root/opt/nsyskit/python/nsyskit"
+LIBRARY_SUFFIXES = (".py", ".j2", ".html", ".css", ".c")  # no compiled helpers: built for this host, not the image
 # Never part of an image: editor and interpreter droppings.
 IGNORED_NAMES = {"__pycache__", ".pytest_cache", ".DS_Store"}
 IGNORED_SUFFIXES = (".pyc", ".pyo", ".swp", "~")
@@ -41,7 +45,20 @@ def context_files(root: Path) -> list[ContextFile]:
             rel = path.relative_to(root)
             if not _ignored(rel):
                 files.append(ContextFile(rel.as_posix(), path.stat().st_mode & 0o7777, path.read_bytes()))
-    return sorted(files, key=lambda f: f.name)
+    return sorted(files + library_files(), key=lambda f: f.name)
+
+
+def library_files() -> list[ContextFile]:
+    """This nsyskit's sources as the image gets them (the kit files of _kit/ are in the context already)."""
+    import nsyskit
+
+    package = Path(nsyskit.__file__).resolve().parent
+    files = []
+    for path in sorted(package.rglob("*")):
+        rel = path.relative_to(package)
+        if rel.parts[0] != "_kit" and path.suffix in LIBRARY_SUFFIXES and path.is_file() and not _ignored(rel):
+            files.append(ContextFile(f"{LIBRARY_DIR}/{rel.as_posix()}", 0o644, path.read_bytes()))
+    return files
 
 
 def context_tar(files: list[ContextFile]) -> bytes:

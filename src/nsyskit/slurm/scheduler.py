@@ -41,9 +41,10 @@ def prefix(cfg: Config) -> list[str]:
     return shlex.split(cfg.slurm_submit_prefix)
 
 
-def sbatch_command(cfg: Config, script: Path) -> list[str]:
-    """Submit the script; --parsable prints 'JOBID[;CLUSTER]' only."""
-    return [*prefix(cfg), "sbatch", "--parsable", str(script)]
+def sbatch_command(cfg: Config, script: Path, dependency: str = "") -> list[str]:
+    """Submit the script (after `dependency`, e.g. afterok:123, when given); --parsable prints 'JOBID[;CLUSTER]' only."""
+    after = [f"--dependency={dependency}"] if dependency else []
+    return [*prefix(cfg), "sbatch", "--parsable", *after, str(script)]
 
 
 def scontrol_command(cfg: Config, job_id: str) -> list[str]:
@@ -84,9 +85,9 @@ def run(cmd: list[str], what: str, check: bool = True) -> subprocess.CompletedPr
     return result
 
 
-def submit(cfg: Config, script: Path) -> str:
-    """sbatch the script and return the job id."""
-    out = run(sbatch_command(cfg, script), "submitting the job").stdout.strip()
+def submit(cfg: Config, script: Path, dependency: str = "") -> str:
+    """sbatch the script (after `dependency` when given) and return the job id."""
+    out = run(sbatch_command(cfg, script, dependency), "submitting the job").stdout.strip()
     job_id = out.split(";")[0].strip()
     if not job_id.isdigit():
         raise JobError(f"sbatch printed {out!r} instead of a job id", fix="check 'sbatch --parsable' on this cluster")
@@ -119,6 +120,39 @@ def query(cfg: Config, job_id: str) -> JobState | None:
             state = cols[2].split()[0]  # 'CANCELLED by 0' -> CANCELLED
             return JobState(job_id, state, exit_status(cols[3]), "", cols[7])
     return None
+
+
+def task_ids(text: str) -> list[int]:
+    """The array indices of Slurm's ArrayTaskId / sacct's '[...]' forms: '4', '3-15%2', '1,3,5-7'."""
+    indices: list[int] = []
+    for piece in text.strip("[]").partition("%")[0].split(","):
+        first, _sep, last = piece.partition("-")
+        if first.isdigit():
+            indices += range(int(first), int(last) + 1) if last.isdigit() else [int(first)]
+    return indices
+
+
+def array_states(cfg: Config, array_id: str) -> dict[int, JobState]:
+    """The state of each element of an array job ({} before Slurm lists it): scontrol's lines (pending elements
+    come as one line of a range), else sacct's."""
+    states: dict[int, JobState] = {}
+    result = run(scontrol_command(cfg, array_id), "asking Slurm about the array job", check=False)
+    for line in result.stdout.splitlines() if result.returncode == 0 else []:
+        fields = parse_scontrol(line)
+        if "ArrayTaskId" in fields and "JobState" in fields:
+            for index in task_ids(fields["ArrayTaskId"]):
+                states[index] = JobState(f"{array_id}_{index}", fields["JobState"],
+                                         exit_status(fields.get("ExitCode", "0:0")), fields.get("Reason", ""))  # fmt: skip
+    if states:
+        return states
+    result = run(sacct_command(cfg, array_id), "asking Slurm accounting about the array job", check=False)
+    for line in result.stdout.splitlines()[1:] if result.returncode == 0 else []:
+        cols = line.split("|")
+        job, _sep, tasks = cols[0].partition("_")
+        if job == str(array_id) and tasks and "." not in tasks:
+            for index in task_ids(tasks):
+                states[index] = JobState(f"{array_id}_{index}", cols[2].split()[0], exit_status(cols[3]))
+    return states
 
 
 def wait(cfg: Config, job_id: str, poll_s: float = POLL_S, on_poll=None) -> JobState:

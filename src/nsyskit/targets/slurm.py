@@ -13,13 +13,7 @@ from nsyskit.targets.base import ClusterSteps, Job, Outcome
 
 def problems(cfg: Config, root: Path) -> list[ConfigError]:
     """Every setting (and the project path) an sbatch job cannot run with."""
-    errors: list[ConfigError] = []
-    if cfg.slurm_mode == "pyxis" and cfg.slurm_container_image == "registry" and not cfg.registry:
-        errors.append(ConfigError(
-            "SLURM_CONTAINER_IMAGE", "registry", "Pyxis would pull the pushed image but REGISTRY is empty",
-            "set REGISTRY and run 'invoke push', or run 'invoke enroot-import' and set SLURM_CONTAINER_IMAGE=sqsh, "
-            "or SLURM_MODE=host", cfg.sources.get("SLURM_CONTAINER_IMAGE", ""),
-        ))  # fmt: skip
+    errors = image_problems(cfg)
     jobs = jobs_root(root)
     if re.search(r"\s", str(jobs)):  # #SBATCH --output/--chdir name the job folder under it
         errors.append(ConfigError("project folder", str(Path(root).resolve()),
@@ -31,6 +25,17 @@ def problems(cfg: Config, root: Path) -> list[ConfigError]:
     if not cfg.slurm_submit_prefix:  # this host is a cluster node: what the nodes will need can be checked here
         errors += shared_paths_problems(cfg, root)
     return errors
+
+
+def image_problems(cfg: Config) -> list[ConfigError]:
+    """SLURM_CONTAINER_IMAGE=registry without a REGISTRY to pull from (Pyxis mode)."""
+    if cfg.slurm_mode == "pyxis" and cfg.slurm_container_image == "registry" and not cfg.registry:
+        return [ConfigError(
+            "SLURM_CONTAINER_IMAGE", "registry", "Pyxis would pull the pushed image but REGISTRY is empty",
+            "set REGISTRY and run 'invoke push', or run 'invoke enroot-import' and set SLURM_CONTAINER_IMAGE=sqsh, "
+            "or SLURM_MODE=host", cfg.sources.get("SLURM_CONTAINER_IMAGE", ""),
+        )]  # fmt: skip
+    return []
 
 
 def shared_paths_problems(cfg: Config, root: Path) -> list[ConfigError]:

@@ -13,7 +13,7 @@ from nsyskit.errors import AnalysisError, ReportFileError
 RANK_IN_NAME = re.compile(r"(?:^|[_\-.])rank[_\-.]?(\d+)", re.IGNORECASE)
 # Best first: an export is read as is; a report is exported; a .qdstrm (Debian's nsys leaves them) is imported first.
 REPORT_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".qdstrm")
-OUTPUT_DIR_NAMES = {"analysis", "analysis-parts"}  # folders the kit writes below a run folder
+OUTPUT_DIR_NAMES = {"analysis", "analysis-parts", "analysis-jobs"}  # folders the kit writes below a run folder
 MAX_RANK = (1 << 63) - 1
 
 

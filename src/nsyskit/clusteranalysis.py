@@ -1,0 +1,137 @@
+"""A run's analysis on a cluster: its plan (reports, the map's elements, where parts, scripts and logs go) and the engine that runs it.
+
+One plan serves both engines (nsyskit.slurm.analysis renders it as a job array and a dependent merge job,
+nsyskit.k8s.analysis as an Indexed Job and a merge Job); each element runs 'nsyskit analyze-part' over every
+`elements`-th report, the merge 'nsyskit analyze-merge' over the parts: the same code as 'invoke analyze'.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nsyskit import console
+from nsyskit.errors import UsageError
+
+PARTS = "analysis-parts"  # the run folder's subfolder of part files (one per report)
+JOBS = "analysis-jobs"  # the run folder's subfolder of the rendered scripts, the record and the logs
+# At most this many map elements: 1,024 reports make 256 elements of 4 (Slurm's default MaxArraySize is 1001, and
+# each element pays the interpreter's start once); fewer reports get one element each.
+MAX_ELEMENTS = 256
+
+
+@dataclass(frozen=True)
+class AnalysisPlan:
+    """What a cluster analysis runs: the run folder and its reports, the map's shape and the merge's options."""
+
+    run: Path
+    reports: list[Path]
+    elements: int
+    max_parallel: int | None = None
+    timeline: bool = False
+    timeline_max_events: int | None = None
+    straggler_pct: float | None = None
+    strict: bool = False
+    merge_options: list[str] = field(default_factory=list)
+
+    @property
+    def parts(self) -> Path:
+        """Where the map writes its parts."""
+        return self.run / PARTS
+
+    @property
+    def folder(self) -> Path:
+        """Where the scripts, the record and the logs of the analysis jobs go (beside the reports)."""
+        return self.run / JOBS
+
+    def reports_of(self, element: int) -> list[Path]:
+        """The reports array element `element` maps (every `elements`-th from its index, as analyze-part takes them)."""
+        return self.reports[element :: self.elements]
+
+    def map_arguments(self) -> list[str]:
+        """analyze-part's arguments but the element's --array-index, which each engine gives its own way."""
+        words = ["analyze-part", str(self.run), "--out", str(self.parts), "--array-size", str(self.elements)]
+        return [*words, *self._timeline_words(), *(["--strict"] if self.strict else [])]
+
+    def merge_arguments(self) -> list[str]:
+        """analyze-merge's arguments: the parts into report.html and analysis.json in the run folder."""
+        words = ["analyze-merge", str(self.parts), "--output", str(self.run)]
+        if self.straggler_pct is not None:
+            words += ["--straggler-pct", f"{self.straggler_pct:g}"]
+        return [*words, *(["--timeline"] if self.timeline else []), *(["--strict"] if self.strict else [])]
+
+    def _timeline_words(self) -> list[str]:
+        if not self.timeline:
+            return []
+        cap = ["--timeline-max-events", str(self.timeline_max_events)] if self.timeline_max_events else []
+        return ["--timeline", *cap]
+
+
+def elements_for(reports: int) -> int:
+    """How many map elements share `reports` reports: one each up to MAX_ELEMENTS, then MAX_ELEMENTS."""
+    return max(1, min(reports, MAX_ELEMENTS))
+
+
+def make_plan(
+    run: Path, max_parallel: int | None = None, timeline: bool = False, timeline_max_events: int | None = None,
+    straggler_pct: float | None = None, strict: bool = False,
+) -> AnalysisPlan:  # fmt: skip
+    """The plan of analyzing the run folder `run` on a cluster (its reports found as 'invoke analyze' finds them)."""
+    from nsyskit.analysis.read.discover import discover
+
+    run = Path(run).resolve()
+    if not run.is_dir():
+        raise UsageError(f"{run} is not a run folder", fix="pass the run folder (reports/<run-id>) that holds the reports")
+    reports = [path for _rank, path in discover([run])]
+    if max_parallel is not None and max_parallel < 1:
+        raise UsageError(f"--slurm-max-parallel {max_parallel}", fix="give 1 or more (elements running at once)")
+    return AnalysisPlan(run, reports, elements_for(len(reports)), max_parallel, timeline, timeline_max_events,
+                        straggler_pct, strict)  # fmt: skip
+
+
+def words(command: str) -> list[str]:
+    """A command setting (SLURM_NSYSKIT, K8S_ANALYZE_COMMAND) as its words."""
+    return shlex.split(command)
+
+
+def clear_parts(plan: AnalysisPlan) -> int:
+    """Remove the part files an earlier analysis left (the map writes every one again); how many were removed.
+
+    Stale parts would count as done while the new map runs, and a stale failure would outlive its fix.
+    """
+    from nsyskit.analysis.parts import SUFFIX
+
+    removed = 0
+    for stale in plan.parts.glob("*" + SUFFIX) if plan.parts.is_dir() else []:
+        stale.unlink()
+        removed += 1
+    return removed
+
+
+def parts_done(plan: AnalysisPlan) -> int:
+    """How many parts the map has written so far (each is written whole, then renamed into place)."""
+    from nsyskit.analysis.parts import SUFFIX
+
+    return sum(1 for _ in plan.parts.glob("*" + SUFFIX)) if plan.parts.is_dir() else 0
+
+
+def count_elements(plan: AnalysisPlan) -> str:
+    """'16 reports in 16 elements' / '1,024 reports in 256 elements of 4'."""
+    per = math.ceil(len(plan.reports) / plan.elements)
+    shape = f" of up to {per}" if per > 1 else ""
+    return f"{len(plan.reports):,} report(s) in {plan.elements} element(s){shape}"
+
+
+
+def submit_and_follow(runner, cfg, root: Path, plan: AnalysisPlan, wait: bool) -> list[str]:
+    """Submit the plan's map and merge through `runner` (nsyskit.slurm.analysis, nsyskit.k8s.analysis); with `wait`,
+    follow them to the merged report. The lines to print (job ids, logs, the report)."""
+    jobs = runner.submit(cfg, root, plan)
+    lines = runner.submitted_lines(plan, jobs)
+    if not wait:
+        return lines
+    for line in lines:
+        console.info(line)
+    return [f"report: {runner.follow(cfg, plan, jobs)}"]

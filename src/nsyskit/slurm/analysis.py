@@ -1,0 +1,190 @@
+"""A run's analysis on Slurm: the map as one job array over its reports, the merge as a job after it (afterok)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from nsyskit import console
+from nsyskit.clusteranalysis import AnalysisPlan, clear_parts, count_elements, parts_done, words
+from nsyskit.config import Config
+from nsyskit.errors import ConfigError, ConfigErrors, JobError, PartialAnalysis
+from nsyskit.jobdir import write_record
+from nsyskit.slurm import scheduler
+from nsyskit.slurm.render import container_image, environment
+from nsyskit.templates import render_template
+
+MAP_SCRIPT, MERGE_SCRIPT = "map.sbatch", "merge.sbatch"
+MAP_LOG, MERGE_LOG = "map-%A_%a.out", "merge-%j.out"  # sbatch fills in the array's id, the element, the job id
+PARTIAL_EXIT = PartialAnalysis.exit_code  # analyze-merge's exit code when ranks are left out (the report is written)
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """The two jobs of one analysis: the map's array job id and the merge's job id."""
+
+    map_id: str
+    merge_id: str
+
+
+def how_it_runs(cfg: Config, plan: AnalysisPlan) -> tuple[str, str]:
+    """(mode, image) of the analysis: as the run ran (its run.json of a Slurm job), else as SLURM_MODE says."""
+    from nsyskit.analysis.read.runinfo import run_record
+
+    record = run_record(plan.run)
+    if record is not None and record.target == "slurm" and (record.details or {}).get("mode") in ("pyxis", "host"):
+        mode = record.details["mode"]
+        return mode, (record.image if mode == "pyxis" else "")
+    return cfg.slurm_mode, (container_image(cfg) if cfg.slurm_mode == "pyxis" else "")
+
+
+def problems(cfg: Config, plan: AnalysisPlan) -> list[ConfigError]:
+    """What keeps the compute nodes from the run folder, checked here before anything is submitted."""
+    from nsyskit.targets.slurm import image_problems
+
+    mode, _image = how_it_runs(cfg, plan)
+    errors = image_problems(cfg) if mode == "pyxis" and mode == cfg.slurm_mode else []
+    shared = Path(cfg.slurm_shared_dir)
+    if not plan.run.is_relative_to(shared.resolve() if shared.exists() else shared):
+        errors.append(ConfigError(
+            "run folder", str(plan.run), f"is not on SLURM_SHARED_DIR ({cfg.slurm_shared_dir}), so the compute nodes "
+            "cannot read its reports", f"keep runs on the shared file system (under {cfg.slurm_shared_dir}), or set "
+            "SLURM_SHARED_DIR to the shared folder that holds this run",
+        ))  # fmt: skip
+    if any(c.isspace() for c in str(plan.run)):
+        errors.append(ConfigError("run folder", str(plan.run), "contains blanks, which #SBATCH --output cannot quote",
+                                  "move the run to a path without blanks"))  # fmt: skip
+    return errors
+
+
+def render(cfg: Config, root: Path, plan: AnalysisPlan) -> tuple[Path, Path]:
+    """The map's and the merge's sbatch scripts in the run's analysis-jobs/ folder."""
+    mode, image = how_it_runs(cfg, plan)
+    plan.folder.mkdir(parents=True, exist_ok=True)
+    shared = cfg.slurm_shared_dir
+    mounts = ",".join(dict.fromkeys([f"{shared}:{shared}", *(m for m in cfg.slurm_container_mounts.split(",") if m)]))
+    common = {
+        "folder": str(plan.folder), "mode": mode, "container_image": image, "container_mounts": mounts,
+        "nsyskit": words(cfg.slurm_nsyskit), "partition": cfg.slurm_partition, "account": cfg.slurm_account,
+        "time_limit": cfg.slurm_time_limit, "elements": plan.elements, "max_parallel": plan.max_parallel,
+    }  # fmt: skip
+    scripts = []
+    for name, template, log, arguments, what, job_name in (
+        (MAP_SCRIPT, "analyze-map.sbatch.j2", MAP_LOG, plan.map_arguments(),
+         f"the map of {plan.run}'s analysis, {count_elements(plan)}: element i takes reports i, i+{plan.elements}, ...",
+         "nsyskit-map"),
+        (MERGE_SCRIPT, "analyze-merge.sbatch.j2", MERGE_LOG, plan.merge_arguments(),
+         f"the merge of {plan.parts} into report.html and analysis.json in {plan.run}", "nsyskit-merge"),
+    ):  # fmt: skip
+        text = render_template(environment(root), template, "slurm", {
+            **common, "what": what, "job_name": job_name, "log_pattern": str(plan.folder / log), "arguments": arguments,
+        })  # fmt: skip
+        script = plan.folder / name
+        script.write_text(text)
+        script.chmod(0o755)
+        scripts.append(script)
+    return scripts[0], scripts[1]
+
+
+def submit(cfg: Config, root: Path, plan: AnalysisPlan) -> Submitted:
+    """Check, render and submit: the map array, then the merge depending on it (afterok); recorded in job.json."""
+    if errors := problems(cfg, plan):
+        raise ConfigErrors(errors)
+    map_script, merge_script = render(cfg, root, plan)
+    clear_parts(plan)
+    map_id = scheduler.submit(cfg, map_script)
+    try:
+        merge_id = scheduler.submit(cfg, merge_script, dependency=f"afterok:{map_id}")
+    except BaseException:
+        scheduler.cancel(cfg, map_id)  # a map whose merge was never queued would leave parts and no report
+        raise
+    write_record(plan.folder, map_id=map_id, merge_id=merge_id, reports=len(plan.reports), elements=plan.elements,
+                 submitted=time.time(), parts=str(plan.parts))  # fmt: skip
+    return Submitted(map_id, merge_id)
+
+
+def submitted_lines(plan: AnalysisPlan, jobs: Submitted) -> list[str]:
+    """What the user reads after submitting: the job ids, where the logs and the report will be, how to follow."""
+    return [
+        f"map: Slurm array job {jobs.map_id}, {count_elements(plan)}"
+        + (f", at most {plan.max_parallel} at once" if plan.max_parallel else "")
+        + f"; logs: {plan.folder / MAP_LOG.replace('%A', jobs.map_id).replace('%a', '<i>')}",
+        f"merge: Slurm job {jobs.merge_id}, after every map element succeeds (afterok); "
+        f"log: {plan.folder / MERGE_LOG.replace('%j', jobs.merge_id)}",
+        f"report: {plan.run / 'report.html'} once the merge ends (follow: squeue --jobs {jobs.map_id},{jobs.merge_id})",
+    ]
+
+
+def map_log(plan: AnalysisPlan, map_id: str, element: int) -> Path:
+    """The log of one map element."""
+    return plan.folder / MAP_LOG.replace("%A", map_id).replace("%a", str(element))
+
+
+def follow(cfg: Config, plan: AnalysisPlan, jobs: Submitted, poll_s: float = scheduler.POLL_S) -> Path:
+    """Wait for the map (parts done / total) and the merge; print the merged analysis; the report's path.
+
+    A failed map element is named with its reports and its log, and the merge (which afterok would keep pending
+    for ever) is cancelled: the error says how to merge the parts that exist.
+    """
+    total, shown, last = len(plan.reports), None, 0.0
+    while True:
+        states = scheduler.array_states(cfg, jobs.map_id)
+        done = parts_done(plan)
+        counts = _count(states.values())
+        line = f"map: {done}/{total} parts ({counts})"
+        if line != shown or time.monotonic() - last > 30:
+            console.info(line)
+            shown, last = line, time.monotonic()
+        if states and all(state.final for state in states.values()) and len(states) >= plan.elements:
+            break
+        time.sleep(poll_s)
+    failed = {index: s for index, s in sorted(states.items()) if s.state != "COMPLETED" or s.exit_code}
+    if failed:
+        scheduler.cancel(cfg, jobs.merge_id)
+        raise JobError(_failure(plan, jobs.map_id, failed),
+                       fix=f"read the log(s); the parts that exist merge with 'invoke analyze-merge {plan.parts}' "
+                       "(it names the missing ranks), or run 'invoke analyze --slurm' again")  # fmt: skip
+    phases = console.Phases(f"merge: Slurm job {jobs.merge_id}")
+    final = scheduler.wait(cfg, jobs.merge_id, poll_s, on_poll=lambda s: phases.update(s.state))
+    log = plan.folder / MERGE_LOG.replace("%j", jobs.merge_id)
+    write_record(plan.folder, merge_state=final.state, merge_exit_code=final.exit_code)
+    if log.is_file():
+        console.out.print(log.read_text(errors="replace").rstrip(), markup=False, highlight=False)
+    if final.state == "COMPLETED" and final.exit_code == 0:
+        return plan.run / "report.html"
+    if final.exit_code == PARTIAL_EXIT and (plan.run / "analysis.json").is_file():
+        raise PartialAnalysis(f"the merged analysis of {plan.run} is incomplete (see its first lines above)",
+                              fix=f"report: {plan.run / 'report.html'}; the map log(s) in {plan.folder} say why")  # fmt: skip
+    raise JobError(f"the merge (Slurm job {jobs.merge_id}) ended {final.state} with exit code {final.exit_code}; log: {log}",
+                   fix="read the log; the parts stay in " + str(plan.parts))  # fmt: skip
+
+
+def _count(states) -> str:
+    """'3 running, 12 pending, 1 completed' from the elements' states."""
+    tally: dict[str, int] = {}
+    for state in states:
+        tally[state.state.lower()] = tally.get(state.state.lower(), 0) + 1
+    return ", ".join(f"{n} {name}" for name, n in sorted(tally.items())) or "not started"
+
+
+def _failure(plan: AnalysisPlan, map_id: str, failed: dict[int, scheduler.JobState]) -> str:
+    """One line naming each failed element (its first reports, state, exit code and log), at most five."""
+    said = []
+    for index, state in list(failed.items())[:5]:
+        reports = plan.reports_of(index)
+        named = ", ".join(p.name for p in reports[:2]) + (f" and {len(reports) - 2} more" if len(reports) > 2 else "")
+        said.append(f"element {index} ({named}) ended {state.state}, exit code {state.exit_code}, "
+                    f"log {map_log(plan, map_id, index)}{_last_line(map_log(plan, map_id, index))}")  # fmt: skip
+    more = f" and {len(failed) - 5} more" if len(failed) > 5 else ""
+    return f"{len(failed)} of {plan.elements} map element(s) of Slurm array job {map_id} failed: " + "; ".join(said) + more
+
+
+def _last_line(log: Path) -> str:
+    """': <the log's last line>' (what the element said last), '' when the log is empty or missing."""
+    try:
+        lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return f": {lines[-1].strip()[:200]}" if lines else ""
+
