@@ -58,10 +58,9 @@ def problems(cfg: Config, plan: AnalysisPlan) -> list[ConfigError]:
     return errors
 
 
-def render(cfg: Config, root: Path, plan: AnalysisPlan) -> tuple[Path, Path]:
-    """The map's and the merge's sbatch scripts in the run's analysis-jobs/ folder."""
+def scripts(cfg: Config, root: Path, plan: AnalysisPlan) -> dict[str, str]:
+    """The map's and the merge's sbatch scripts (name -> text)."""
     mode, image = how_it_runs(cfg, plan)
-    plan.folder.mkdir(parents=True, exist_ok=True)
     shared = cfg.slurm_shared_dir
     mounts = ",".join(dict.fromkeys([f"{shared}:{shared}", *(m for m in cfg.slurm_container_mounts.split(",") if m)]))
     common = {
@@ -69,7 +68,7 @@ def render(cfg: Config, root: Path, plan: AnalysisPlan) -> tuple[Path, Path]:
         "nsyskit": words(cfg.slurm_nsyskit), "partition": cfg.slurm_partition, "account": cfg.slurm_account,
         "time_limit": cfg.slurm_time_limit, "elements": plan.elements, "max_parallel": plan.max_parallel,
     }  # fmt: skip
-    scripts = []
+    texts = {}
     for name, template, log, arguments, what, job_name in (
         (MAP_SCRIPT, "analyze-map.sbatch.j2", MAP_LOG, plan.map_arguments(),
          f"the map of {plan.run}'s analysis, {count_elements(plan)}: element i takes reports i, i+{plan.elements}, ...",
@@ -77,14 +76,22 @@ def render(cfg: Config, root: Path, plan: AnalysisPlan) -> tuple[Path, Path]:
         (MERGE_SCRIPT, "analyze-merge.sbatch.j2", MERGE_LOG, plan.merge_arguments(),
          f"the merge of {plan.parts} into report.html and analysis.json in {plan.run}", "nsyskit-merge"),
     ):  # fmt: skip
-        text = render_template(environment(root), template, "slurm", {
+        texts[name] = render_template(environment(root), template, "slurm", {
             **common, "what": what, "job_name": job_name, "log_pattern": str(plan.folder / log), "arguments": arguments,
         })  # fmt: skip
-        script = plan.folder / name
-        script.write_text(text)
-        script.chmod(0o755)
-        scripts.append(script)
-    return scripts[0], scripts[1]
+    return texts
+
+
+def render(cfg: Config, root: Path, plan: AnalysisPlan) -> tuple[Path, Path]:
+    """The map's and the merge's sbatch scripts written into the run's analysis-jobs/ folder; their paths."""
+    plan.folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, text in scripts(cfg, root, plan).items():
+        path = plan.folder / name
+        path.write_text(text)
+        path.chmod(0o755)
+        paths.append(path)
+    return paths[0], paths[1]
 
 
 def submit(cfg: Config, root: Path, plan: AnalysisPlan) -> Submitted:
