@@ -96,6 +96,17 @@ def words(command: str) -> list[str]:
     return shlex.split(command)
 
 
+def index_list(text: str) -> list[int]:
+    """The indices of an index-range text (Slurm's ArrayTaskId and sacct's '[...]', Kubernetes' failedIndexes):
+    '4', '3-15%2', '[1,3,5-7]'."""
+    indices: list[int] = []
+    for piece in text.strip("[]").partition("%")[0].split(","):
+        first, _sep, last = piece.partition("-")
+        if first.isdigit():
+            indices += range(int(first), int(last) + 1) if last.isdigit() else [int(first)]
+    return indices
+
+
 def clear_parts(plan: AnalysisPlan) -> int:
     """Remove the part files an earlier analysis left (the map writes every one again); how many were removed.
 
@@ -125,9 +136,11 @@ def count_elements(plan: AnalysisPlan) -> str:
 
 
 
-def submit_and_follow(runner, cfg, root: Path, plan: AnalysisPlan, wait: bool) -> list[str]:
+def submit_and_follow(runner, cfg, root: Path, plan: AnalysisPlan, wait: bool, dry_run: bool = False) -> list[str]:
     """Submit the plan's map and merge through `runner` (nsyskit.slurm.analysis, nsyskit.k8s.analysis); with `wait`,
-    follow them to the merged report. The lines to print (job ids, logs, the report)."""
+    follow them to the merged report; with `dry_run`, check and render only. The lines to print."""
+    if dry_run:
+        return [f"rendered {path} (nothing submitted)" for path in runner.prepare(cfg, root, plan)]
     jobs = runner.submit(cfg, root, plan)
     lines = runner.submitted_lines(plan, jobs)
     if not wait:

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""A stand-in for kubectl + an API server (none can run here): applies MPIJobs and reports them ended.
+"""A stand-in for kubectl + an API server (none can run here): applies MPIJobs and batch Jobs and reports them ended.
 
 The state lives in $FAKE_KUBECTL_STATE (a JSON file): applied job names and every call made. The launcher pod of
-every applied job is reported terminated with exit code $FAKE_LAUNCHER_EXIT (the MPIJob Failed when non-zero).
+every applied MPIJob is reported terminated with exit code $FAKE_LAUNCHER_EXIT (the MPIJob Failed when non-zero).
+An applied batch Job is Complete, or Failed with status.failedIndexes $FAKE_FAILED_INDEXES when that is set and
+the Job is an Indexed one; 'logs job/NAME' prints $FAKE_JOB_LOG.
 """
 
 import json
@@ -19,10 +21,25 @@ state["calls"].append(args)
 code = int(os.environ.get("FAKE_LAUNCHER_EXIT", "0"))
 out = ""
 if args[:2] == ["apply", "-f"]:
-    document = yaml.safe_load(Path(args[2]).read_text())
-    name = document["metadata"]["name"]
-    state["jobs"].append(name)
-    out = f"mpijob.kubeflow.org/{name} created\n"
+    for document in yaml.safe_load_all(Path(args[2]).read_text()):
+        name = document["metadata"]["name"]
+        state["jobs"].append(name)
+        state.setdefault("specs", {})[name] = document["spec"]
+        kind = "mpijob.kubeflow.org" if document["kind"] == "MPIJob" else "job.batch"
+        out += f"{kind}/{name} created\n"
+elif args[:2] == ["delete", "job"]:
+    state.setdefault("deleted", []).append(args[2])
+elif args[:2] == ["get", "job"] and "json" in args:
+    spec = state.get("specs", {}).get(args[2])
+    if spec is None:
+        sys.stderr.write(f'Error from server (NotFound): jobs.batch "{args[2]}" not found\n')
+        sys.exit(1)
+    failed = os.environ.get("FAKE_FAILED_INDEXES", "") if spec.get("completionMode") == "Indexed" else ""
+    status = {"failed": 1, "failedIndexes": failed} if failed else {"succeeded": spec.get("completions", 1)}
+    status["conditions"] = [{"type": "Failed" if failed else "Complete", "status": "True"}]
+    out = json.dumps({"status": status})
+elif args[:1] == ["logs"] and args[1].startswith("job/"):
+    out = os.environ.get("FAKE_JOB_LOG", "")
 elif args[:2] == ["get", "mpijob"] and "json" in args:
     if args[2] not in state["jobs"]:
         sys.stderr.write(f'Error from server (NotFound): mpijobs.kubeflow.org "{args[2]}" not found\n')

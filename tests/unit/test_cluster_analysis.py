@@ -6,19 +6,34 @@ Golden files are compared, never rewritten, unless NSYSKIT_REGEN_GOLDEN=1 is set
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from fixtures.golden import assert_matches_golden
 
 from nsyskit import hostpkgs
-from nsyskit.clusteranalysis import MAX_ELEMENTS, AnalysisPlan, clear_parts, elements_for, make_plan, parts_done
+from nsyskit.clusteranalysis import (
+    MAX_ELEMENTS,
+    AnalysisPlan,
+    clear_parts,
+    elements_for,
+    index_list,
+    make_plan,
+    parts_done,
+    submit_and_follow,
+)
 from nsyskit.config import load_config
-from nsyskit.errors import UsageError
-from nsyskit.slurm import analysis, scheduler
+from nsyskit.errors import JobError, UsageError
+from nsyskit.k8s import analysis as k8s_analysis
+from nsyskit.k8s import crd
+from nsyskit.slurm import analysis
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "data" / "golden" / "slurm-analysis"
@@ -136,8 +151,111 @@ def test_stale_parts_are_cleared_and_half_written_ones_never_counted(tmp_path):
     assert parts_done(fresh) == 1 and clear_parts(fresh) == 1 and parts_done(fresh) == 0
 
 
-def test_array_task_ids_of_scontrol_and_sacct():
-    assert scheduler.task_ids("4") == [4]
-    assert scheduler.task_ids("3-6%2") == [3, 4, 5, 6]
-    assert scheduler.task_ids("[1,3,5-7]") == [1, 3, 5, 6, 7]
-    assert scheduler.task_ids("[0-2%4]") == [0, 1, 2]
+def test_index_ranges_of_scontrol_sacct_and_kubernetes():
+    assert index_list("4") == [4]
+    assert index_list("3-6%2") == [3, 4, 5, 6]  # scontrol: pending elements as one range, with the %N cap
+    assert index_list("[1,3,5-7]") == [1, 3, 5, 6, 7]  # sacct
+    assert index_list("[0-2%4]") == [0, 1, 2]
+    assert index_list("1,3-5") == [1, 3, 4, 5] and index_list("") == []  # a Job's status.failedIndexes
+
+
+# --- analyze --k8s: the Jobs' manifest, its validation, and following them through kubectl -----------------------------
+
+K8S_GOLDEN = ROOT / "tests" / "data" / "golden" / "k8s-analysis"
+K8S = {"REGISTRY": ECR, "K8S_REPORT_PVC": "fsx-claim", "K8S_SHARED_DIR": "/fsx", "K8S_NAMESPACE": "ml"}
+
+
+def test_golden_k8s_jobs():
+    text = k8s_analysis.manifests(load_config(ROOT, overrides=K8S, environ={}), ROOT, plan("pyxis"))
+    assert_matches_golden({"k8s-jobs.yaml": text}, K8S_GOLDEN)
+
+
+def test_the_jobs_are_an_indexed_map_and_a_merge_waiting_for_every_part_valid_against_the_job_api():
+    text = k8s_analysis.manifests(load_config(ROOT, overrides=K8S, environ={}), ROOT, plan("pyxis"))
+    map_job, merge_job = yaml.safe_load_all(text)
+    spec = map_job["spec"]
+    assert (spec["completionMode"], spec["completions"], spec["parallelism"], spec["backoffLimitPerIndex"]) == (
+        "Indexed", 256, 32, 1)  # fmt: skip
+    pod = spec["template"]["spec"]
+    assert pod["restartPolicy"] == "Never" and pod["volumes"][0]["persistentVolumeClaim"]["claimName"] == "fsx-claim"
+    assert pod["containers"][0]["image"] == f"{ECR}/nsyskit:latest"
+    assert pod["containers"][0]["command"][-1].endswith('--array-size 256 --timeline --timeline-max-events 200000 '
+                                                        '--array-index "$JOB_COMPLETION_INDEX"')  # fmt: skip
+    wait = merge_job["spec"]["template"]["spec"]["initContainers"][0]["command"][-1]
+    assert "-ge 1024 ]" in wait and str(RUN / "analysis-parts") in wait
+    assert merge_job["spec"]["template"]["spec"]["containers"][0]["command"][:2] == ["nsyskit", "analyze-merge"]
+
+
+@pytest.mark.parametrize("path, value", [
+    (("spec", "template", "spec", "containers", 0, "imagePullPolicyy"), "Always"),  # a typo in a pod field
+    (("spec", "completionMode"), "indexed"),
+    (("spec", "parallelism"), "4"),
+    (("metadata", "name"), "Nsyskit_Map"),
+])  # fmt: skip
+def test_a_wrong_job_field_is_refused_naming_it(path, value):
+    text = k8s_analysis.manifests(load_config(ROOT, overrides=K8S, environ={}), ROOT, plan("host"))
+    documents = list(yaml.safe_load_all(text))
+    target = documents[0]
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    with pytest.raises(crd.InvalidManifest, match=r"does not match the batch/v1 Job API: [\w-]+: "
+                       + re.escape(".".join(map(str, path[:-1])))):  # fmt: skip
+        crd.validate_jobs(yaml.safe_dump_all(documents), ROOT / crd.CRD_FILE, "k8s-jobs.yaml")
+
+
+def test_k8s_needs_the_claim_and_where_it_is_mounted_here(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "a_rank_0.sqlite").write_bytes(b"")
+    bare = k8s_analysis.problems(load_config(ROOT, environ={}), make_plan(run))
+    assert [p.key for p in bare] == ["K8S_REPORT_PVC", "K8S_SHARED_DIR"]
+    off = k8s_analysis.problems(load_config(ROOT, overrides=K8S, environ={}), make_plan(run))
+    assert [p.one_line().split(":")[0] for p in off] == [f"run folder='{run}'"] and "is not on K8S_SHARED_DIR" in str(off[0])
+
+
+@pytest.fixture
+def fake_kubectl(tmp_path, monkeypatch) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    kubectl = bin_dir / "kubectl"
+    kubectl.write_text(f"#!{sys.executable}\n" + (Path(__file__).parent / "fake_kubectl.py").read_text())
+    kubectl.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_KUBECTL_STATE", str(tmp_path / "state.json"))
+    return tmp_path / "state.json"
+
+
+def k8s_run(tmp_path: Path, reports: int = 3) -> tuple[Path, object]:
+    run = tmp_path / "fsx" / "run"
+    (run / "analysis-parts").mkdir(parents=True)
+    for rank in range(reports):
+        (run / f"x_rank_{rank}.sqlite").write_bytes(b"")
+    (run / "analysis-parts" / "stale.part.npz").write_bytes(b"from an earlier analysis")
+    return run, load_config(ROOT, overrides={**K8S, "K8S_SHARED_DIR": str(tmp_path / "fsx")}, environ={})
+
+
+def test_k8s_applies_both_jobs_follows_them_and_prints_the_merge(tmp_path, fake_kubectl, monkeypatch, capsys):
+    run, cfg = k8s_run(tmp_path)
+    monkeypatch.setenv("FAKE_JOB_LOG", "Findings\n  1. the merged analysis\n")
+    lines = submit_and_follow(k8s_analysis, cfg, ROOT, make_plan(run), wait=True)
+    assert lines == [f"report: {run / 'report.html'}"]
+    state = json.loads(fake_kubectl.read_text())
+    map_name, merge_name = k8s_analysis.job_names(make_plan(run))
+    assert state["jobs"] == [map_name, merge_name] and not (run / "analysis-parts" / "stale.part.npz").exists()
+    assert [c[:3] for c in state["calls"][:2]] == [["delete", "job", map_name], ["delete", "job", merge_name]]
+    assert "the merged analysis" in capsys.readouterr().out
+
+
+def test_k8s_names_failed_indexes_with_their_reports_and_deletes_the_waiting_merge(tmp_path, fake_kubectl, monkeypatch):
+    run, cfg = k8s_run(tmp_path)
+    monkeypatch.setenv("FAKE_FAILED_INDEXES", "1,2")
+    with pytest.raises(JobError) as raised:
+        submit_and_follow(k8s_analysis, cfg, ROOT, make_plan(run), wait=True)
+    map_name, merge_name = k8s_analysis.job_names(make_plan(run))
+    assert raised.value.one_line().startswith(
+        f"2 of 3 map element(s) of Indexed Job {map_name} failed: index 1 (x_rank_1.sqlite); index 2 (x_rank_2.sqlite); "
+        f"logs: kubectl logs -n ml -l job-name={map_name},batch.kubernetes.io/job-completion-index=N; fix: read the "
+        f"logs; the parts that exist merge with 'invoke analyze-merge {run / 'analysis-parts'}'"
+    )  # fmt: skip
+    assert json.loads(fake_kubectl.read_text())["deleted"][-1] == merge_name

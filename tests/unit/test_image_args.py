@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 import nsyskit
-
 from nsyskit.config import load_config
 from nsyskit.errors import ConfigError
 from nsyskit.image import content_tag, plan_build

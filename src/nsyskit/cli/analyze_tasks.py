@@ -62,21 +62,23 @@ def _check_output(output: str | None) -> Path | None:
         "k8s": "Analyze where the reports are: a Kubernetes Indexed Job maps the reports on K8S_REPORT_PVC, a Job "
         "merges them.",
         "wait": "With --slurm/--k8s: follow the jobs (parts done / total) and print the merged analysis.",
-        "slurm_max_parallel": "With --slurm: at most this many map elements at once (the array's %N); default: no cap.",
+        "slurm_max_parallel": "With --slurm/--k8s: at most this many map elements at once (the array's %N, the Job's "
+        "parallelism); default: no cap.",
+        "dry_run": "With --slurm/--k8s: check and render the jobs into RUN/analysis-jobs/ only; submit nothing.",
         "profile": PROFILE_HELP,
     },
 )
 def analyze(
     c, path=None, json_=False, html=True, output=None, timeline=False, timeline_max_events=None, diff=None,
     fail_on=None, fail_on_regression=None, straggler_pct=None, top=None, full_names=False, strict=False,
-    slurm=False, k8s=False, wait=False, slurm_max_parallel=None, profile=None,
+    slurm=False, k8s=False, wait=False, slurm_max_parallel=None, dry_run=False, profile=None,
 ):  # fmt: skip
     """Findings first, then kernels, GPU breakdown and overlap, NVTX, NCCL sizes, ranks, NCCL logs; report.html, timeline."""
     if slurm or k8s:
-        return _analyze_on_cluster(c, path, slurm, k8s, wait, slurm_max_parallel, profile, timeline,
+        return _analyze_on_cluster(c, path, slurm, k8s, wait, slurm_max_parallel, dry_run, profile, timeline,
                                    timeline_max_events, straggler_pct, strict)  # fmt: skip
-    if wait or slurm_max_parallel is not None:
-        raise UsageError("--wait and --slurm-max-parallel go with --slurm or --k8s",
+    if wait or dry_run or slurm_max_parallel is not None:
+        raise UsageError("--wait, --dry-run and --slurm-max-parallel go with --slurm or --k8s",
                          fix="invoke analyze RUN_FOLDER --slurm --wait")  # fmt: skip
     from nsyskit.analysis import (
         DEFAULT_MAX_EVENTS,
@@ -127,7 +129,7 @@ def analyze(
     _show_and_write(result, json_, rows, html, timeline, max_events)
 
 
-def _analyze_on_cluster(c, path, slurm, k8s, wait, max_parallel, profile, timeline, timeline_max_events,
+def _analyze_on_cluster(c, path, slurm, k8s, wait, max_parallel, dry_run, profile, timeline, timeline_max_events,
                         straggler_pct, strict) -> None:  # fmt: skip
     """analyze --slurm / --k8s: the run folder's map and merge submitted where the reports are."""
     from importlib import import_module
@@ -146,7 +148,7 @@ def _analyze_on_cluster(c, path, slurm, k8s, wait, max_parallel, profile, timeli
     cfg = load(c, profile)
     plan = make_plan(Path(folders[0]), cap, timeline, events, straggler, strict)
     runner = import_module("nsyskit.slurm.analysis" if slurm else "nsyskit.k8s.analysis")
-    for line in submit_and_follow(runner, cfg, project_root(c), plan, wait):
+    for line in submit_and_follow(runner, cfg, project_root(c), plan, wait, dry_run):
         console.done(line) if line.startswith("report:") else console.out.print(line, markup=False, highlight=False)
 
 

@@ -72,6 +72,11 @@ def absolute_path(raw: str) -> str:
     return value
 
 
+def optional_absolute_path(raw: str) -> str:
+    """Empty or an absolute folder (see absolute_path)."""
+    return absolute_path(raw) if raw.strip() else ""
+
+
 def optional_non_negative_int(raw: str) -> int | None:
     """Empty (unset: None) or a whole number from 0 to 2147483647."""
     text = raw.strip()

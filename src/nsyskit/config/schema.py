@@ -103,6 +103,7 @@ class Config:
     k8s_report_volume: str = setting("hostpath", p.choice("hostpath", "pvc"), "k8s", "Where the workers write reports: hostpath (K8S_REPORT_HOST_PATH/<job> on each node; 'invoke collect --k8s' copies them out of the worker pods) or pvc (subfolder <job> of the claim K8S_REPORT_PVC).")
     k8s_report_host_path: str = setting("/var/lib/nsyskit/reports", kp.absolute_path, "k8s", "Folder on each node for K8S_REPORT_VOLUME=hostpath.")
     k8s_report_pvc: str = setting("", kp.optional_dns_label, "k8s", "PersistentVolumeClaim (ReadWriteMany, e.g. FSx for Lustre) for K8S_REPORT_VOLUME=pvc.")
+    k8s_shared_dir: str = setting("", kp.optional_absolute_path, "k8s", "Where this machine sees the claim K8S_REPORT_PVC (e.g. FSx for Lustre mounted at /fsx): 'invoke analyze RUN --k8s' mounts the claim at this same path in its pods, so RUN must lie under it. Empty: analyze --k8s is off.")
     k8s_memory: str = setting("256Gi", kp.memory_quantity, "k8s", "Memory request and limit of each worker, /dev/shm included; empty: none.")
     k8s_shm_size: str = setting("64Gi", kp.memory_quantity, "k8s", "Size of /dev/shm (a memory emptyDir) in each worker; it counts against K8S_MEMORY.")
     k8s_hugepages: str = setting("5120Mi", kp.hugepages_quantity, "k8s", "hugepages-2Mi request and limit of each worker (EFA registers memory in them); 0: none. Needs K8S_MEMORY.")

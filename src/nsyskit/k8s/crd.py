@@ -1,4 +1,6 @@
-"""Offline validation of a rendered MPIJob against the MPI operator's CRD schema, with unknown fields rejected."""
+"""Offline validation of rendered manifests, unknown fields rejected: the MPIJob against the MPI operator's CRD schema,
+the analysis' batch/v1 Jobs against the Job API (its pod template: the same Kubernetes PodTemplateSpec schema the CRD
+embeds)."""
 
 from __future__ import annotations
 
@@ -34,12 +36,12 @@ OBJECT_META = {
 
 
 class InvalidManifest(NsyskitError):
-    """A rendered manifest does not match the CRD schema: carries the file and every problem found."""
+    """A rendered manifest does not match its schema: carries the file and every problem found."""
 
-    def __init__(self, path: str, problems: list[str]) -> None:
+    def __init__(self, path: str, problems: list[str], against: str = "the MPIJob CRD") -> None:
         self.path, self.problems = path, problems
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        super().__init__(f"{path} does not match the MPIJob CRD: {problems[0]}{more}\n" + "\n".join(problems[1:]))
+        super().__init__(f"{path} does not match {against}: {problems[0]}{more}\n" + "\n".join(problems[1:]))
 
 
 def strict(schema: Any) -> Any:
@@ -73,11 +75,38 @@ def mpijob_schema(crd_path: Path) -> dict[str, Any]:
     return schema
 
 
-def problems(document: Any, crd_path: Path) -> list[str]:
-    """Every way `document` breaks the strict schema, each as 'path.to.field: message' (empty when valid)."""
+# batch/v1 JobSpec (Kubernetes API reference, v1.31+): every field and its type; `template` is the PodTemplateSpec schema
+# of the vendored CRD (generated from the same core/v1 types), so a pod field is checked as strictly as in an MPIJob.
+_INT = {"type": "integer", "minimum": 0, "maximum": 2147483647}
+JOB_SPEC_FIELDS = {
+    "activeDeadlineSeconds": {"type": "integer", "minimum": 1}, "backoffLimit": _INT, "backoffLimitPerIndex": _INT,
+    "completionMode": {"enum": ["NonIndexed", "Indexed"]}, "completions": _INT, "managedBy": {"type": "string"},
+    "manualSelector": {"type": "boolean"}, "maxFailedIndexes": _INT, "parallelism": _INT,
+    "podFailurePolicy": {"type": "object"}, "podReplacementPolicy": {"enum": ["TerminatingOrFailed", "Failed"]},
+    "selector": {"type": "object"}, "successPolicy": {"type": "object"}, "suspend": {"type": "boolean"},
+    "ttlSecondsAfterFinished": _INT,
+}  # fmt: skip
+
+
+@functools.lru_cache(maxsize=4)
+def job_schema(crd_path: Path) -> dict[str, Any]:
+    """The strict schema of a batch/v1 Job whose pod template is checked by the CRD's PodTemplateSpec schema."""
+    replica = mpijob_schema(crd_path)["properties"]["spec"]["properties"]["mpiReplicaSpecs"]["additionalProperties"]
+    template = replica["properties"]["template"]
+    spec = {"type": "object", "additionalProperties": False, "required": ["template"],
+            "properties": {**JOB_SPEC_FIELDS, "template": template}}  # fmt: skip
+    return {
+        "type": "object", "additionalProperties": False, "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {"apiVersion": {"const": "batch/v1"}, "kind": {"const": "Job"}, "metadata": OBJECT_META,
+                       "spec": spec},
+    }  # fmt: skip
+
+
+def problems(document: Any, crd_path: Path, schema: dict[str, Any] | None = None) -> list[str]:
+    """Every way `document` breaks the strict schema (default: the MPIJob's), each as 'path.to.field: message'."""
     import jsonschema  # imported here: only validation needs it
 
-    validator = jsonschema.Draft7Validator(mpijob_schema(Path(crd_path)))
+    validator = jsonschema.Draft7Validator(schema or mpijob_schema(Path(crd_path)))
     found = []
     for error in sorted(validator.iter_errors(document), key=lambda e: list(map(str, e.absolute_path))):
         where = ".".join(str(part) for part in error.absolute_path) or "(document)"
@@ -92,3 +121,14 @@ def validate(text: str, crd_path: Path, name: str = "mpijob.yaml") -> dict[str, 
     if found:
         raise InvalidManifest(name, found)
     return document
+
+
+def validate_jobs(text: str, crd_path: Path, name: str) -> list[dict[str, Any]]:
+    """Parse rendered batch/v1 Jobs (one YAML document each) and check each; the documents, or InvalidManifest."""
+    documents = [d for d in yaml.safe_load_all(text) if d is not None]
+    schema = job_schema(Path(crd_path))
+    found = [f"{doc.get('metadata', {}).get('name', index)}: {p}" for index, doc in enumerate(documents)
+             for p in problems(doc, crd_path, schema)]  # fmt: skip
+    if found:
+        raise InvalidManifest(name, found, "the batch/v1 Job API")
+    return documents

@@ -159,7 +159,7 @@ def _injector_volume(cfg: Config) -> dict[str, Any]:
     return {"name": "nsys-reports", "hostPath": {"path": cfg.k8s_report_host_path, "type": "DirectoryOrCreate"}}
 
 
-def _environment(root: Path) -> jinja2.Environment:
+def environment(root: Path) -> jinja2.Environment:
     """A strict Jinja2 environment over ROOT/k8s whose `q` filter writes a YAML-safe (JSON) scalar."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(kit_root(root) / TEMPLATES)),
@@ -173,7 +173,7 @@ def _environment(root: Path) -> jinja2.Environment:
 
 def render(cfg: Config, job: str, root: Path) -> dict[str, str]:
     """The files of the job, name -> text: the MPIJob, plus the injector's helm values and pod label when one is used."""
-    env = _environment(root)
+    env = environment(root)
     ctx = context(cfg, job)
     files = {MPIJOB_FILE: render_template(env, "mpijob.yaml.j2", TEMPLATES, ctx)}
     if ctx["injector"]:

@@ -94,11 +94,16 @@ def render(cfg: Config, root: Path, plan: AnalysisPlan) -> tuple[Path, Path]:
     return paths[0], paths[1]
 
 
-def submit(cfg: Config, root: Path, plan: AnalysisPlan) -> Submitted:
-    """Check, render and submit: the map array, then the merge depending on it (afterok); recorded in job.json."""
+def prepare(cfg: Config, root: Path, plan: AnalysisPlan) -> list[Path]:
+    """Check what the nodes need (every problem at once), then render the scripts; their paths."""
     if errors := problems(cfg, plan):
         raise ConfigErrors(errors)
-    map_script, merge_script = render(cfg, root, plan)
+    return list(render(cfg, root, plan))
+
+
+def submit(cfg: Config, root: Path, plan: AnalysisPlan) -> Submitted:
+    """Check, render and submit: the map array, then the merge depending on it (afterok); recorded in job.json."""
+    map_script, merge_script = prepare(cfg, root, plan)
     clear_parts(plan)
     map_id = scheduler.submit(cfg, map_script)
     try:

@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from nsyskit.clusteranalysis import index_list
 from nsyskit.config import Config
 from nsyskit.errors import CommandError, JobError, JobNotFound
 
@@ -122,16 +123,6 @@ def query(cfg: Config, job_id: str) -> JobState | None:
     return None
 
 
-def task_ids(text: str) -> list[int]:
-    """The array indices of Slurm's ArrayTaskId / sacct's '[...]' forms: '4', '3-15%2', '1,3,5-7'."""
-    indices: list[int] = []
-    for piece in text.strip("[]").partition("%")[0].split(","):
-        first, _sep, last = piece.partition("-")
-        if first.isdigit():
-            indices += range(int(first), int(last) + 1) if last.isdigit() else [int(first)]
-    return indices
-
-
 def array_states(cfg: Config, array_id: str) -> dict[int, JobState]:
     """The state of each element of an array job ({} before Slurm lists it): scontrol's lines (pending elements
     come as one line of a range), else sacct's."""
@@ -140,7 +131,7 @@ def array_states(cfg: Config, array_id: str) -> dict[int, JobState]:
     for line in result.stdout.splitlines() if result.returncode == 0 else []:
         fields = parse_scontrol(line)
         if "ArrayTaskId" in fields and "JobState" in fields:
-            for index in task_ids(fields["ArrayTaskId"]):
+            for index in index_list(fields["ArrayTaskId"]):
                 states[index] = JobState(f"{array_id}_{index}", fields["JobState"],
                                          exit_status(fields.get("ExitCode", "0:0")), fields.get("Reason", ""))  # fmt: skip
     if states:
@@ -150,7 +141,7 @@ def array_states(cfg: Config, array_id: str) -> dict[int, JobState]:
         cols = line.split("|")
         job, _sep, tasks = cols[0].partition("_")
         if job == str(array_id) and tasks and "." not in tasks:
-            for index in task_ids(tasks):
+            for index in index_list(tasks):
                 states[index] = JobState(f"{array_id}_{index}", cols[2].split()[0], exit_status(cols[3]))
     return states
 
