@@ -11,6 +11,7 @@ from pathlib import Path
 import docker
 import pytest
 
+import nsyskit
 from nsyskit import launch, runrecord
 
 BUILD_TOOLS = ("gcc", "cc", "g++", "c++", "make", "nvcc")
@@ -97,6 +98,16 @@ def test_cpu_image_has_no_cuda_wheels(host, image_config):
     listing = host.run("python3 -m pip list --format=freeze").stdout
     assert "+cpu" in host.run("python3 -c 'import torch; print(torch.__version__)'").stdout
     assert not [line for line in listing.splitlines() if line.lower().startswith(("nvidia-", "triton"))]
+
+
+def test_the_image_has_this_nsyskit_for_the_analysis_on_the_cluster(host):
+    # analyze --slurm (Pyxis) and --k8s run 'nsyskit analyze-part/-merge' in the run's image: the same version.
+    assert host.run("nsyskit --version").stdout.strip() == f"nsyskit {nsyskit.__version__}"
+    helped = host.run("cd /tmp && nsyskit analyze-part -h")
+    assert helped.rc == 0 and "--array-index" in helped.stdout and "--timeline" in helped.stdout
+    # Its packages import (task runner, .env, plots), and a bad input is one line there as here.
+    made = host.run("cd /tmp && python3 -c 'import dotenv, invoke, matplotlib' && nsyskit analyze-merge /nowhere")
+    assert made.rc == 1 and "holds no part files" in made.stderr, made.stderr
 
 
 def test_wrapper_and_example_are_present_and_executable(host):
