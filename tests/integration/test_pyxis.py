@@ -67,3 +67,14 @@ def test_a_local_image_runs_through_pyxis_and_run_json_says_so(kit_image, tmp_pa
     assert run["image"] == image and run["details"]["mode"] == "pyxis"
     assert run["started"] and run["ended"] >= run["started"] and run["duration_s"] >= 0
     assert len(list(run_dir.glob("*.nsys-rep"))) == 2 and [r["rank"] for r in run["ranks"]] == [0, 1]
+    # The analysis where the reports are, as the run ran: the map array and the merge job in the run's image (its
+    # own nsyskit and nsys export the .nsys-rep reports), equal to 'invoke analyze' of the same folder here.
+    analyzed = subprocess.run([sys.executable, "-m", "invoke", "analyze", str(run_dir), "--slurm", "--wait"],
+                              cwd=project, env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert analyzed.returncode == 0, analyzed.stdout[-3000:] + analyzed.stderr[-3000:]
+    assert f"--container-image={image}" in (run_dir / "analysis-jobs" / "map.sbatch").read_text()
+    merged = json.loads((run_dir / "analysis.json").read_text())
+    (run_dir / "analysis.json").rename(run_dir / "merged.json")
+    here = subprocess.run([sys.executable, "-m", "invoke", "analyze", str(run_dir)], cwd=project, env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert here.returncode == 0 and merged == json.loads((run_dir / "analysis.json").read_text()), here.stderr
