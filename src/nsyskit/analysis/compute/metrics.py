@@ -13,7 +13,7 @@ from functools import cached_property
 
 import numpy as np
 
-from nsyskit.analysis.compute.table import Table
+from nsyskit.analysis.compute.table import Table, rows_by_rank
 
 WINDOW_NAME = "profile_window"  # the example's NVTX range around its --profile-steps (workload/markers.py)
 WARMUP_STEPS = 1  # steps dropped per rank when the run marks no profile window (and has more than this many + 1)
@@ -114,16 +114,20 @@ def ops_in_steps(ops: Table | None, steps: Table) -> Table | None:
     if ops is None or not len(ops) or not len(steps):
         return None
     keep = np.zeros(len(ops), dtype=bool)
-    for rank in np.unique(steps["rank"]):
-        mine = steps.take(steps["rank"] == rank)
-        starts = np.sort(mine["start_ns"])
-        ends = (mine["start_ns"] + mine["duration_ns"])[np.argsort(mine["start_ns"])]
-        op_rank = ops["rank"] == rank
-        slot = np.searchsorted(starts, ops["start_ns"], side="right") - 1
+    op_rows = rows_by_rank(ops["rank"])
+    for rank, step_rows in rows_by_rank(steps["rank"]).items():
+        mine = op_rows.get(rank)
+        if mine is None:
+            continue
+        order = np.argsort(steps["start_ns"][step_rows])
+        starts = steps["start_ns"][step_rows][order]
+        ends = (steps["start_ns"] + steps["duration_ns"])[step_rows][order]
+        op_starts = ops["start_ns"][mine]
+        slot = np.searchsorted(starts, op_starts, side="right") - 1
         valid = slot >= 0
-        inside = np.zeros(len(ops), dtype=bool)
-        inside[valid] = ops["start_ns"][valid] < ends[slot[valid]]
-        keep |= op_rank & inside
+        inside = np.zeros(len(mine), dtype=bool)
+        inside[valid] = op_starts[valid] < ends[slot[valid]]
+        keep[mine] = inside
     return ops.take(keep)
 
 
@@ -132,19 +136,23 @@ def per_rank(view: RunView) -> Table:
     ranks = view.ranks
     rows: dict[str, list[float]] = {n: [] for n in ("step_ns", "comm_ns", "compute_ns", "host_ns", "work_ns", "steps")}
     ops = view.window_ops
+    step_rows, gpu_rows, all_rows = (rows_by_rank(t["rank"]) if t is not None else {}
+                                     for t in (view.steps, view.breakdown if view.has_gpu else None, view.all_steps))  # fmt: skip
+    op_rows = rows_by_rank(ops["rank"]) if ops is not None else {}
+    empty = np.empty(0, dtype=np.int64)
     for rank in ranks:
-        mine = view.steps["duration_ns"][view.steps["rank"] == rank]
+        mine = view.steps["duration_ns"][step_rows.get(int(rank), empty)]
         count = len(mine)
         step = float(np.median(mine)) if count else np.nan
         comm = compute = busy = np.nan
-        if view.has_gpu and (view.breakdown["rank"] == rank).any():
-            gpu = view.breakdown.take(view.breakdown["rank"] == rank)
-            all_count = max(int((view.all_steps["rank"] == rank).sum()), 1)  # the breakdown spans every step
+        if view.has_gpu and int(rank) in gpu_rows:
+            gpu = view.breakdown.take(gpu_rows[int(rank)])
+            all_count = max(len(all_rows.get(int(rank), empty)), 1)  # the breakdown spans every step
             comm = float(gpu["comm_ns"].sum()) / all_count
             compute = float(gpu["compute_ns"].sum()) / all_count
             busy = float(gpu["busy_ns"].sum()) / all_count
         elif ops is not None and count:
-            comm = float(ops["duration_ns"][ops["rank"] == rank].sum()) / count
+            comm = float(ops["duration_ns"][op_rows.get(int(rank), empty)].sum()) / count
         host = step - busy if not np.isnan(busy) else step - (0.0 if np.isnan(comm) else comm)
         rows["steps"].append(count)
         rows["step_ns"].append(step)
@@ -165,8 +173,8 @@ def _mean(values) -> float:
 def step_cv_by_rank(steps: Table) -> dict[int, float]:
     """Per rank: stddev / mean of its step times, in percent (ranks with 2+ steps)."""
     found = {}
-    for rank in np.unique(steps["rank"]) if len(steps) else []:
-        mine = steps["duration_ns"][steps["rank"] == rank].astype(np.float64)
+    for rank, rows in rows_by_rank(steps["rank"]).items():
+        mine = steps["duration_ns"][rows].astype(np.float64)
         if len(mine) >= 2 and mine.mean() > 0:
             found[int(rank)] = float(mine.std(ddof=1) * 100.0 / mine.mean())
     return found
@@ -189,15 +197,19 @@ def comm_share_by_rank(view: RunView) -> dict[int, float]:
     """Per rank, the comm share as run_metrics computes it for the run: communication time in % of GPU busy time
     (GPU runs) or of the window's step time (CPU runs: the NCCL-domain ranges the example marks on gloo too)."""
     shares: dict[int, float] = {}
+    empty = np.empty(0, dtype=np.int64)
+    ops = None if view.has_gpu else view.window_ops
+    gpu_rows = rows_by_rank(view.breakdown["rank"]) if view.has_gpu else {}
+    step_rows = rows_by_rank(view.steps["rank"])
+    op_rows = rows_by_rank(ops["rank"]) if ops is not None else {}
     for rank in view.ranks:
         if view.has_gpu:
-            gpu = view.breakdown.take(view.breakdown["rank"] == rank)
+            gpu = view.breakdown.take(gpu_rows.get(int(rank), empty))
             busy = float(gpu["busy_ns"].sum())
             shares[int(rank)] = float(gpu["comm_ns"].sum()) * 100.0 / busy if busy else float("nan")
             continue
-        steps = float(view.steps["duration_ns"][view.steps["rank"] == rank].sum())
-        ops = view.window_ops
-        comm = float(ops["duration_ns"][ops["rank"] == rank].sum()) if ops is not None else float("nan")
+        steps = float(view.steps["duration_ns"][step_rows.get(int(rank), empty)].sum())
+        comm = float(ops["duration_ns"][op_rows.get(int(rank), empty)].sum()) if ops is not None else float("nan")
         shares[int(rank)] = comm * 100.0 / steps if steps and not np.isnan(comm) else float("nan")
     return shares
 
