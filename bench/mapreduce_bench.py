@@ -2,7 +2,7 @@
 
 Side by side, with ratios:
 - the map of one realistic rank (bench/realistic_export.py: 1M kernels, a runtime row per launch, NCCL and op_id
-  ranges) inside a process that maps several ranks one after another, as a job-array element does (start-up paid
+  ranges, NCCL kernels of 5 us - 2 ms with nearly every duration distinct) inside a process that maps several ranks one after another, as a job-array element does (start-up paid
   once, so the per-rank time is what 1,024 ranks wait for) vs `nsys stats -r gpukernsum` alone on the same file;
 - the merge of 1,024 parts of realistic ranks (copies of one realistic rank's part under rank names, each its own
   rank): wall time and peak memory in a fresh process (goal: < 10 s and < 1 GB), and the part size per rank;
@@ -114,7 +114,8 @@ def main() -> None:
     work = args.out / "mapreduce"
     work.mkdir(parents=True, exist_ok=True)
     print(f"load average at start: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
-    rank = make_realistic_rank(args.out / f"realistic_{args.kernels}_rank_0.sqlite", args.kernels)
+    # NCCL durations spread as measured ones are (nearly all distinct): the part's size and the merge's medians
+    rank = make_realistic_rank(args.out / f"realistic_{args.kernels}_spread_rank_0.sqlite", args.kernels, spread_nccl=True)
     times = map_times(rank, args.map_ranks, work)
     warm = times[1:] or times
     map_s = statistics.median(warm)

@@ -28,8 +28,10 @@ KERNELS_PER_STEP = 2000
 GAP = 600  # ns between kernel starts
 
 
-def make_realistic_rank(path: Path, kernels: int) -> Path:
-    """Write (or reuse) one realistic rank of `kernels` kernels at `path`."""
+def make_realistic_rank(path: Path, kernels: int, spread_nccl: bool = False) -> Path:
+    """Write (or reuse) one realistic rank of `kernels` kernels at `path`. `spread_nccl`: NCCL kernels take 5 us to
+    2 ms, nearly every duration distinct (as measured ones are), instead of the compute kernels' 1,400 values: what
+    the size of a part and the merge's medians depend on."""
     if path.exists() and path.stat().st_size > kernels * 40:
         return path
     write_export(path, Export(kernels=[Kernel(0, 1, name) for name in NAMES], hostname="node-r"))
@@ -40,9 +42,12 @@ def make_realistic_rank(path: Path, kernels: int) -> Path:
     con.execute("INSERT INTO StringIds VALUES (?, 'cudaLaunchKernel_v7000')", (launch,))
     con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL")
     seq = f"WITH RECURSIVE seq(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM seq WHERE i < {kernels - 1})"
+    duration = "200 + ((i * 104729) % 1400)"
+    if spread_nccl:
+        duration = f"CASE WHEN i % {NCCL_EVERY} = 0 THEN 5000 + ((i * 2654435761) % 1995001) ELSE {duration} END"
     con.execute(
         f"""{seq} INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL
-        SELECT s, s + 200 + ((i * 104729) % 1400), 0, 1, 7 + (i % 3), i + 1, {PID},
+        SELECT s, s + {duration}, 0, 1, 7 + (i % 3), i + 1, {PID},
                CASE WHEN i % {NCCL_EVERY} = 0 THEN {nccl} + ((i / {NCCL_EVERY}) % 4) ELSE {first} + ((i * 31 + i / 7) % 60) END,
                0, NULL, 0, 0, 32, 64, 1, 1, 128, 1, 1, 0, 0, 0, 0, i, 0, NULL, NULL
         FROM (SELECT i, 10000000 + i * {GAP} + ((i * 7919) % 400) AS s FROM seq)"""

@@ -6,7 +6,8 @@ summaries as JSON, and a header naming the part format, the nsyskit version, the
 report list, so that a merge refuses parts of another version and names the ranks whose parts are missing.
 Statistics that do not merge by sums (medians, standard deviations) are per rank in every table, so the part
 keeps them whole; the run-level tables (top kernels, NCCL sizes, ranks) are computed from the per-rank rows at
-the merge, exactly as in one process.
+the merge, exactly as in one process. NCCL operations travel as each rank's digest: sums per group, and the sorted
+durations the run-level medians need (nsyskit.analysis.compute.nccldigest).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from nsyskit import __version__
+from nsyskit.analysis.compute.nccldigest import NcclDigest
 from nsyskit.analysis.compute.result import Analysis
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.present.timeline import RankTimeline, read_rank
@@ -30,7 +32,8 @@ from nsyskit.analysis.read.runinfo import not_profiled
 from nsyskit.analysis.trace import TABLE_KEYS, analyze_file, merge
 from nsyskit.errors import AnalysisError, NsyskitError, PartialAnalysis, UsageError
 
-PART_FORMAT = 1
+PART_FORMAT = 2  # 2: a rank's NCCL operations as their digest (nsyskit.analysis.compute.nccldigest), not a table
+NCCL_GROUPS, NCCL_DURATIONS = "nccl_groups", "nccl_durations"
 SUFFIX = ".part.npz"
 HEADER = "header"
 TIMELINE = "timeline"
@@ -47,9 +50,11 @@ def _encode(results: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     plain: list[dict[str, Any]] = []
     for index, result in enumerate(results):
         tables: dict[str, dict[str, str]] = {}
-        for key in TABLE_KEYS:
+        digest = result["nccl"]
+        arrays[f"{index}/{NCCL_DURATIONS}"] = digest.durations
+        for key, table in [*((k, result[k]) for k in TABLE_KEYS), (NCCL_GROUPS, digest.groups)]:
             kinds = tables[key] = {}
-            for column, values in result[key].columns.items():
+            for column, values in table.columns.items():
                 name = f"{index}/{key}/{column}"
                 if values.dtype == object and not all(map(_hashable, values.tolist())):
                     kinds[column] = "json"
@@ -66,7 +71,7 @@ def _encode(results: list[dict[str, Any]]) -> dict[str, np.ndarray]:
                     arrays[name] = values
         plain.append({
             "rank": result["rank"], "source": result["source"], "nsys_version": result["nsys_version"],
-            "summary": result["summary"], "warnings": result.get("warnings"), "tables": tables,
+            "summary": result["summary"], "warnings": result.get("warnings"), "tables": tables, "nccl": digest.sums,
         })  # fmt: skip
     arrays["results"] = np.asarray(json.dumps(plain))
     return arrays
@@ -96,6 +101,7 @@ def _decode(data: Any, plain: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     stored = values[stored]
                 columns[column] = stored
             result[key] = Table(columns)
+        result["nccl"] = NcclDigest(result.pop(NCCL_GROUPS), data[f"{index}/{NCCL_DURATIONS}"], item["nccl"])
         if item["warnings"] is not None:
             result["warnings"] = item["warnings"]
         results.append(result)

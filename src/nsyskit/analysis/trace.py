@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from nsyskit.analysis.compute import analyzers, nccl
-from nsyskit.analysis.compute.metrics import comm_share_by_rank, view_of
+from nsyskit.analysis.compute import analyzers, nccl, nccldigest
+from nsyskit.analysis.compute.metrics import comm_share_by_rank, view_of, window_steps, windowed_ranks
 from nsyskit.analysis.compute.projection import project
 from nsyskit.analysis.compute.result import Analysis, combine_kernel_summaries, concat, with_rank
 from nsyskit.analysis.compute.table import Table
@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 # The per-rank tables of analyze_file's results (all but the kernel summary carry a rank column).
-TABLE_KEYS = ("kernel_summary", "breakdown", "memcpy", "nvtx", "nvtx_gpu", "steps", "nccl_ops")
+TABLE_KEYS = ("kernel_summary", "breakdown", "memcpy", "nvtx", "nvtx_gpu", "steps")  # and "nccl": its NcclDigest
 RANKED_KEYS = TABLE_KEYS[1:]
 MAX_WORKERS = 8  # files analyzed at once: bounds peak memory (~0.3 GB per 2M-kernel rank)
 NVTX_GPU_TOP = 15  # user ranges shown in the NVTX GPU projection besides the example's
@@ -179,6 +179,8 @@ class RankTrace:
             kernel_summary, breakdown = kernel_tables.result()
         nvtx_summary, nvtx_gpu, nccl_ops, steps = nvtx_tables
         rank = self.rank
+        # The rank's window steps, as the run's view finds them (per rank: its own 'profile_window' range or warm-up)
+        in_window, _how = window_steps(with_rank(rank, steps), windowed_ranks(with_rank(rank, nvtx_summary)))
         window = int(breakdown["window_ns"].sum()) if len(breakdown) else 0
         busy = int(breakdown["busy_ns"].sum()) if len(breakdown) else 0
         comm = int(breakdown["comm_ns"].sum()) if len(breakdown) else 0
@@ -194,7 +196,7 @@ class RankTrace:
             "nvtx": with_rank(rank, nvtx_summary),
             "nvtx_gpu": with_rank(rank, nvtx_gpu),
             "steps": with_rank(rank, steps),
-            "nccl_ops": with_rank(rank, nccl_ops),
+            "nccl": nccldigest.digest(nccl_ops, in_window),
             "summary": {
                 "rank": rank,
                 "host": self.host,
@@ -284,7 +286,8 @@ def merge(
     analysis.top_kernels = combine_kernel_summaries(analysis.kernel_summaries)
     for name in RANKED_KEYS:
         setattr(analysis, name, concat([r[name] for r in results]))
-    analysis.nccl_sizes = nccl.nccl_size_summary(analysis.nccl_ops)
+    analysis.nccl = nccldigest.rollup({result["rank"]: result["nccl"] for result in results})
+    analysis.nccl_sizes = nccldigest.size_summary(analysis.nccl)
     if unprofiled_line:  # the ranks the run ran without nsys: absent from every table, named so no one reads them as idle
         analysis.warnings.append(unprofiled_line)
     # The ranks table's comm share is the findings' (on a CPU run: of the window's step time, not of GPU busy time).

@@ -9,7 +9,7 @@ import pytest
 from nsys_fixtures import Export, Kernel, Launch, Memop, Range, write_export
 
 from nsyskit.analysis.compute import analyzers, intervals
-from nsyskit.analysis.trace import analyze_run
+from nsyskit.analysis.trace import RankTrace, analyze_run, open_export
 
 NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm *, unsigned long, ncclWork *)"
 
@@ -91,7 +91,7 @@ def test_memcpy_by_kind(two_devices):
     assert rows["PtoP"]["bytes"] == 1000 and set(rows) == {"HtoD", "PtoP"}
 
 
-def test_steps_nvtx_and_nccl_sizes(two_devices):
+def test_steps_nvtx_and_nccl_sizes(two_devices, tmp_path):
     assert list(two_devices.steps["step"]) == [0, 1] and list(two_devices.steps["duration_ns"]) == [300, 100]
     names = set(two_devices.nvtx["name"])
     assert {
@@ -100,7 +100,11 @@ def test_steps_nvtx_and_nccl_sizes(two_devices):
         "ncclAllReduce@NCCL",
         "ncclAllGather",
     } <= names  # 'step 1' was a registered string (textId)
-    ops = {row["op"]: row for row in two_devices.nccl_ops.rows()}
+    reader = open_export(tmp_path / "job_rank_0.sqlite")  # the rank's operations, before its digest adds them up
+    ops = {row["op"]: row for row in RankTrace(0, reader.path, reader).nccl_operations().rows()}
+    reader.close()
+    sizes = {(row["op"], row["bucket"]): row for row in two_devices.nccl_sizes.rows()}
+    assert sizes["AllReduce", "1MB-16MB"]["count"] == 1 and sizes["AllReduce", "1MB-16MB"]["median_ns"] == 120
     # the AllReduce range launched the NCCL kernel [80,200) (correlation 77): its GPU time replaces the CPU time
     assert (
         ops["AllReduce"]["duration_ns"] == 120

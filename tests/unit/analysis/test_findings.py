@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from nsyskit.analysis.compute.metrics import RunView, per_rank, run_metrics, window_steps, windowed_ranks
+from nsyskit.analysis.compute.nccldigest import rollup_of_ops
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.judge import findings
 
@@ -66,7 +67,10 @@ def ops_table(rows: list[tuple[int, int, int, float]]) -> Table:
 
 
 def view(steps: Table, **tables) -> RunView:
+    """The run's view as the facade makes it, the NCCL operations given as one table added up as the merge does."""
     window, how = window_steps(steps, tables.pop("windowed", frozenset()))
+    if "nccl_ops" in tables:
+        tables["nccl"] = rollup_of_ops(tables.pop("nccl_ops"), window)
     return RunView(steps=window, all_steps=steps, window_source=how, **tables)
 
 

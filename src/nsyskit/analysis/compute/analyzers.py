@@ -14,7 +14,6 @@ from nsyskit.analysis.compute.nccl import (  # noqa: F401  (their home moved to 
     SIZE_BUCKETS,
     UNKNOWN_SIZE,
     nccl_operations,
-    nccl_size_summary,
     payload_sizes,
     size_bucket,
 )

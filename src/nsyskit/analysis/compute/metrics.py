@@ -9,15 +9,14 @@ Everything here is a pure function over the analysis tables, so findings, the re
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 
+from nsyskit.analysis.compute.nccldigest import NcclRollup
 from nsyskit.analysis.compute.table import Table, rows_by_rank
 
 WINDOW_NAME = "profile_window"  # the example's NVTX range around its --profile-steps (workload/markers.py)
 WARMUP_STEPS = 1  # steps dropped per rank when the run marks no profile window (and has more than this many + 1)
-SMALL_BUCKET = "<64KB"
 
 # name -> (short label, what it is): the metrics a diff compares and --fail-on gates (all: higher is worse).
 METRICS = {
@@ -39,7 +38,7 @@ class RunView:
     steps: Table  # rank, step, start_ns, duration_ns (profiled window only)
     all_steps: Table  # every step, warm-up included
     breakdown: Table | None = None
-    nccl_ops: Table | None = None  # rank, op, start_ns, duration_ns, size_bytes, bucket
+    nccl: NcclRollup | None = None  # the ranks' NCCL operations added up (nsyskit.analysis.compute.nccldigest)
     memcpy: Table | None = None
     window_source: str = "none"  # 'profile_window', 'warm-up dropped' or 'none'
 
@@ -53,10 +52,11 @@ class RunView:
         """Whether any GPU activity was recorded."""
         return self.breakdown is not None and len(self.breakdown) > 0
 
-    @cached_property
-    def window_ops(self) -> Table | None:
-        """The NCCL operations that start inside one of the window's steps (the findings ask several times)."""
-        return ops_in_steps(self.nccl_ops, self.steps)
+    @property
+    def has_window_ops(self) -> bool:
+        """Whether the window's NCCL operations were looked for: the run has operations and window steps (then a
+        rank without any counts 0 communication)."""
+        return self.nccl is not None and self.nccl.sums["count"] > 0 and len(self.steps) > 0
 
 
 def _empty_steps() -> Table:
@@ -99,46 +99,18 @@ def view_of(analysis) -> RunView:
         steps=steps,
         all_steps=analysis.steps if analysis.steps is not None else _empty_steps(),
         breakdown=analysis.breakdown,
-        nccl_ops=_ops_with_rank(analysis.nccl_ops),
+        nccl=analysis.nccl,
         memcpy=analysis.memcpy,
         window_source=how,
     )
-
-
-def _ops_with_rank(ops: Table | None) -> Table | None:
-    return ops if ops is None or "rank" in ops or not len(ops) else None
-
-
-def ops_in_steps(ops: Table | None, steps: Table) -> Table | None:
-    """The NCCL operations that start inside one of the given steps of their rank."""
-    if ops is None or not len(ops) or not len(steps):
-        return None
-    keep = np.zeros(len(ops), dtype=bool)
-    op_rows = rows_by_rank(ops["rank"])
-    for rank, step_rows in rows_by_rank(steps["rank"]).items():
-        mine = op_rows.get(rank)
-        if mine is None:
-            continue
-        order = np.argsort(steps["start_ns"][step_rows])
-        starts = steps["start_ns"][step_rows][order]
-        ends = (steps["start_ns"] + steps["duration_ns"])[step_rows][order]
-        op_starts = ops["start_ns"][mine]
-        slot = np.searchsorted(starts, op_starts, side="right") - 1
-        valid = slot >= 0
-        inside = np.zeros(len(mine), dtype=bool)
-        inside[valid] = op_starts[valid] < ends[slot[valid]]
-        keep[mine] = inside
-    return ops.take(keep)
 
 
 def per_rank(view: RunView) -> Table:
     """Per rank over the window: median step, work (step minus communication), compute, communication, host (ns)."""
     ranks = view.ranks
     rows: dict[str, list[float]] = {n: [] for n in ("step_ns", "comm_ns", "compute_ns", "host_ns", "work_ns", "steps")}
-    ops = view.window_ops
     step_rows, gpu_rows, all_rows = (rows_by_rank(t["rank"]) if t is not None else {}
                                      for t in (view.steps, view.breakdown if view.has_gpu else None, view.all_steps))  # fmt: skip
-    op_rows = rows_by_rank(ops["rank"]) if ops is not None else {}
     empty = np.empty(0, dtype=np.int64)
     for rank in ranks:
         mine = view.steps["duration_ns"][step_rows.get(int(rank), empty)]
@@ -151,8 +123,8 @@ def per_rank(view: RunView) -> Table:
             comm = float(gpu["comm_ns"].sum()) / all_count
             compute = float(gpu["compute_ns"].sum()) / all_count
             busy = float(gpu["busy_ns"].sum()) / all_count
-        elif ops is not None and count:
-            comm = float(ops["duration_ns"][op_rows.get(int(rank), empty)].sum()) / count
+        elif view.has_window_ops and count:
+            comm = float(view.nccl.window_ns(int(rank))) / count
         host = step - busy if not np.isnan(busy) else step - (0.0 if np.isnan(comm) else comm)
         rows["steps"].append(count)
         rows["step_ns"].append(step)
@@ -180,17 +152,15 @@ def step_cv_by_rank(steps: Table) -> dict[int, float]:
     return found
 
 
-def small_message_share(ops: Table | None) -> float:
-    """Percent of NCCL operation time spent on messages under 64 KB (NaN when no op has a known size)."""
-    if ops is None or not len(ops):
+def small_message_share(view: RunView) -> float:
+    """Percent of NCCL operation time spent on messages under 64 KB, over the window's operations (else all of them;
+    NaN when none has a known size)."""
+    if view.nccl is None:
         return float("nan")
-    known = ops["bucket"] != "unknown"
-    total = float(ops["duration_ns"][known].sum())
-    return (
-        float(ops["duration_ns"][known & (ops["bucket"] == SMALL_BUCKET)].sum()) * 100.0 / total
-        if total
-        else float("nan")
-    )
+    sums = view.nccl.sums
+    prefix = "window_" if view.has_window_ops else ""
+    total = float(sums[prefix + "known_ns"]) if sums[prefix + "count"] else 0.0
+    return float(sums[prefix + "small_ns"]) * 100.0 / total if total else float("nan")
 
 
 def comm_share_by_rank(view: RunView) -> dict[int, float]:
@@ -198,10 +168,8 @@ def comm_share_by_rank(view: RunView) -> dict[int, float]:
     (GPU runs) or of the window's step time (CPU runs: the NCCL-domain ranges the example marks on gloo too)."""
     shares: dict[int, float] = {}
     empty = np.empty(0, dtype=np.int64)
-    ops = None if view.has_gpu else view.window_ops
     gpu_rows = rows_by_rank(view.breakdown["rank"]) if view.has_gpu else {}
     step_rows = rows_by_rank(view.steps["rank"])
-    op_rows = rows_by_rank(ops["rank"]) if ops is not None else {}
     for rank in view.ranks:
         if view.has_gpu:
             gpu = view.breakdown.take(gpu_rows.get(int(rank), empty))
@@ -209,7 +177,7 @@ def comm_share_by_rank(view: RunView) -> dict[int, float]:
             shares[int(rank)] = float(gpu["comm_ns"].sum()) * 100.0 / busy if busy else float("nan")
             continue
         steps = float(view.steps["duration_ns"][step_rows.get(int(rank), empty)].sum())
-        comm = float(ops["duration_ns"][op_rows.get(int(rank), empty)].sum()) if ops is not None else float("nan")
+        comm = float(view.nccl.window_ns(int(rank))) if view.has_window_ops else float("nan")
         shares[int(rank)] = comm * 100.0 / steps if steps and not np.isnan(comm) else float("nan")
     return shares
 
@@ -220,11 +188,10 @@ def run_metrics(view: RunView) -> dict[str, float]:
     ranks = per_rank(view)
     cvs = step_cv_by_rank(view.steps)
     breakdown = view.breakdown if view.has_gpu else None
-    ops = view.window_ops
     if breakdown is not None:
         comm_share = float(breakdown["comm_ns"].sum()) * 100.0 / max(float(breakdown["busy_ns"].sum()), 1.0)
-    elif ops is not None and len(durations):
-        comm_share = float(ops["duration_ns"].sum()) * 100.0 / float(durations.sum())
+    elif view.has_window_ops and len(durations):
+        comm_share = float(view.nccl.sums["window_ns"]) * 100.0 / float(durations.sum())
     else:
         comm_share = float("nan")
     return {
@@ -236,6 +203,6 @@ def run_metrics(view: RunView) -> dict[str, float]:
         "exposed_comm": _mean(breakdown["exposed_comm_pct"]) if breakdown is not None else float("nan"),
         "comm_share": comm_share,
         "gpu_idle": _mean(breakdown["idle_pct"]) if breakdown is not None else float("nan"),
-        "small_msg_comm": small_message_share(ops if ops is not None else view.nccl_ops),
+        "small_msg_comm": small_message_share(view),
         "nccl_time_per_step": _mean(ranks["comm_ns"]) if len(ranks) else float("nan"),
     }

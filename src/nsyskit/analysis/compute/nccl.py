@@ -143,37 +143,3 @@ def _nccl_kernel_mask(kernels: Intervals, names: Mapping[int, str]) -> np.ndarra
     return np.isin(kernels.extra.get("name", np.empty(0, dtype=np.int64)), ids)
 
 
-def nccl_size_summary(ops: Table) -> Table:
-    """Per collective, origin and message-size bucket: count, total/average/median duration, total bytes."""
-    columns = ("op", "origin", "bucket", "count", "total_ns", "avg_ns", "median_ns", "bytes")
-    if ops is None or not len(ops):
-        return Table({c: np.empty(0, dtype=object if c in ("op", "origin", "bucket") else np.float64) for c in columns})
-    origin = ops["origin"] if "origin" in ops else np.full(len(ops), "nccl-nvtx", dtype=object)
-    # Group by small integer codes of the three text columns (each has a handful of values): no per-op key string
-    (ops_seen, op_code), (origins_seen, origin_code), (buckets_seen, bucket_code) = (
-        factorize(ops["op"]), factorize(origin), factorize(ops["bucket"])
-    )
-    combined = (op_code * len(origins_seen) + origin_code) * len(buckets_seen) + bucket_code
-    unique, inverse = np.unique(combined, return_inverse=True)
-    order = np.lexsort((ops["duration_ns"], inverse))
-    grouped, durations = inverse[order], ops["duration_ns"][order].astype(np.float64)
-    firsts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
-    counts = np.diff(np.r_[firsts, len(grouped)])
-    totals = np.add.reduceat(durations, firsts)
-    medians = (durations[firsts + (counts - 1) // 2] + durations[firsts + counts // 2]) / 2.0
-    sizes = ops["size_bytes"][order]
-    known = np.add.reduceat((~np.isnan(sizes)).astype(np.int64), firsts)
-    nbytes = np.where(known > 0, np.add.reduceat(np.nan_to_num(sizes), firsts), np.nan)
-    parts = [
-        (ops_seen[c // (len(origins_seen) * len(buckets_seen))], origins_seen[c // len(buckets_seen) % len(origins_seen)],
-         buckets_seen[c % len(buckets_seen)])
-        for c in unique.tolist()
-    ]  # fmt: skip
-    bucket_rank = {label: i for i, (label, _, _) in enumerate(SIZE_BUCKETS)}
-    table = Table({
-        "op": np.asarray([p[0] for p in parts], dtype=object), "origin": np.asarray([p[1] for p in parts], dtype=object),
-        "bucket": np.asarray([p[2] for p in parts], dtype=object), "count": counts.astype(np.int64),
-        "total_ns": totals.astype(np.int64), "avg_ns": totals / counts, "median_ns": medians, "bytes": nbytes,
-    })  # fmt: skip
-    order = sorted(range(len(parts)), key=lambda i: (parts[i][0], parts[i][1], bucket_rank.get(parts[i][2], 99)))
-    return table.take(np.asarray(order, dtype=np.int64))

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from nsyskit.analysis.compute.kernelnames import short_names
+from nsyskit.analysis.compute.nccldigest import NcclRollup
 from nsyskit.analysis.compute.table import Table
 
 JSON_ROWS = 100  # rows per table in analysis.json / --json; the count of the rest is in "more_rows"
@@ -28,7 +29,7 @@ class Analysis:
     nvtx: Table | None = None
     nvtx_gpu: Table | None = None
     steps: Table | None = None
-    nccl_ops: Table | None = None
+    nccl: NcclRollup | None = None  # the ranks' NCCL operations, added up exactly (no table of every operation)
     nccl_sizes: Table | None = None
     ranks: Table | None = None
     warnings: list[str] = field(default_factory=list)

@@ -13,7 +13,7 @@ import numpy as np
 
 from nsyskit.analysis.compute import units
 from nsyskit.analysis.compute.analyzers import over_the_others, stragglers
-from nsyskit.analysis.compute.metrics import SMALL_BUCKET, RunView, per_rank, run_metrics, step_cv_by_rank
+from nsyskit.analysis.compute.metrics import RunView, per_rank, run_metrics, step_cv_by_rank
 
 EXPOSED_COMM_PCT = 10.0  # communication not hidden by compute, % of the GPU window
 CPU_COMM_SHARE_PCT = 20.0  # CPU runs (no GPU intervals to overlap): communication % of step time
@@ -121,7 +121,7 @@ def small_messages(view: RunView) -> Finding | None:
     value = run_metrics(view)["small_msg_comm"]
     if np.isnan(value) or value <= SMALL_MESSAGE_PCT:
         return None
-    count = int((view.nccl_ops["bucket"] == SMALL_BUCKET).sum())
+    count = view.nccl.sums["small_count"]
     return Finding(
         "small_messages", "warning",
         f"{units.percent(value)} of NCCL time goes to {count:,} messages under 64 KB",

@@ -242,7 +242,7 @@ def communication(analysis: Analysis, data: Callable[[], dict]) -> Section:
     def html(folder: Path, top: int) -> dict:
         from nsyskit.analysis.present import plots
 
-        png = plots.nccl_size_histograms(analysis.nccl_ops)
+        png = plots.nccl_size_histograms(analysis.nccl)
         return {
             "figures": figure("NCCL durations per message size", png, folder, "nccl_sizes.png"),
             "tables": [table_data(analysis.nccl_sizes, empty=NO_COLLECTIVES)],

@@ -1,0 +1,76 @@
+"""The NCCL digest: a rank's operations reduced exactly (sums, sorted durations), and the run's roll-up of them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nsyskit.analysis.compute import nccldigest
+from nsyskit.analysis.compute.nccl import size_buckets
+from nsyskit.analysis.compute.table import Table
+
+
+def ops(rank: int, durations, sizes, starts=None, op="AllReduce") -> Table:
+    durations = np.asarray(durations, dtype=np.int64)
+    sizes = np.asarray(sizes, dtype=np.float64)
+    return Table({
+        "rank": np.full(len(durations), rank, dtype=np.int64), "op": np.full(len(durations), op, dtype=object),
+        "origin": np.full(len(durations), "nccl-nvtx", dtype=object),
+        "start_ns": np.asarray(starts if starts is not None else np.arange(len(durations)) * 10, dtype=np.int64),
+        "duration_ns": durations, "size_bytes": sizes, "bucket": size_buckets(sizes),
+    })  # fmt: skip
+
+
+def no_steps() -> Table:
+    return Table({n: np.empty(0, dtype=np.int64) for n in ("rank", "step", "start_ns", "duration_ns")})
+
+
+@pytest.mark.parametrize("search", [False, True], ids=["joined", "searched"])
+def test_run_medians_are_those_of_every_duration_whichever_way_they_are_found(search, monkeypatch):
+    if search:  # the way of a 1,024-rank merge: no array of all the values
+        monkeypatch.setattr(nccldigest, "CONCAT_BYTES", 0)
+    rng = np.random.default_rng(7)
+    per_rank = [rng.integers(1_000, 5_000_000, size=n) for n in (1, 2, 999, 1000, 4096)]
+    per_rank.append(np.asarray([1 << 33, 5, 5, 7]))  # one rank's durations beyond uint32: kept as int64
+    total = nccldigest.rollup_of_ops(
+        Table({k: np.concatenate([ops(r, d, np.full(len(d), 4096.0))[k] for r, d in enumerate(per_rank)])
+               for k in ops(0, [1], [1.0]).names}), no_steps())  # fmt: skip
+    [row] = list(nccldigest.size_summary(total).rows())
+    every = np.concatenate(per_rank)
+    assert row["count"] == len(every) and row["total_ns"] == int(every.sum())
+    assert row["median_ns"] == float(np.median(every.astype(np.float64)))
+    even = np.concatenate(per_rank[:-1])
+    total_even = nccldigest.rollup({r: nccldigest.digest(ops(r, d, np.full(len(d), 4096.0)), no_steps())
+                                    for r, d in enumerate(per_rank[:-1])})  # fmt: skip
+    assert len(even) % 2 == 0 and next(nccldigest.size_summary(total_even).rows())["median_ns"] == float(np.median(even))
+    kept = [d.durations.dtype for d in total.digests]
+    assert kept[:-1] == [np.dtype(np.uint32)] * 5 and kept[-1] == np.dtype(np.int64)
+
+
+def test_groups_bytes_and_unknown_sizes():
+    one = nccldigest.digest(ops(0, [10, 20, 30, 40], [100.0, np.nan, 2e6, 3e6]), no_steps())
+    table = nccldigest.size_summary(nccldigest.rollup({0: one}))
+    rows = {(r["op"], r["bucket"]): r for r in table.rows()}
+    assert rows["AllReduce", "<64KB"]["bytes"] == 100.0
+    assert np.isnan(table["bytes"][list(table["bucket"]).index("unknown")])  # no size known: no bytes, not 0
+    assert rows["AllReduce", "1MB-16MB"] | {} == {"op": "AllReduce", "origin": "nccl-nvtx", "bucket": "1MB-16MB",
+                                                  "count": 2, "total_ns": 70, "avg_ns": 35.0, "median_ns": 35.0,
+                                                  "bytes": 5e6}  # fmt: skip
+    assert one.sums["small_count"] == 1 and one.sums["known_ns"] == 80 and one.sums["small_ns"] == 10
+
+
+def test_window_sums_count_the_operations_that_start_inside_a_step():
+    steps = Table({"rank": np.zeros(2, dtype=np.int64), "step": np.arange(2), "start_ns": np.asarray([0, 100]),
+                   "duration_ns": np.asarray([50, 50])})  # fmt: skip
+    one = nccldigest.digest(ops(0, [5, 6, 7, 8], [10.0, 10.0, 1e6, np.nan], starts=[10, 60, 120, 149]), steps)
+    assert (one.sums["window_count"], one.sums["window_ns"]) == (3, 5 + 7 + 8)  # 60 falls between the steps
+    assert (one.sums["window_known_ns"], one.sums["window_small_ns"]) == (12, 5)
+
+
+def test_the_histogram_counts_as_numpy_does_over_every_value():
+    rng = np.random.default_rng(3)
+    arrays = [np.sort(rng.integers(100, 10_000_000, size=n)) for n in (10, 500, 3333)]
+    every = np.concatenate(arrays) / 1e3
+    counts, edges = nccldigest.histogram(arrays, 1e3, 17)
+    expected, expected_edges = np.histogram(every, bins=17)
+    assert counts.tolist() == expected.tolist() and np.array_equal(edges, expected_edges)
