@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import shlex
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -129,10 +130,19 @@ def parts_done(plan: AnalysisPlan) -> int:
 
 
 def count_elements(plan: AnalysisPlan) -> str:
-    """'16 reports in 16 elements' / '1,024 reports in 256 elements of 4'."""
+    """'16 report(s) in 16 element(s)' / '1,024 report(s) in 256 element(s) of up to 4, at most 32 at once'."""
     per = math.ceil(len(plan.reports) / plan.elements)
     shape = f" of up to {per}" if per > 1 else ""
-    return f"{len(plan.reports):,} report(s) in {plan.elements} element(s){shape}"
+    cap = f", at most {plan.max_parallel} at once" if plan.max_parallel else ""
+    return f"{len(plan.reports):,} report(s) in {plan.elements} element(s){shape}{cap}"
+
+
+def record_submitted(plan: AnalysisPlan, map_id: str, merge_id: str, **more: object) -> None:
+    """What was submitted, in the run's analysis-jobs/job.json: the two jobs, the map's shape, when, where parts go."""
+    from nsyskit.jobdir import write_record
+
+    write_record(plan.folder, map_id=map_id, merge_id=merge_id, reports=len(plan.reports), elements=plan.elements,
+                 submitted=time.time(), parts=str(plan.parts), **more)  # fmt: skip
 
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nsyskit import console
-from nsyskit.clusteranalysis import AnalysisPlan, clear_parts, count_elements, index_list, parts_done
+from nsyskit.clusteranalysis import AnalysisPlan, clear_parts, count_elements, index_list, parts_done, record_submitted
 from nsyskit.config import Config
 from nsyskit.errors import ConfigError, ConfigErrors, JobError, PartialAnalysis
 from nsyskit.jobdir import write_record
@@ -112,17 +112,14 @@ def submit(cfg: Config, root: Path, plan: AnalysisPlan) -> Submitted:
     clear_parts(plan)
     kubectl.run(f"submitting the analysis Jobs {map_name}, {merge_name} ({path})",
                 kubectl.command("apply", "-f", str(path), namespace=cfg.k8s_namespace))  # fmt: skip
-    write_record(plan.folder, map_id=map_name, merge_id=merge_name, namespace=cfg.k8s_namespace,
-                 reports=len(plan.reports), elements=plan.elements, submitted=time.time(), parts=str(plan.parts))  # fmt: skip
+    record_submitted(plan, map_name, merge_name, namespace=cfg.k8s_namespace)
     return Submitted(map_name, merge_name, cfg.k8s_namespace)
 
 
 def submitted_lines(plan: AnalysisPlan, jobs: Submitted) -> list[str]:
     """What the user reads after applying: the Job names, where the report will be, how to follow."""
     return [
-        f"map: Indexed Job {jobs.map_id}, {count_elements(plan)}"
-        + (f", at most {plan.max_parallel} at once" if plan.max_parallel else "")
-        + f" (namespace {jobs.namespace}); logs: kubectl logs -n {jobs.namespace} -l job-name={jobs.map_id}",
+        f"map: Indexed Job {jobs.map_id}, {count_elements(plan)} (namespace {jobs.namespace}); logs: kubectl logs -n {jobs.namespace} -l job-name={jobs.map_id}",
         f"merge: Job {jobs.merge_id}, once every part is in {plan.parts}; logs: kubectl logs -n {jobs.namespace} "
         f"job/{jobs.merge_id}",
         f"report: {plan.run / 'report.html'} once the merge ends (follow: kubectl get jobs -n {jobs.namespace} "

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nsyskit import console
-from nsyskit.clusteranalysis import AnalysisPlan, clear_parts, count_elements, parts_done, words
+from nsyskit.clusteranalysis import AnalysisPlan, clear_parts, count_elements, parts_done, record_submitted, words
 from nsyskit.config import Config
 from nsyskit.errors import ConfigError, ConfigErrors, JobError, PartialAnalysis
 from nsyskit.jobdir import write_record
@@ -111,17 +111,14 @@ def submit(cfg: Config, root: Path, plan: AnalysisPlan) -> Submitted:
     except BaseException:
         scheduler.cancel(cfg, map_id)  # a map whose merge was never queued would leave parts and no report
         raise
-    write_record(plan.folder, map_id=map_id, merge_id=merge_id, reports=len(plan.reports), elements=plan.elements,
-                 submitted=time.time(), parts=str(plan.parts))  # fmt: skip
+    record_submitted(plan, map_id, merge_id)
     return Submitted(map_id, merge_id)
 
 
 def submitted_lines(plan: AnalysisPlan, jobs: Submitted) -> list[str]:
     """What the user reads after submitting: the job ids, where the logs and the report will be, how to follow."""
     return [
-        f"map: Slurm array job {jobs.map_id}, {count_elements(plan)}"
-        + (f", at most {plan.max_parallel} at once" if plan.max_parallel else "")
-        + f"; logs: {plan.folder / MAP_LOG.replace('%A', jobs.map_id).replace('%a', '<i>')}",
+        f"map: Slurm array job {jobs.map_id}, {count_elements(plan)}; logs: {plan.folder / MAP_LOG.replace('%A', jobs.map_id).replace('%a', '<i>')}",
         f"merge: Slurm job {jobs.merge_id}, after every map element succeeds (afterok); "
         f"log: {plan.folder / MERGE_LOG.replace('%j', jobs.merge_id)}",
         f"report: {plan.run / 'report.html'} once the merge ends (follow: squeue --jobs {jobs.map_id},{jobs.merge_id})",
