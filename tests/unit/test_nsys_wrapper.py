@@ -218,3 +218,51 @@ def test_ncu_rank_end_to_end_without_a_gpu_says_so_in_one_line_and_succeeds(tmp_
     assert status["problems"] == [] and status["notes"][0].startswith("ncu recorded no kernel")
     # Named like every other report of the rank: the .cmd beside it has the same base name.
     assert Path(status["command"][4].removeprefix("--export=") + ".cmd").read_text().startswith("ncu --set=roofline")
+
+
+# ---- an nsys that fails to start (Debian's 2022.4 under load): started again only when nothing ran ----------
+
+FAKE_NSYS = '''#!/usr/bin/env python3
+"""A stand-in for 'nsys profile': attempt N does what the word N of $FAKE_PLAN says (fail, ran-no-report, ok)."""
+import os, re, subprocess, sys
+count_file = os.environ["FAKE_COUNT"]
+attempt = len(open(count_file).read()) if os.path.exists(count_file) else 0
+open(count_file, "a").write("x")
+plan = os.environ["FAKE_PLAN"].split()
+what = plan[min(attempt, len(plan) - 1)]
+if what == "fail":
+    print("Connection to the Agent lost", file=sys.stderr)
+    sys.exit(0)
+args = sys.argv[2:]
+output = next(a.split("=", 1)[1] for a in args if a.startswith("--output="))
+app = [a for a in args if not a.startswith("--")]
+code = subprocess.run(app).returncode
+if what == "ok":
+    open(re.sub(r"%q\\{(\\w+)\\}", lambda m: os.environ[m[1]], output) + ".nsys-rep", "w").write("report")
+sys.exit(code)
+'''
+
+
+@pytest.mark.parametrize(
+    ("plan", "runs", "code", "restarts"),
+    [
+        ("fail fail ok", 1, 0, 2),  # started again until the application ran
+        ("fail fail fail fail", 0, 3, 2),  # at most three starts, then the problem as before
+        ("ran-no-report ok", 1, 3, 0),  # the application ran: never run twice, even with no report
+    ],
+)
+def test_nsys_that_ends_before_the_application_ran_is_started_again(tmp_path, plan, runs, code, restarts):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nsys").write_text(FAKE_NSYS)
+    (bin_dir / "nsys").chmod(0o755)
+    reports, ran = tmp_path / "reports", tmp_path / "ran"
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_PLAN": plan, "FAKE_COUNT": str(tmp_path / "count"),
+           "NSYSKIT_EXPORT": "none", "NSYSKIT_TMPDIR": str(tmp_path / "tmp")}  # fmt: skip
+    # The application runs long enough to be seen (one that ends between two looks may run again).
+    app = f"import time; open({str(ran)!r}, 'a').write('x'); time.sleep(0.5)"
+    done = run_wrapper(reports, env, sys.executable, "-c", app)
+    assert (ran.read_text() if ran.exists() else "") == "x" * runs
+    assert done.returncode == code, done.stderr
+    assert done.stderr.count("before starting the application and left no report; starting it again") == restarts
+    assert (status_of(reports)["report"] is not None) == (code == 0)
