@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import fcntl
 import importlib.machinery
 import importlib.util
 import json
+import os
 import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -266,3 +269,26 @@ def test_nsys_that_ends_before_the_application_ran_is_started_again(tmp_path, pl
     assert done.returncode == code, done.stderr
     assert done.stderr.count("before starting the application and left no report; starting it again") == restarts
     assert (status_of(reports)["report"] is not None) == (code == 0)
+
+
+def test_a_rank_told_to_end_while_waiting_for_the_start_lock_starts_nothing(tmp_path):
+    tmpdir, ran = tmp_path / "tmp", tmp_path / "ran"
+    tmpdir.mkdir()
+    lock = os.open(tmpdir / wrapper.START_LOCK, os.O_CREAT | os.O_RDWR)
+    fcntl.flock(lock, fcntl.LOCK_EX)  # another rank of the node is starting its nsys
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "NSYSKIT_REPORT_DIR": str(tmp_path), "NSYSKIT_JOB_ID": "p1",
+           "RANK": "0", "LOCAL_RANK": "0", "NSYSKIT_TMPDIR": str(tmpdir), "NSYSKIT_EXPORT": "none"}  # fmt: skip
+    app = [sys.executable, "-c", f"open({str(ran)!r}, 'w').write('x')"]
+    rank = subprocess.Popen([sys.executable, str(WRAPPER_PATH), *app], env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not list(tmp_path.glob("*.cmd")) and time.monotonic() < deadline:  # written just before the start
+        time.sleep(0.05)
+    time.sleep(1.0)  # its signal handlers are set right after; it now waits for the lock
+    rank.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    os.close(lock)
+    _out, err = rank.communicate(timeout=60)
+    assert rank.returncode == 128 + signal.SIGTERM, err
+    assert not ran.exists()
+    status = status_of(tmp_path)
+    assert status["signal"] == "SIGTERM" and status["report"] is None
