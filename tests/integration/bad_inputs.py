@@ -44,6 +44,20 @@ class Case:
     modes: dict[str, int] = field(default_factory=dict)
     nobody: bool = False
     drop: tuple[str, ...] = ()  # project entries removed from the copy (e.g. templates)
+    absent: tuple[str, ...] = ()  # commands this user's machine lacks (a login node with no Slurm client, no enroot)
+
+
+def path_without(names: tuple[str, ...], folder: Path) -> str:
+    """A PATH of one folder that links every command of BASE_ENV's PATH but `names`: a machine without them, even
+    where this one has them (a test machine with Slurm and enroot built)."""
+    folder.mkdir()
+    for directory in reversed(BASE_ENV["PATH"].split(":")):  # the first directory of PATH wins, as in a lookup
+        for entry in Path(directory).iterdir() if Path(directory).is_dir() else ():
+            if entry.name not in names and os.access(entry, os.X_OK) and not entry.is_dir():
+                link = folder / entry.name
+                link.unlink(missing_ok=True)
+                link.symlink_to(entry)
+    return str(folder)
 
 
 def project_copy() -> Path:
@@ -95,6 +109,8 @@ def run_case(case: Case, http_404: str = "", timeout: float = 120) -> subprocess
         # The project on the cluster's shared file system, as Slurm users keep it (a case may say otherwise).
         env: dict[str, str | bytes] = {**BASE_ENV, "HOME": str(home), "NSYSKIT_SLURM_SHARED_DIR": str(project), **case.env}
         env = {k: v.replace(HTTP_404, http_404) if isinstance(v, str) else v for k, v in env.items()}
+        if case.absent:
+            env["PATH"] = path_without(case.absent, project / "bin")
         argv = [*(AS_NOBODY if case.nobody else []), str(INVOKE), *shlex.split(case.args)]
         environb = {os.fsencode(k): v if isinstance(v, bytes) else os.fsencode(v) for k, v in env.items()}
         result = subprocess.run(argv, cwd=project, env=environb, capture_output=True, timeout=timeout)

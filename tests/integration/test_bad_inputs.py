@@ -32,6 +32,8 @@ pytestmark = pytest.mark.engine  # some cases need the Docker engine (run, push,
 SECRET = f"/tmp/nsyskit-battery-secret-{os.getpid()}.bin"
 EMPTY_IMAGE = {"NSYSKIT_REGISTRY": "", "NSYSKIT_IMAGE": "nsyskit-battery", "NSYSKIT_TAG": f"empty-{os.getpid()}"}  # imported by the fixture  # a file nobody may see but not read (made by the fixture)
 
+SLURM_CLIENT = ("sbatch", "scontrol", "squeue", "sacct", "scancel", "sinfo", "srun")  # a login node without them
+
 CASES = [
     # --- .env and profiles: not text, unreadable, a folder, lines that are not KEY=value, bad names ---
     Case("env-not-utf8", BUILD, (".env", "UTF-8", "fix"), files={".env": b"TAG=caf\xe9\n"}),
@@ -186,12 +188,12 @@ CASES = [
     Case("jobs-is-a-file", SLURM, ("jobs", "fix"), files={"jobs": "x"}),
     Case("jobs-not-writable", K8S, ("jobs", "Permission denied", "writable"), nobody=True),
     Case("status-no-slurm-client", "status --slurm", ("scontrol", "SLURM_SUBMIT_PREFIX"),
-         files={"jobs/slurm-x/job.json": '{"job_id": "12"}', "jobs/last-slurm": "slurm-x\n"}),
+         files={"jobs/slurm-x/job.json": '{"job_id": "12"}', "jobs/last-slurm": "slurm-x\n"}, absent=SLURM_CLIENT),
     Case("collect-no-slurm-client", "collect --slurm", ("scontrol", "SLURM_SUBMIT_PREFIX"),
-         files={"jobs/slurm-x/job.json": '{"job_id": "12"}', "jobs/last-slurm": "slurm-x\n"}),
+         files={"jobs/slurm-x/job.json": '{"job_id": "12"}', "jobs/last-slurm": "slurm-x\n"}, absent=SLURM_CLIENT),
     # --- enroot and cluster setup ---
     Case("enroot-credentials-not-ecr", "enroot-credentials", ("REGISTRY", "localhost:5000", "ECR")),
-    Case("enroot-import-missing", "enroot-import", ("enroot", "fix")),
+    Case("enroot-import-missing", "enroot-import", ("enroot", "fix"), absent=("enroot",)),
     Case("operator-manifest-missing", "k8s-setup", ("K8S_MPI_OPERATOR_MANIFEST", "nope.yaml", "fix"), env={"NSYSKIT_K8S_MPI_OPERATOR_MANIFEST": "nope.yaml"}),
     Case("operator-manifest-folder", "k8s-setup", ("K8S_MPI_OPERATOR_MANIFEST", "k8s", "fix"), env={"NSYSKIT_K8S_MPI_OPERATOR_MANIFEST": "k8s"}),
     # --- the long-running container ---
