@@ -51,6 +51,12 @@ class AnalysisPlan:
         """The reports array element `element` maps (every `elements`-th from its index, as analyze-part takes them)."""
         return self.reports[element :: self.elements]
 
+    def named_reports(self, element: int) -> str:
+        """'rank_0.sqlite, rank_256.sqlite and 2 more': the reports of one element, for an error line."""
+        reports = self.reports_of(element)
+        more = f" and {len(reports) - 2} more" if len(reports) > 2 else ""
+        return ", ".join(path.name for path in reports[:2]) + more
+
     def map_arguments(self) -> list[str]:
         """analyze-part's arguments but the element's --array-index, which each engine gives its own way."""
         words = ["analyze-part", str(self.run), "--out", str(self.parts), "--array-size", str(self.elements)]
@@ -143,7 +149,6 @@ def record_submitted(plan: AnalysisPlan, map_id: str, merge_id: str, **more: obj
 
     write_record(plan.folder, map_id=map_id, merge_id=merge_id, reports=len(plan.reports), elements=plan.elements,
                  submitted=time.time(), parts=str(plan.parts), **more)  # fmt: skip
-
 
 
 def submit_and_follow(runner, cfg, root: Path, plan: AnalysisPlan, wait: bool, dry_run: bool = False) -> list[str]:

@@ -131,6 +131,21 @@ def test_a_run_off_the_shared_file_system_is_refused_before_anything_is_written(
     assert [p.key for p in pyxis] == ["SLURM_CONTAINER_IMAGE"]  # registry without REGISTRY: nothing to pull
 
 
+def test_a_run_whose_squashfs_image_is_gone_is_refused_before_submitting(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "a_rank_0.sqlite").write_bytes(b"")
+    sqsh = tmp_path / "kit.sqsh"
+    (run / "run.json").write_text(json.dumps({"schema_version": 2, "run_id": "run", "target": "slurm", "image": str(sqsh),
+                                              "details": {"mode": "pyxis"}}))  # fmt: skip
+    settings = config("host", SLURM_SHARED_DIR=str(tmp_path))
+    [problem] = analysis.problems(settings, make_plan(run))
+    assert problem.key == "image" and problem.value == str(sqsh) and "does not exist" in problem.one_line()
+    assert f"enroot import -o {sqsh}" in problem.one_line()
+    sqsh.write_bytes(b"hsqs")  # there again: nothing in the way
+    assert analysis.problems(settings, make_plan(run)) == []
+
+
 def test_bad_plans_are_one_line(tmp_path):
     with pytest.raises(UsageError, match="is not a run folder"):
         make_plan(tmp_path / "nowhere")

@@ -186,9 +186,7 @@ def _failure(plan: AnalysisPlan, jobs: Submitted, status: dict) -> str:
     failed = index_list(status.get("failedIndexes", "") or "")
     said = []
     for index in failed[:5]:
-        reports = plan.reports_of(index)
-        said.append(f"index {index} ({', '.join(p.name for p in reports[:2])}"
-                    + (f" and {len(reports) - 2} more" if len(reports) > 2 else "") + ")")  # fmt: skip
+        said.append(f"index {index} ({plan.named_reports(index)})")
     named = "; ".join(said) + (f" and {len(failed) - 5} more" if len(failed) > 5 else "")
     logs = f"kubectl logs -n {jobs.namespace} -l job-name={jobs.map_id},batch.kubernetes.io/job-completion-index=N"
     return (f"{len(failed) or status.get('failed', 0)} of {plan.elements} map element(s) of Indexed Job {jobs.map_id} "

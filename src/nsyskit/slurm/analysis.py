@@ -41,10 +41,18 @@ def how_it_runs(cfg: Config, plan: AnalysisPlan) -> tuple[str, str]:
 
 def problems(cfg: Config, plan: AnalysisPlan) -> list[ConfigError]:
     """What keeps the compute nodes from the run folder, checked here before anything is submitted."""
+    from nsyskit.config.slurm_parse import image_file
     from nsyskit.targets.slurm import image_problems
 
-    mode, _image = how_it_runs(cfg, plan)
+    mode, image = how_it_runs(cfg, plan)
     errors = image_problems(cfg) if mode == "pyxis" and mode == cfg.slurm_mode else []
+    squashfs = image_file(image) if mode == "pyxis" else None
+    if squashfs and not Path(squashfs).is_file():  # the run's .sqsh, removed since: Pyxis would fail on every element
+        errors.append(ConfigError(
+            "image", image, "is the squashfs image the analysis would run in (the run's), and it does not exist",
+            f"write it again at that path ('invoke enroot-import' for SLURM_SQSH, else 'enroot import -o {squashfs} "
+            "URI' of the run's image)",
+        ))  # fmt: skip
     shared = Path(cfg.slurm_shared_dir)
     if not plan.run.is_relative_to(shared.resolve() if shared.exists() else shared):
         errors.append(ConfigError(
@@ -181,9 +189,7 @@ def _failure(plan: AnalysisPlan, map_id: str, failed: dict[int, scheduler.JobSta
     """One line naming each failed element (its first reports, state, exit code and log), at most five."""
     said = []
     for index, state in list(failed.items())[:5]:
-        reports = plan.reports_of(index)
-        named = ", ".join(p.name for p in reports[:2]) + (f" and {len(reports) - 2} more" if len(reports) > 2 else "")
-        said.append(f"element {index} ({named}) ended {state.state}, exit code {state.exit_code}, "
+        said.append(f"element {index} ({plan.named_reports(index)}) ended {state.state}, exit code {state.exit_code}, "
                     f"log {map_log(plan, map_id, index)}{_last_line(map_log(plan, map_id, index))}")  # fmt: skip
     more = f" and {len(failed) - 5} more" if len(failed) > 5 else ""
     return f"{len(failed)} of {plan.elements} map element(s) of Slurm array job {map_id} failed: " + "; ".join(said) + more
