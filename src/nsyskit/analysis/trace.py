@@ -9,7 +9,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -24,7 +24,7 @@ from nsyskit.analysis.compute.result import Analysis, combine_kernel_summaries, 
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.read.discover import RANK_IN_NAME, REPORT_SUFFIXES, discover, open_export  # noqa: F401
 from nsyskit.analysis.read.reader import ExportReader
-from nsyskit.analysis.read.records import Intervals, distinct, join_launches
+from nsyskit.analysis.read.records import Intervals, distinct
 from nsyskit.analysis.read.runinfo import not_profiled
 from nsyskit.errors import NsyskitError
 
@@ -107,18 +107,27 @@ class RankTrace:
             copies = side[1].memcpys(self.pid), side[1].memsets(self.pid)
             return copies, side[1].runtime_rows() if wants_correlation else None
 
+        ranges: Future = Future()
+
+        def ranges_and_labels():  # the labels' per-text Python follows the read at once, beside the kernels' C
+            try:
+                nvtx = side[0].nvtx_ranges(self.pid)
+            except BaseException as exc:
+                ranges.set_exception(exc)
+                raise
+            ranges.set_result(nvtx)
+            return analyzers.nvtx_labels(nvtx)
+
         try:
             with ThreadPoolExecutor(max_workers=2) as pool:
-                first = pool.submit(side[0].nvtx_ranges, self.pid)
+                labels = pool.submit(ranges_and_labels)
                 second = pool.submit(copies_and_calls)
                 if "kernels" not in self.__dict__:
                     self.__dict__["kernels"] = self.reader.kernels(self.pid, correlation=wants_correlation, with_pid=with_pid)
-                nvtx = self.__dict__["nvtx"] = first.result()
-                labels = pool.submit(analyzers.nvtx_labels, nvtx)  # per-text Python, beside the launch join's numpy
+                nvtx = self.__dict__["nvtx"] = ranges.result()
                 (self.__dict__["memcpys"], self.__dict__["memsets"]), runtime = second.result()
                 if wants_correlation:
-                    calls = side[0].launch_calls(nvtx.thread, runtime)
-                    self.__dict__["launches"] = join_launches(*calls, self.kernels)
+                    self.__dict__["launches"] = side[1].launches(self.kernels, nvtx.thread, runtime)
                 self.__dict__["nvtx_labels"] = labels.result()
         finally:
             for reader in side:

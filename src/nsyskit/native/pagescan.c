@@ -53,7 +53,7 @@ typedef struct {
     int64_t *values;          /* slots x capacity */
     uint8_t *kinds;           /* kind slots x capacity */
     int64_t capacity;
-    int plain;                     /* no slot wants kinds or has REAL affinity: integers only */
+    int plain;                     /* no slot wants text or has REAL affinity: decode_plain may take a row */
     int64_t *columns[MAX_SLOTS];   /* per slot: its row of values */
     int32_t rowid_slot[MAX_SLOTS]; /* the slots reading the rowid */
     int64_t rowid_slots;
@@ -161,15 +161,18 @@ static void fill_tables(Scan *s) {
     }
 }
 
-/* The plain case of decode_record in one pass (integers only, no kinds: s->plain): a one-byte header size, one-byte
-   serial types up to the last column read. 0 done, NSK_NOT_INTEGER, or 1: not this case (decode_record decides;
-   values already written to the row are then overwritten, or the read fails). */
+/* The plain case of decode_record in one pass (no text, no REAL affinity: s->plain): a one-byte header size,
+   one-byte serial types up to the last column read, each value an INTEGER, or NULL in a column read with kinds.
+   0 done, NSK_NOT_INTEGER, or 1: not this case (decode_record decides; values already written to the row are then
+   overwritten, or the read fails). */
 static inline int decode_plain(Scan *s, const uint8_t *rec, int64_t avail, int64_t total, const uint8_t *limit,
                                int64_t rowid, int64_t row) {
     int64_t header_size = rec[0], body = header_size, i, stop = avail < total ? avail : total;
     const int64_t last = s->max_position; /* locals: the stores below could alias the Scan's int64 fields */
-    const int32_t *slot_of = s->slot_of;
+    const int32_t *slot_of = s->slot_of, *kind_slot = s->kind_slot;
     int64_t *const *columns = s->columns;
+    uint8_t *kinds = s->kinds;
+    const int64_t capacity = s->capacity;
     const uint8_t *sizes = s->short_sizes, *type_flags_of = s->short_flags, *shifts = s->short_shifts;
     int flags = 0;
     if (header_size >= 0x80 || last + 1 >= header_size || header_size > stop) return 1;
@@ -185,15 +188,26 @@ static inline int decode_plain(Scan *s, const uint8_t *rec, int64_t avail, int64
             memcpy(&raw, rec + body, 8);
             /* an arithmetic shift (gcc, clang) keeps the sign; the constants 0 and 1 (types 8, 9) have no bytes */
             value = (int64_t)FROM_BIG_ENDIAN(raw) >> shifts[type];
-            columns[slot][row] = type < 8 ? value : type - 8;
-            flags |= type_flags;
+            if (kind_slot[slot] < 0) {
+                columns[slot][row] = type < 8 ? value : type - 8;
+                flags |= type_flags;
+            } else { /* with kinds: NULL is 0 of kind NULL; a REAL, TEXT or BLOB takes the general path */
+                if (type != 0 && (type_flags & 1)) return 1;
+                columns[slot][row] = type == 0 ? 0 : type < 8 ? value : type - 8;
+                kinds[(int64_t)kind_slot[slot] * capacity + row] = type == 0 ? KIND_NULL : KIND_INTEGER;
+                flags |= type_flags & 2;
+            }
         } else {
             flags |= type_flags & 2;
         }
         body += sizes[type];
     }
     if ((flags & 2) || body > stop) return 1;
-    for (i = 0; i < s->rowid_slots; i++) s->columns[s->rowid_slot[i]][row] = rowid;
+    for (i = 0; i < s->rowid_slots; i++) {
+        int32_t slot = s->rowid_slot[i];
+        s->columns[slot][row] = rowid;
+        if (kind_slot[slot] >= 0) kinds[(int64_t)kind_slot[slot] * capacity + row] = KIND_INTEGER;
+    }
     return flags ? NSK_NOT_INTEGER : 0;
 }
 
@@ -493,7 +507,7 @@ int64_t nsk_read_rows(const uint8_t *file, int64_t file_size, int64_t root, int6
     for (i = 0; i < slots; i++) {
         s.columns[i] = values + i * capacity;
         if (position[i] < 0) s.rowid_slot[s.rowid_slots++] = (int32_t)i;
-        if (flags[i] & (WANT_KINDS | REAL_AFFINITY | WANT_TEXT)) s.plain = 0; /* (short records never take it) */
+        if (flags[i] & (REAL_AFFINITY | WANT_TEXT)) s.plain = 0; /* (short records never take it) */
         s.text_slot[i] = (flags[i] & WANT_TEXT) ? (int32_t)s.text_slots++ : -1;
     }
     s.text_ends = text_ends;

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nsyskit.analysis.read.records import Intervals, Launches
+from nsyskit.native import launches as compiled
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,15 @@ def project(thread: np.ndarray, start: np.ndarray, end: np.ndarray, launches: La
             only: np.ndarray | None = None) -> Projection:  # fmt: skip
     """The GPU projection of ranges (thread, start, end), counting only kernels where `only` (a kernel mask) is set."""
     n = len(start)
+    if n and len(launches):  # one C pass (launches.c) where it is built; launches out of order are sorted first
+        args = (kernels.start, kernels.end, only)
+        found = compiled.project(thread, start, end, launches.thread, launches.start, launches.kernel, *args)
+        if found is None and compiled.functions() and not _in_order(launches.thread, launches.start):
+            order = np.lexsort((launches.start, launches.thread))
+            sorted_calls = (launches.thread[order], launches.start[order], launches.kernel[order])
+            found = compiled.project(thread, start, end, *sorted_calls, *args)
+        if found is not None:
+            return Projection(*found)
     counts, totals = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
     first, last = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
     keep = np.ones(len(launches), dtype=bool) if only is None else only[launches.kernel]

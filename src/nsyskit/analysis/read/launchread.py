@@ -10,6 +10,8 @@ import numpy as np
 
 from nsyskit.analysis.read import pagescan
 from nsyskit.analysis.read.exportfile import ExportFile
+from nsyskit.analysis.read.records import Intervals, Launches, dense_correlations, join_launches
+from nsyskit.native import launches as compiled
 
 RUNTIME_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME",)
 MAX_CASE_THREADS = 32  # NVTX threads up to which the runtime read sends thread indices instead of globalTids
@@ -65,3 +67,20 @@ def read_launch_calls(
     exprs = {"thread": f"CASE globalTid {cases} END", "start": "start", "corr": "correlationId"}
     cols = reader.read_ints(runtime, exprs, ("start", "correlationId"), where)
     return threads[cols["thread"]], cols["start"], cols["corr"]
+
+
+def read_launches(
+    reader: ExportFile, kernels: Intervals, threads: np.ndarray, rows: dict[str, np.ndarray] | None = None
+) -> Launches:
+    """The CUDA API calls on `threads` that launched `kernels` (read with correlation=True); `rows`: runtime_rows()
+    read already. From the pages' rows in one C pass (launches.c) where it is built and the kernels' correlationIds
+    are dense; else the calls filtered and joined in numpy (the same launches)."""
+    kernel_corr = kernels.extra.get("correlation")
+    if rows is not None and kernel_corr is not None and len(kernel_corr) and len(threads):
+        low, high = int(kernel_corr.min()), int(kernel_corr.max())
+        if dense_correlations(low, high, len(kernel_corr)):
+            kinds = tuple(rows[f"{name}:kind"] for name in ("thread", "start", "corr"))
+            found = compiled.join(rows["thread"], rows["start"], rows["corr"], kinds, np.unique(threads), kernel_corr, low, high)
+            if isinstance(found, tuple):
+                return Launches(*found)
+    return join_launches(*read_launch_calls(reader, threads, rows), kernels)

@@ -34,9 +34,9 @@ from nsyskit.analysis.read.activityread import (  # noqa: F401  (the activity ta
     GpuActivities,
 )
 from nsyskit.analysis.read.exportfile import META_TABLES, NSYS_MARKER_TABLES, PID_SHIFT  # noqa: F401  (named here too)
-from nsyskit.analysis.read.launchread import RUNTIME_TABLES, read_launch_calls, read_runtime_rows
+from nsyskit.analysis.read.launchread import RUNTIME_TABLES, read_launch_calls, read_launches, read_runtime_rows
 from nsyskit.analysis.read.nvtxread import NVTX_RANGE_TYPES, NVTX_TABLES, read_nvtx_ranges
-from nsyskit.analysis.read.records import Intervals, Launches, NvtxRanges, distinct, join_launches
+from nsyskit.analysis.read.records import Intervals, Launches, NvtxRanges, distinct
 from nsyskit.analysis.read.sqlitefile import as_text as _text
 
 __all__ = ["ExportReader", "Intervals", "Launches", "NvtxRanges", "distinct"]
@@ -131,9 +131,10 @@ class ExportReader(GpuActivities):
         """(thread, start, correlationId) of the CUDA API calls made on `threads` (see launchread)."""
         return read_launch_calls(self, threads, rows)
 
-    def launches(self, kernels: Intervals, threads: np.ndarray) -> Launches:
-        """The CUDA API calls on `threads` that launched `kernels` (read with correlation=True), joined in numpy."""
-        return join_launches(*self.launch_calls(threads), kernels)
+    def launches(self, kernels: Intervals, threads: np.ndarray, rows: dict | None = None) -> Launches:
+        """The CUDA API calls on `threads` that launched `kernels` (read with correlation=True); `rows`: runtime_rows()
+        read already (see launchread)."""
+        return read_launches(self, kernels, threads, rows)
 
     def nvtx_ranges(self, pid: int | None = None) -> NvtxRanges:
         """NVTX push/pop and start/end ranges that ended, text resolved from `text` or `textId`; bad rows left out."""

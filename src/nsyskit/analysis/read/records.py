@@ -104,13 +104,19 @@ def distinct(ids: np.ndarray) -> np.ndarray:
     return np.unique(ids)
 
 
+def dense_correlations(low: int, high: int, kernels: int) -> bool:
+    """Whether the kernels' correlationIds span [low, high] is small enough for a direct lookup table (they count up
+    per process: it nearly always is)."""
+    return high - low <= 4 * kernels + (1 << 20)
+
+
 def join_launches(thread: np.ndarray, start: np.ndarray, correlation: np.ndarray, kernels: Intervals) -> Launches:
     """CUDA API calls (thread, start, correlationId) matched to the kernels with the same correlationId (sort + search)."""
     if not len(kernels) or "correlation" not in kernels.extra:
         return Launches(*(np.empty(0, dtype=np.int64),) * 3)
     kernel_corr = kernels.extra["correlation"]
     low, high = int(kernel_corr.min()), int(kernel_corr.max())
-    if high - low <= 4 * len(kernel_corr) + (1 << 20):  # correlationIds count up per process: a direct lookup table
+    if dense_correlations(low, high, len(kernel_corr)):
         row_of = np.full(high - low + 1, -1, dtype=np.int64)
         row_of[kernel_corr - low] = np.arange(len(kernel_corr))
         inside = (correlation >= low) & (correlation <= high)
