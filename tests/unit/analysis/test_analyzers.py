@@ -195,3 +195,19 @@ def test_counting_and_sorting_paths_of_duration_stats_agree():
             sparse_keys, durations, int(sparse_keys.min()), int(np.ptp(sparse_keys))
         )
         assert list(ids) == list(want_ids) and all(np.allclose(stats[c], want[c]) for c in stats)
+
+
+def test_per_call_suffixes_are_cut_as_a_search_per_text_cuts_them():
+    """The one-pass cut over NUL-joined texts equals PER_CALL_SUFFIX searched in each text, for odd texts too
+    (several suffixes, whitespace and newlines around them, non-ASCII digits, NULs inside a text)."""
+    import random
+
+    pieces = ["nccl:all_reduce", ", seq = ", ", op_id = ", ",seq=", " ", "\n", "\t", "7", "12", "x", "=", ",",
+              "op_id", "seq", "\u0663", "\u00a0", "\x00", "step 1", "", "\r\n"]  # fmt: skip
+    rng = random.Random(5)
+    for _ in range(5000):
+        texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 8))) for _ in range(rng.randint(0, 6))]
+        searched = [t[: m.start()] if (m := analyzers.PER_CALL_SUFFIX.search(t)) else t for t in texts]
+        assert analyzers._without_per_call_suffix(texts) == searched, texts
+    assert analyzers._without_per_call_suffix(["nccl:all_reduce, op_id = 17", "fwd, seq = 3, op_id = 4 ", "a, b"]) == [
+        "nccl:all_reduce", "fwd", "a, b"]

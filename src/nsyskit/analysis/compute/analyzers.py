@@ -25,7 +25,9 @@ STEP_NAME = re.compile(r"^\s*(?:train[ _-]?)?step[\s_:#-]*(\d+)\s*$", re.IGNOREC
 PROFILE_WINDOW = "profile_window"  # the example's capture range: steps outside it are warm-up
 EXAMPLE_RANGES = ("step", "data", "forward", "backward", "optimizer", PROFILE_WINDOW)
 PER_CALL_SUFFIX = re.compile(r"(?:,\s*(?:seq|op_id)\s*=\s*\d+)+\s*$")
-ASCII_DIGITS = "0123456789"
+# The same suffix ending before a NUL (texts joined by NULs), written to begin with a literal ',' that the regex
+# engine scans for: half the time of the grouped form over 40K texts.
+PER_CALL_SUFFIX_BEFORE_NUL = re.compile(r",\s*(?:seq|op_id)\s*=\s*\d+(?:,\s*(?:seq|op_id)\s*=\s*\d+)*\s*(?=\0)")
 MAX_INT64 = (1 << 63) - 1
 STAT_COLUMNS = ("total_ns", "instances", "avg_ns", "median_ns", "min_ns", "max_ns", "stddev_ns")
 BREAKDOWN_COLUMNS = (
@@ -272,18 +274,12 @@ def nvtx_labels(nvtx: NvtxRanges) -> np.ndarray:
 
 def _without_per_call_suffix(texts: list[str]) -> list[str]:
     """The texts without PyTorch's per-call ', seq = N' / ', op_id = N' suffix (PER_CALL_SUFFIX)."""
-    # Per-call texts differ in their last number. A text ending in digits matches the pattern where the same text
-    # with its last number made '0' does (the pattern takes a whole run of digits alike): the regex then runs once
-    # per such template. Only texts with an '=' can have the suffix.
-    texts = list(texts)
-    marked = [i for i, text in enumerate(texts) if "=" in text]
-    heads = [texts[i].rstrip(ASCII_DIGITS) for i in marked]
-    templates, template_of = factorize([head + "0" if len(head) < len(texts[i]) else texts[i]
-                                        for i, head in zip(marked, heads, strict=True)])  # fmt: skip
-    cuts = [match.start() if (match := PER_CALL_SUFFIX.search(t)) else None for t in templates]
-    for i, template in zip(marked, template_of.tolist(), strict=True):
-        texts[i] = texts[i][: cuts[template]]
-    return texts
+    # One regex pass over the texts joined by NULs (the suffix then ends before a NUL, not at the end) instead of a
+    # search per text: per-call texts are tens of thousands. A text holding a NUL is searched on its own.
+    joined = "\0".join(texts)
+    if joined.count("\0") != max(len(texts) - 1, 0):
+        return [text[: match.start()] if (match := PER_CALL_SUFFIX.search(text)) else text for text in texts]
+    return PER_CALL_SUFFIX_BEFORE_NUL.sub("", joined + "\0").split("\0")[:-1] if texts else []
 
 
 def nvtx_gpu_summary(labels: np.ndarray, nvtx: NvtxRanges, projection: Projection, top: int = 15) -> Table:
