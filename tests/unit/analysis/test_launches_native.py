@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from native_built import require_built
 
-from nsyskit import hostpkgs
 from nsyskit.analysis import trace
 from nsyskit.analysis.compute import projection
 from nsyskit.analysis.read import pagescan
@@ -18,11 +18,8 @@ INTEGER, NULL, REAL = pagescan.KIND_CODES["integer"], pagescan.KIND_CODES["null"
 
 @pytest.fixture(scope="module", autouse=True)
 def built():
-    """launches.c built (the compiler installed first on a machine without one, as the other C helpers' tests do)."""
-    if compiled.functions() is None and hostpkgs.can_install():
-        hostpkgs.install("sqlite-ext")
-        compiled._loaded.clear()
-    assert compiled.functions() is not None, "launches.c could not be built: install a C compiler (cc)"
+    """launches.c built."""
+    require_built(compiled, compiled.functions, "launches.c")
 
 
 @pytest.fixture

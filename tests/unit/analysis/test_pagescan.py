@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from native_built import require_built
 from pagescan_check import compare_file, connect
 from real_exports import NAMES, decompress
 
-from nsyskit import hostpkgs
 from nsyskit.analysis.read import pagescan, sqlitefile
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -31,11 +31,8 @@ OTHERS = [None, 1.5, -2.0, "text", "", b"\x00\x01", b"", "é" * 40]
 
 @pytest.fixture(scope="module", autouse=True)
 def compiled():
-    """The compiled reader; the C compiler is installed first on a machine without one (host step sqlite-ext)."""
-    if pagescan.functions() is None and hostpkgs.can_install():
-        hostpkgs.install("sqlite-ext")
-        pagescan._loaded.clear()
-    assert pagescan.functions() is not None, "pagescan.c could not be built: install a C compiler"
+    """The compiled reader."""
+    require_built(pagescan, pagescan.functions, "pagescan.c")
 
 
 def make(path: Path, statements: list[str], rows: dict[str, list[tuple]] | None = None, page_size: int = 4096) -> Path:

@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from native_built import require_built
 
-from nsyskit import hostpkgs
 from nsyskit.analysis.compute import analyzers, sweep
 from nsyskit.analysis.read.records import Intervals
 
 
 @pytest.fixture(scope="module", autouse=True)
 def compiled():
-    """sweep.c built (the compiler installed first on a machine without one, as the other C helpers' tests do)."""
-    if sweep.function() is None and hostpkgs.can_install():
-        hostpkgs.install("sqlite-ext")
-        sweep._loaded.clear()
-    assert sweep.function() is not None, "sweep.c could not be built: install a C compiler (cc)"
+    """sweep.c built."""
+    require_built(sweep, sweep.function, "sweep.c")
 
 
 def _timeline(lists) -> dict[int, int]:

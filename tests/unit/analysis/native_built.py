@@ -1,0 +1,14 @@
+"""Test helper: a C helper's tests run with it built, the C compiler installed first on a machine without one."""
+
+from __future__ import annotations
+
+from nsyskit import hostpkgs
+
+
+def require_built(module, looked_up, name: str) -> None:
+    """Assert the C helper `looked_up()` (cached in `module._loaded`) is built; on a machine without a C compiler the
+    host step sqlite-ext installs one first, so CI never skips a helper's tests."""
+    if looked_up() is None and hostpkgs.can_install():
+        hostpkgs.install("sqlite-ext")
+        module._loaded.clear()
+    assert looked_up() is not None, f"{name} could not be built: install a C compiler (cc)"
