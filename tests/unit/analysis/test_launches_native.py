@@ -119,4 +119,5 @@ def test_a_real_export_gives_the_same_analysis_without_the_helpers(real_export, 
 def test_without_a_compiler_the_helpers_step_aside(numpy_only):
     args, only = _random_trace(np.random.default_rng(24), 2, True)
     assert compiled.project(*args[:3], args[3].thread, args[3].start, args[3].kernel, args[4].start, args[4].end, only) is None
-    assert _fields(projection.project(*args)) is not None
+    ids = np.arange(3, dtype=np.int64)
+    assert compiled.join(ids, ids, ids, (None, None, None), ids, ids, 0, 2) is None
