@@ -12,15 +12,21 @@
 #define NSK_NO_MEMORY (-3)
 #define KIND_INTEGER 1
 
+/* The first index in [a, b) of sorted `values` holding a value >= key (after: > key); b when there is none, as
+   numpy's searchsorted side='left' (side='right'). */
+static int64_t search(const int64_t *values, int64_t a, int64_t b, int64_t key, int after) {
+    while (a < b) {
+        int64_t middle = a + (b - a) / 2;
+        if (values[middle] < key || (after && values[middle] == key)) a = middle + 1;
+        else b = middle;
+    }
+    return a;
+}
+
 /* Whether `value` is one of the `count` sorted `values` (few: the NVTX threads). */
 static int listed(int64_t value, const int64_t *values, int64_t count) {
-    int64_t low = 0, high = count;
-    while (low < high) {
-        int64_t middle = low + (high - low) / 2;
-        if (values[middle] < value) low = middle + 1;
-        else high = middle;
-    }
-    return low < count && values[low] == value;
+    int64_t at = search(values, 0, count, value, 0);
+    return at < count && values[at] == value;
 }
 
 /* The calls (thread, start, corr; kinds as pagescan gives them, or NULL when all are INTEGERs) made on one of the
@@ -108,39 +114,15 @@ int nsk_project(int64_t ranges, const int64_t *thread, const int64_t *start, con
         l_thread = launch_thread, l_start = launch_start, l_kernel = launch_kernel;
     }
     for (i = 0; i < ranges; i++) {
-        int64_t lo, hi, a, b, sum = 0, low_start = 0, high_end = 0;
+        int64_t lo, hi, sum = 0, low_start = 0, high_end = 0;
         if (!have_block || thread[i] != block_thread) { /* the range's thread's launches: one slice */
-            a = 0, b = kept;
-            while (a < b) {
-                int64_t m = a + (b - a) / 2;
-                if (l_thread[m] < thread[i]) a = m + 1;
-                else b = m;
-            }
-            block_lo = a;
-            b = kept;
-            while (a < b) {
-                int64_t m = a + (b - a) / 2;
-                if (l_thread[m] <= thread[i]) a = m + 1;
-                else b = m;
-            }
-            block_hi = a;
+            block_lo = search(l_thread, 0, kept, thread[i], 0);
+            block_hi = search(l_thread, block_lo, kept, thread[i], 1);
             block_thread = thread[i];
             have_block = 1;
         }
-        a = block_lo, b = block_hi; /* lo: the first call starting at or after the range's start */
-        while (a < b) {
-            int64_t m = a + (b - a) / 2;
-            if (l_start[m] < start[i]) a = m + 1;
-            else b = m;
-        }
-        lo = a;
-        a = block_lo, b = block_hi; /* hi: the first call starting after the range's end */
-        while (a < b) {
-            int64_t m = a + (b - a) / 2;
-            if (l_start[m] <= end[i]) a = m + 1;
-            else b = m;
-        }
-        hi = a;
+        lo = search(l_start, block_lo, block_hi, start[i], 0); /* the first call starting at or after the start */
+        hi = search(l_start, block_lo, block_hi, end[i], 1);   /* the first call starting after the end */
         count[i] = hi - lo;
         if (hi > lo) {
             low_start = kernel_start[l_kernel[lo]], high_end = kernel_end[l_kernel[lo]];
