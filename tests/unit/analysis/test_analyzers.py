@@ -9,6 +9,7 @@ import pytest
 from nsys_fixtures import Export, Kernel, Launch, Memop, Range, write_export
 
 from nsyskit.analysis.compute import analyzers, intervals
+from nsyskit.analysis.read import records
 from nsyskit.analysis.trace import RankTrace, analyze_run, open_export
 
 NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm *, unsigned long, ncclWork *)"
@@ -211,3 +212,49 @@ def test_per_call_suffixes_are_cut_as_a_search_per_text_cuts_them():
         assert analyzers._without_per_call_suffix(texts) == searched, texts
     assert analyzers._without_per_call_suffix(["nccl:all_reduce, op_id = 17", "fwd, seq = 3, op_id = 4 ", "a, b"]) == [
         "nccl:all_reduce", "fwd", "a, b"]
+
+
+def test_refactorize_equals_factorize_of_the_values_each_code_picks():
+    """Codes over a few values (equal ones among them) give what factorizing every picked value gives: the same
+    distinct values in first-seen order and the same codes."""
+    rng = np.random.default_rng(3)
+    for _ in range(500):
+        values = [str(v) for v in rng.integers(0, 6, rng.integers(1, 9))]  # repeats: equal values merge
+        codes = rng.integers(0, len(values), rng.integers(0, 40))
+        assert records.refactorize(values, codes)[0] == records.factorize([values[c] for c in codes])[0]
+        assert records.refactorize(values, codes)[1].tolist() == records.factorize([values[c] for c in codes])[1].tolist()
+
+
+def test_nvtx_labels_are_each_ranges_text_without_per_call_parts_and_with_its_domain():
+    """Labels as defined per range (the text's per-call suffix cut, '@domain' outside the default domain), factorized;
+    a text 'a@NCCL' in the default domain and 'a' in the NCCL domain are one label, as their strings are equal."""
+    rng = np.random.default_rng(8)
+    texts = ["aten::mm, seq = 1", "aten::mm, seq = 2, op_id = 9", "a@NCCL", "a", "step 3", "ncclAllReduce", "a, b"]
+    for domains in (["NCCL", "", "gloo"], [""], ["NCCL"]):
+        for _ in range(200):
+            count = int(rng.integers(0, 30))
+            text = np.asarray([texts[i] for i in rng.integers(0, len(texts), count)], dtype=object)
+            domain = np.asarray([domains[i] for i in rng.integers(0, len(domains), count)], dtype=object)
+            nothing = np.zeros(count, dtype=np.int64)
+            nvtx = records.NvtxRanges(nothing, nothing, text, domain, nothing, np.full(count, np.nan), text)
+            cut = [t[: m.start()] if (m := analyzers.PER_CALL_SUFFIX.search(t)) else t for t in text]
+            expected = records.factorize([c + (f"@{d}" if d else "") for c, d in zip(cut, domain, strict=True)])
+            labels, codes = analyzers.nvtx_labels(nvtx)
+            assert (labels, codes.tolist()) == (expected[0], expected[1].tolist())
+
+
+def test_nccl_operations_from_the_texts_groups_equal_those_from_every_text():
+    """NCCL ranges found per group of texts (heads of the texts without per-call parts) are those found per text."""
+    rng = np.random.default_rng(11)
+    texts = ["nccl:all_reduce, op_id = 17", "nccl:all_reduce, seq = 2", "nccl:broadcast,x, seq=1", "ncclAllGather",
+             "nccl:all_gather , op_id = 3", "aten::mm, seq = 4", "glooAllReduce", "nccl, seq = 1", ""]  # fmt: skip
+    kernels = records.Intervals.empty("name")
+    for _ in range(200):
+        count = int(rng.integers(0, 25))
+        text = np.asarray([texts[i] for i in rng.integers(0, len(texts), count)], dtype=object)
+        start = np.sort(rng.integers(0, 1000, count))
+        nvtx = records.NvtxRanges(start, start + 5, text, np.full(count, "", dtype=object), np.zeros(count, dtype=np.int64),
+                                  rng.choice([np.nan, 1e3, 1e7], count), np.full(count, None, dtype=object))  # fmt: skip
+        whole = analyzers.nccl_operations(nvtx, kernels, {})
+        grouped = analyzers.nccl_operations(nvtx, kernels, {}, None, analyzers.group_texts(nvtx.texts[0]))
+        assert repr(grouped.columns) == repr(whole.columns)  # repr: NaN sizes compare equal

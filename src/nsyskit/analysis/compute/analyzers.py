@@ -19,7 +19,7 @@ from nsyskit.analysis.compute.nccl import (  # noqa: F401  (their home moved to 
 )
 from nsyskit.analysis.compute.projection import Projection
 from nsyskit.analysis.compute.table import Table
-from nsyskit.analysis.read.records import Intervals, NvtxRanges, distinct, factorize
+from nsyskit.analysis.read.records import Intervals, NvtxRanges, distinct, factorize, refactorize
 
 STEP_NAME = re.compile(r"^\s*(?:train[ _-]?)?step[\s_:#-]*(\d+)\s*$", re.IGNORECASE)
 PROFILE_WINDOW = "profile_window"  # the example's capture range: steps outside it are warm-up
@@ -217,12 +217,11 @@ def memcpy_by_kind(memcpys: Intervals, kind_names: Mapping[int, str]) -> Table:
     return table.sorted_by("bytes")
 
 
-def nvtx_summary(nvtx: NvtxRanges, labels: np.ndarray | None = None) -> Table:
+def nvtx_summary(nvtx: NvtxRanges, labels: tuple[list[str], np.ndarray] | None = None) -> Table:
     """nsys stats' NVTX range summary per label (see nvtx_labels): instances and duration statistics."""
     if len(nvtx) == 0:
         return _summary_table([], {c: np.empty(0) for c in STAT_COLUMNS})
-    labels = nvtx_labels(nvtx) if labels is None else labels
-    unique, inverse = factorize(labels)
+    unique, inverse = nvtx_labels(nvtx) if labels is None else labels
     ids, stats = duration_stats(inverse, nvtx.end - nvtx.start)
     return _summary_table([str(unique[i]) for i in ids], stats)
 
@@ -261,15 +260,29 @@ def step_times(nvtx: NvtxRanges, pattern: re.Pattern[str] = STEP_NAME, skipped: 
     )
 
 
-def nvtx_labels(nvtx: NvtxRanges) -> np.ndarray:
-    """The summary label of each range: its text without PyTorch's per-call ', seq = N' / ', op_id = N' parts,
-    '@domain' appended outside the default domain (names unique per call then group into one label)."""
+def group_texts(texts: list[str]) -> tuple[list[str], np.ndarray]:
+    """(distinct texts without PyTorch's per-call ', seq = N' / ', op_id = N' parts, index of each of `texts` among
+    them): the tens of thousands of per-call texts of a rank fall into a few hundred groups."""
+    return factorize(_without_per_call_suffix(texts))
+
+
+def nvtx_labels(nvtx: NvtxRanges, grouped: tuple[list[str], np.ndarray] | None = None) -> tuple[list[str], np.ndarray]:
+    """(distinct summary labels, label of each range): a range's text without its per-call parts (group_texts: the
+    texts' groups when known), '@domain' appended outside the default domain; labels in first-seen order."""
     if len(nvtx) == 0:
-        return np.empty(0, dtype=object)
-    pairs, codes = nvtx.names
-    texts = _without_per_call_suffix([str(text) for text, _ in pairs])
-    labels = [text + (f"@{domain}" if domain else "") for text, (_, domain) in zip(texts, pairs, strict=True)]
-    return np.asarray(labels, dtype=object)[codes]
+        return [], np.empty(0, dtype=np.int64)
+    texts, text_codes = nvtx.texts
+    cut, cut_of_text = grouped if grouped is not None else group_texts(texts)
+    group = cut_of_text[text_codes]
+    domains, domain_codes = factorize(nvtx.domain)
+    if len(domains) == 1:  # one domain (usually the default): a label per group
+        return refactorize([text + (f"@{domains[0]}" if domains[0] else "") for text in cut], group)
+    pairs, pair_codes = np.unique(group * len(domains) + domain_codes, return_inverse=True)
+    labels = []
+    for pair in pairs.tolist():
+        domain = domains[pair % len(domains)]
+        labels.append(cut[pair // len(domains)] + (f"@{domain}" if domain else ""))
+    return refactorize(labels, pair_codes)
 
 
 def _without_per_call_suffix(texts: list[str]) -> list[str]:
@@ -282,7 +295,9 @@ def _without_per_call_suffix(texts: list[str]) -> list[str]:
     return PER_CALL_SUFFIX_BEFORE_NUL.sub("", joined + "\0").split("\0")[:-1] if texts else []
 
 
-def nvtx_gpu_summary(labels: np.ndarray, nvtx: NvtxRanges, projection: Projection, top: int = 15) -> Table:
+def nvtx_gpu_summary(
+    labels: tuple[list[str], np.ndarray], nvtx: NvtxRanges, projection: Projection, top: int = 15
+) -> Table:
     """Per NVTX label: CPU time and the GPU time its ranges project onto the GPU (nvtx_gpu_proj_sum's numbers).
 
     Rows: the example's ranges (step, forward, backward, optimizer, ...) and the `top` other labels by CPU time.
@@ -291,10 +306,10 @@ def nvtx_gpu_summary(labels: np.ndarray, nvtx: NvtxRanges, projection: Projectio
     columns = ("name", "instances", "cpu_total_ns", "gpu_proj_total_ns", "gpu_proj_avg_ns", "kernels", "kernel_sum_ns")
     if len(nvtx) == 0:
         return Table({c: np.empty(0, dtype=object if c == "name" else np.int64) for c in columns})
-    names, codes = factorize(labels)
-    grouped = ["step" if STEP_NAME.match(name) else name for name in names]  # 'step N' ranges: one label
-    unique_list, regroup = factorize(grouped)
-    unique, inverse = np.asarray(unique_list, dtype=object), regroup[codes]
+    names, codes = labels
+    # 'step N' ranges: one label
+    unique_list, inverse = refactorize(["step" if STEP_NAME.match(name) else name for name in names], codes)
+    unique = np.asarray(unique_list, dtype=object)
     count = np.bincount(inverse, minlength=len(unique))
     cpu = np.bincount(inverse, weights=nvtx.end - nvtx.start, minlength=len(unique))
     gpu = np.bincount(inverse, weights=projection.span_ns, minlength=len(unique))

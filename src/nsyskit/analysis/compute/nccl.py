@@ -83,19 +83,22 @@ def payload_sizes(nvtx: NvtxRanges, index: np.ndarray) -> np.ndarray:
 
 
 def nccl_operations(
-    nvtx: NvtxRanges, kernels: Intervals, names: Mapping[int, str], launches: Launches | None = None
-) -> Table:
+    nvtx: NvtxRanges, kernels: Intervals, names: Mapping[int, str], launches: Launches | None = None,
+    grouped: tuple[list[str], np.ndarray] | None = None,
+) -> Table:  # fmt: skip
     """One row per collective operation: collective, origin (pytorch / nccl-nvtx / gloo-nvtx / kernel), start,
-    duration, size, bucket.
+    duration, size, bucket. `grouped`: the texts without their per-call parts (analyzers.group_texts), when known.
 
     A range's duration is the GPU span of the NCCL kernels it launched when the trace has them (source 'gpu'),
     else its CPU duration ('nvtx'). Without NCCL ranges, each NCCL kernel is one operation.
     """
     unique, codes = nvtx.texts
     # What a text says about NCCL lies before its first comma ('nccl:all_reduce, op_id = 17'): the per-call texts
-    # share a few such heads, and the regexes run once per head.
-    heads, head_of_text = factorize([text.partition(",")[0] for text in unique])
-    head = head_of_text[codes] if len(codes) else np.empty(0, dtype=np.int64)  # each range's head
+    # share a few such heads, and the regexes run once per head. A per-call part begins with a comma, so a text's
+    # head is its group's head: the heads are found per group, not per text.
+    texts, text_of = grouped if grouped is not None else (unique, np.arange(len(unique)))
+    heads, head_of_text = factorize([text.partition(",")[0] for text in texts])
+    head = head_of_text[text_of][codes] if len(codes) else np.empty(0, dtype=np.int64)  # each range's head
     ops_of_head = np.asarray([collective(h) if NCCL_RANGE.match(h) else None for h in heads], dtype=object)
     op = ops_of_head[head]
     torch_head = np.asarray([h.startswith("nccl:") for h in heads], dtype=bool)

@@ -108,8 +108,16 @@ class ExportReader(GpuActivities):
             tables = tables[1:]
         for table in tables:
             if table and "globalPid" in self.columns(table):
-                pids.update(p for (p,) in self.query(f"SELECT DISTINCT globalPid FROM {table}") if isinstance(p, int))
+                pids.update(self._distinct_pids(table))
         return sorted(pids)
+
+    def _distinct_pids(self, table: str) -> set[int]:
+        """The integer globalPids of `table`, scanned once per reader (analyze_file asks twice: before and after the
+        kernels are read)."""
+        known = self.__dict__.setdefault("_pids_of_table", {})
+        if table not in known:
+            known[table] = {p for (p,) in self.query(f"SELECT DISTINCT globalPid FROM {table}") if isinstance(p, int)}
+        return known[table]
 
     # ---- activities ----------------------------------------------------------------------------------------
 

@@ -58,19 +58,6 @@ class NvtxRanges:
         """(distinct texts, code of each range): per-text work (regexes) then runs once per distinct text."""
         return factorize(self.text)
 
-    @cached_property
-    def names(self) -> tuple[list[tuple[str, str]], np.ndarray]:
-        """(distinct (text, domain) pairs, code of each range)."""
-        if len(set(self.domain.tolist())) <= 1:  # one domain (usually the default): the pairs follow the texts
-            texts, codes = self.texts
-            domain = self.domain[0] if len(self) else ""
-            return [(text, domain) for text in texts], codes
-        # Several: a pair is its text's code and its domain's code (texts are factorized already, domains are few).
-        texts, text_codes = self.texts
-        domains, domain_codes = factorize(self.domain)
-        pairs, codes = np.unique(text_codes * len(domains) + domain_codes, return_inverse=True)
-        return [(texts[pair // len(domains)], domains[pair % len(domains)]) for pair in pairs.tolist()], codes
-
 
 NVTX_FIELDS = ("start", "end", "text", "domain", "thread", "payload", "json")
 
@@ -141,3 +128,17 @@ def factorize(values: Iterable, count: int | None = None) -> tuple[list, np.ndar
         index[value] = code
     codes = np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values))
     return list(index), codes
+
+
+def refactorize(values: list, codes: np.ndarray) -> tuple[list, np.ndarray]:
+    """factorize([values[c] for c in codes]) with Python work per value, not per code: equal values merge into one
+    code, numbered in the order `codes` first reaches them (as factorize numbers them)."""
+    distinct_values, merged = factorize(values)
+    codes = merged[codes] if len(codes) else np.empty(0, dtype=np.int64)
+    first = np.full(len(distinct_values), len(codes), dtype=np.int64)
+    np.minimum.at(first, codes, np.arange(len(codes)))  # each value's first appearance along codes
+    seen = np.flatnonzero(first < len(codes))
+    seen = seen[np.argsort(first[seen])]
+    renumber = np.empty(len(distinct_values), dtype=np.int64)
+    renumber[seen] = np.arange(len(seen))
+    return [distinct_values[i] for i in seen.tolist()], renumber[codes]
