@@ -20,6 +20,7 @@ from nsyskit.analysis.compute.nccl import (  # noqa: F401  (their home moved to 
 from nsyskit.analysis.compute.projection import Projection
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.read.records import Intervals, NvtxRanges, distinct, factorize, refactorize
+from nsyskit.native import groups as native_groups
 
 STEP_NAME = re.compile(r"^\s*(?:train[ _-]?)?step[\s_:#-]*(\d+)\s*$", re.IGNORECASE)
 PROFILE_WINDOW = "profile_window"  # the example's capture range: steps outside it are warm-up
@@ -29,6 +30,7 @@ PER_CALL_SUFFIX = re.compile(r"(?:,\s*(?:seq|op_id)\s*=\s*\d+)+\s*$")
 # engine scans for: half the time of the grouped form over 40K texts.
 PER_CALL_SUFFIX_BEFORE_NUL = re.compile(r",\s*(?:seq|op_id)\s*=\s*\d+(?:,\s*(?:seq|op_id)\s*=\s*\d+)*\s*(?=\0)")
 MAX_INT64 = (1 << 63) - 1
+MAX_COUNTING_GROUPS = np.iinfo(np.uint16).max  # more keys: one sort (numpy's radix argsort takes 16-bit groups)
 STAT_COLUMNS = ("total_ns", "instances", "avg_ns", "median_ns", "min_ns", "max_ns", "stddev_ns")
 BREAKDOWN_COLUMNS = (
     "device", "window_ns", "busy_ns", "compute_ns", "comm_ns", "memory_ns", "idle_ns",
@@ -39,8 +41,9 @@ BREAKDOWN_COLUMNS = (
 def duration_stats(keys: np.ndarray, durations: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """Per distinct key: total, instances, average, median, min, max and sample stddev of the durations (ns).
 
-    Few distinct keys in a small range (kernel names): a counting sort groups them and a selection per group finds
-    the median, linear time. Otherwise one sort of (key, duration) packed into int64 (or a lexsort); then reduceat.
+    Few distinct keys in a small range (kernel names): a counting sort groups them (groups.c, else numpy's radix
+    argsort) and a selection per group finds the median, linear time. Otherwise one sort of (key, duration) packed
+    into int64 (or a lexsort); then reduceat.
     """
     keys, durations = np.asarray(keys, dtype=np.int64), np.asarray(durations, dtype=np.int64)
     if len(keys) == 0:
@@ -49,32 +52,47 @@ def duration_stats(keys: np.ndarray, durations: np.ndarray) -> tuple[np.ndarray,
     key_span = int(keys.max()) - key_low
     if key_span < max(1 << 20, len(keys)):
         offsets = keys - key_low
-        counts = np.bincount(offsets)
-        present = np.flatnonzero(counts)
-        if len(present) <= np.iinfo(np.uint16).max:
-            return present + key_low, _grouped_stats(offsets, durations, present, counts[present])
+        grouped = native_groups.grouped(offsets, durations, key_span + 1)
+        if grouped is not None:
+            counts = np.diff(grouped[1])
+            present = np.flatnonzero(counts)
+            if len(present) <= MAX_COUNTING_GROUPS:
+                return present + key_low, _group_stats(grouped[0], grouped[1][present], counts[present])
+        else:
+            counts = np.bincount(offsets)
+            present = np.flatnonzero(counts)
+            if len(present) <= MAX_COUNTING_GROUPS:
+                return present + key_low, _group_stats(*_grouped(offsets, durations, present, counts[present]))
     return _sorted_stats(keys, durations, key_low, key_span)
 
 
-def _grouped_stats(offsets: np.ndarray, durations: np.ndarray, present: np.ndarray, counts: np.ndarray):
-    """Statistics per group of a counting sort (`offsets` index `present`); medians by selection, not sorting."""
+def _grouped(offsets: np.ndarray, durations: np.ndarray, present: np.ndarray, counts: np.ndarray):
+    """(durations grouped by offset, stably; each group's first index; counts): numpy's counting sort."""
     group_of = np.zeros(int(present[-1]) + 1, dtype=np.uint16)
     group_of[present] = np.arange(len(present), dtype=np.uint16)
     # A stable argsort of 16-bit integers is numpy's radix sort: O(n), unlike a comparison sort of 64-bit values.
     grouped = durations[np.argsort(group_of[offsets], kind="stable")]
     firsts = np.zeros(len(counts), dtype=np.int64)
     np.cumsum(counts[:-1], out=firsts[1:])
+    return grouped, firsts, counts
+
+
+def _group_stats(grouped: np.ndarray, firsts: np.ndarray, counts: np.ndarray):
+    """Statistics per group of a counting sort (group g: counts[g] values from firsts[g], in their first order);
+    medians by selection, not sorting."""
     totals = np.add.reduceat(grouped, firsts)
     means = totals / counts
     deviation = grouped - np.repeat(means, counts)
-    squares = np.add.reduceat(deviation * deviation, firsts)
-    median = np.empty(len(counts), dtype=np.float64)
-    for index, (first, count) in enumerate(zip(firsts.tolist(), counts.tolist(), strict=True)):
-        middle = sorted({(count - 1) // 2, count // 2})
-        chosen = np.partition(grouped[first : first + count], middle)[middle]
-        median[index] = (chosen[0] + chosen[-1]) / 2.0
+    squares = np.add.reduceat(deviation * deviation, firsts)  # the values' order in each group is part of its sum
+    chosen = native_groups.middles(grouped, firsts, counts)
+    if chosen is None:
+        chosen = np.empty((2, len(counts)), dtype=np.int64)
+        for index, (first, count) in enumerate(zip(firsts.tolist(), counts.tolist(), strict=True)):
+            middle = sorted({(count - 1) // 2, count // 2})
+            found = np.partition(grouped[first : first + count], middle)[middle]
+            chosen[:, index] = found[0], found[-1]
     return {
-        "total_ns": totals, "instances": counts, "avg_ns": means, "median_ns": median,
+        "total_ns": totals, "instances": counts, "avg_ns": means, "median_ns": (chosen[0] + chosen[1]) / 2.0,
         "min_ns": np.minimum.reduceat(grouped, firsts), "max_ns": np.maximum.reduceat(grouped, firsts),
         "stddev_ns": np.where(counts > 1, np.sqrt(squares / np.maximum(counts - 1, 1)), 0.0),
     }  # fmt: skip
