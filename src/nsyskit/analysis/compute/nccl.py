@@ -52,12 +52,19 @@ def _collective_of(head: str) -> str | None:
     return COLLECTIVES.get(VARIANT_SUFFIXES.sub("", core.replace("_", "").replace(":", "")))
 
 
+BUCKET_LABELS = [label for label, _, _ in SIZE_BUCKETS] + [UNKNOWN_SIZE]
+
+
 def size_buckets(sizes: np.ndarray) -> np.ndarray:
     """The message-size bucket of each size in bytes (<64KB, 64KB-1MB, 1MB-16MB, >16MB; 'unknown' for NaN)."""
-    labels = np.asarray([label for label, _, _ in SIZE_BUCKETS] + [UNKNOWN_SIZE], dtype=object)
+    return np.asarray(BUCKET_LABELS, dtype=object)[size_bucket_codes(sizes)]
+
+
+def size_bucket_codes(sizes: np.ndarray) -> np.ndarray:
+    """The index in BUCKET_LABELS of each size's bucket (size_buckets)."""
     edges = np.asarray([low for _, low, _ in SIZE_BUCKETS[1:]], dtype=np.float64)
     index = np.searchsorted(edges, np.nan_to_num(sizes, nan=0.0), side="right")
-    return labels[np.where(np.isnan(sizes), len(labels) - 1, index)]
+    return np.where(np.isnan(sizes), len(BUCKET_LABELS) - 1, index)
 
 
 def size_bucket(size: float) -> str:
@@ -114,15 +121,19 @@ def nccl_operations(
         on_gpu = timing.kernels > 0 if timing is not None else np.zeros(len(chosen), dtype=bool)
         cpu = nvtx.end[chosen] - nvtx.start[chosen]
         sizes = payload_sizes(nvtx, chosen)
-        origin = np.where(torch_head[head[chosen]], "pytorch", "nccl-nvtx").astype(object)
-        for domain, backend in BACKEND_DOMAINS.items():  # a range in a backend's own domain is that backend's
-            origin[nvtx.domain[chosen] == domain] = backend
+        # The text columns by index into their few values (the digest factorizes them: no Python step per row).
+        origins = ["nccl-nvtx", "pytorch", *BACKEND_DOMAINS.values()]
+        origin = torch_head[head[chosen]].astype(np.int64)
+        for index, domain in enumerate(BACKEND_DOMAINS, start=2):  # a range in a backend's own domain is its
+            origin[nvtx.domain[chosen] == domain] = index
+        bucket = size_bucket_codes(sizes)
+        coded = {"op": (ops_of_head.tolist(), head[chosen]), "origin": (origins, origin), "bucket": (BUCKET_LABELS, bucket)}
         return Table({
-            "op": op[chosen], "origin": origin, "start_ns": nvtx.start[chosen],
+            "op": op[chosen], "origin": np.asarray(origins, dtype=object)[origin], "start_ns": nvtx.start[chosen],
             "duration_ns": np.where(on_gpu, timing.span_ns if timing is not None else 0, cpu).astype(np.int64),
-            "size_bytes": sizes, "bucket": size_buckets(sizes),
-            "source": np.where(on_gpu, "gpu", "nvtx").astype(object),
-        })  # fmt: skip
+            "size_bytes": sizes, "bucket": np.asarray(BUCKET_LABELS, dtype=object)[bucket],
+            "source": np.asarray(["nvtx", "gpu"], dtype=object)[on_gpu.astype(np.int64)],
+        }, coded=coded)  # fmt: skip
     nccl = _nccl_kernel_mask(kernels, names)
     if not nccl.any():
         return Table(

@@ -60,8 +60,9 @@ def digest(ops: Table, window_steps: Table) -> NcclDigest:
     count = len(ops)
     durations = ops["duration_ns"].astype(np.int64) if count else np.empty(0, dtype=np.int64)
     origin = ops["origin"] if "origin" in ops else np.full(count, DEFAULT_ORIGIN, dtype=object)
-    bucket = ops["bucket"] if count else np.empty(0, dtype=object)
-    known, small = bucket != UNKNOWN_SIZE, bucket == SMALL_BUCKET
+    buckets_seen, bucket_code = ops.factorized("bucket") if count else ([], np.empty(0, dtype=np.int64))
+    known = np.asarray([b != UNKNOWN_SIZE for b in buckets_seen], dtype=bool)[bucket_code]
+    small = np.asarray([b == SMALL_BUCKET for b in buckets_seen], dtype=bool)[bucket_code]
     window = _inside(ops["start_ns"], window_steps) if count else np.zeros(0, dtype=bool)
     sums = {
         "count": count, "small_count": int(small.sum()), "small_ns": int(durations[known & small].sum()),
@@ -71,9 +72,8 @@ def digest(ops: Table, window_steps: Table) -> NcclDigest:
     }  # fmt: skip
     if not count:
         return NcclDigest(_groups([], [], [], [], [], [], []), np.empty(0, dtype=np.uint32), sums)
-    (ops_seen, op_code), (origins_seen, origin_code), (buckets_seen, bucket_code) = (
-        factorize(ops["op"]), factorize(origin), factorize(bucket)
-    )  # fmt: skip
+    ops_seen, op_code = ops.factorized("op")
+    origins_seen, origin_code = ops.factorized("origin") if "origin" in ops else factorize(origin)
     combined = (op_code * len(origins_seen) + origin_code) * len(buckets_seen) + bucket_code
     unique, inverse = np.unique(combined, return_inverse=True)
     order = np.lexsort((durations, inverse))  # by group, then duration: each group's durations come out sorted

@@ -8,13 +8,16 @@ from typing import Any
 
 import numpy as np
 
+from nsyskit.analysis.read.records import factorize, refactorize
+
 
 class Table:
     """An ordered set of equally long named columns; columns are numpy arrays (numbers) or object arrays (text)."""
 
     def __init__(
-        self, columns: Mapping[str, Sequence[Any] | np.ndarray], units: Mapping[str, str] | None = None
-    ) -> None:
+        self, columns: Mapping[str, Sequence[Any] | np.ndarray], units: Mapping[str, str] | None = None,
+        coded: Mapping[str, tuple[list, np.ndarray]] | None = None,
+    ) -> None:  # fmt: skip
         self.columns: dict[str, np.ndarray] = {}
         for name, values in columns.items():
             array = (
@@ -27,6 +30,9 @@ class Table:
         if len(lengths) > 1:
             raise ValueError(f"columns of unequal length: { {k: len(v) for k, v in self.columns.items()} }")
         self.units = dict(units or {})
+        # Text columns an analyzer built from a few values, also as (those values, each row's index among them):
+        # factorized() then needs no Python step per row.
+        self.coded = dict(coded or {})
 
     @classmethod
     def empty(cls, names: Sequence[str]) -> Table:
@@ -54,7 +60,14 @@ class Table:
 
     def take(self, index: np.ndarray | Sequence[int] | slice) -> Table:
         """The rows at `index` (an index array, a boolean mask or a slice)."""
-        return Table({name: col[index] for name, col in self.columns.items()}, self.units)
+        coded = {name: (values, codes[index]) for name, (values, codes) in self.coded.items()}
+        return Table({name: col[index] for name, col in self.columns.items()}, self.units, coded)
+
+    def factorized(self, name: str) -> tuple[list, np.ndarray]:
+        """(distinct values of a column in first-seen order, each row's index among them), as records.factorize."""
+        if name in self.coded:
+            return refactorize(*self.coded[name])
+        return factorize(self.columns[name])
 
     def sorted_by(self, name: str, descending: bool = True) -> Table:
         """The rows ordered by one column (stable)."""
