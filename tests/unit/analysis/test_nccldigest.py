@@ -74,3 +74,27 @@ def test_the_histogram_counts_as_numpy_does_over_every_value():
     counts, edges = nccldigest.histogram(arrays, 1e3, 17)
     expected, expected_edges = np.histogram(every, bins=17)
     assert counts.tolist() == expected.tolist() and np.array_equal(edges, expected_edges)
+
+
+def test_a_digest_of_coded_columns_is_that_of_the_text_columns():
+    """nccl_operations hands op, origin and bucket also as codes into few values (Table.coded): the digest built
+    from the codes is the one built from the text, whatever the values' order and repeats among them."""
+    rng = np.random.default_rng(4)
+    values = {"op": ["AllReduce", None, "AllGather", "AllReduce", "Send/Recv"], "origin": ["nccl-nvtx", "pytorch", "nccl-nvtx"],
+              "bucket": ["<64KB", "64KB-1MB", "unknown", ">16MB", "<64KB"]}  # fmt: skip
+    for _ in range(100):
+        count = int(rng.integers(1, 300))
+        codes = {name: rng.choice([i for i, v in enumerate(levels) if v is not None], count) for name, levels in values.items()}
+        columns = {name: np.asarray(values[name], dtype=object)[code] for name, code in codes.items()}
+        columns.update(start_ns=np.sort(rng.integers(0, 10_000, count)), duration_ns=rng.integers(1, 50, count),
+                       size_bytes=rng.choice([np.nan, 10.0, 1e6], count))  # fmt: skip
+        coded = Table(columns, coded={name: (values[name], code) for name, code in codes.items()})
+        steps = Table({"start_ns": np.asarray([0, 5_000]), "duration_ns": np.asarray([2_000, 3_000])})
+        for table in (coded, coded.take(np.arange(count)[::-1])):
+            plain = Table(table.columns)
+            for name in values:
+                assert table.factorized(name)[0] == plain.factorized(name)[0]
+                assert table.factorized(name)[1].tolist() == plain.factorized(name)[1].tolist()
+            mine, theirs = nccldigest.digest(table, steps), nccldigest.digest(plain, steps)
+            assert repr(mine.groups.columns) == repr(theirs.groups.columns)
+            assert mine.durations.tolist() == theirs.durations.tolist() and mine.sums == theirs.sums
