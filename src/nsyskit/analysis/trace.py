@@ -172,7 +172,7 @@ class RankTrace:
     def steps(self) -> Table:
         """Training steps inside the profiled window, from the 'step N' NVTX ranges."""
         skipped: list[str] = []
-        steps = analyzers.step_times(self.nvtx, skipped=skipped)
+        steps = analyzers.step_times(self.nvtx, skipped=skipped, grouped=self.grouped_texts)
         for name in skipped[:3]:
             self.reader.warn(
                 f"{self.source}: NVTX range {name[:60]!r} has a step number beyond int64 and is not counted as a step"
@@ -190,12 +190,12 @@ class RankTrace:
             # The kernel tables are numpy over every kernel (sorts and reductions release the GIL): they run beside
             # the NVTX and NCCL tables, whose per-text work holds it.
             kernel_tables = pool.submit(lambda: (self.kernel_summary(), self.breakdown()))
-            nvtx_tables = self.nvtx_summary(), self.nvtx_gpu(), self.nccl_operations(), self.steps()
+            rank = self.rank
+            nvtx_summary, nvtx_gpu, steps = self.nvtx_summary(), self.nvtx_gpu(), self.steps()
+            # The rank's window steps, as the run's view finds them (its own 'profile_window' range or warm-up)
+            in_window, _how = window_steps(with_rank(rank, steps), windowed_ranks(with_rank(rank, nvtx_summary)))
+            nccl_digest, memcpy = nccldigest.digest(self.nccl_operations(), in_window), self.memcpy_by_kind()
             kernel_summary, breakdown = kernel_tables.result()
-        nvtx_summary, nvtx_gpu, nccl_ops, steps = nvtx_tables
-        rank = self.rank
-        # The rank's window steps, as the run's view finds them (per rank: its own 'profile_window' range or warm-up)
-        in_window, _how = window_steps(with_rank(rank, steps), windowed_ranks(with_rank(rank, nvtx_summary)))
         window = int(breakdown["window_ns"].sum()) if len(breakdown) else 0
         busy = int(breakdown["busy_ns"].sum()) if len(breakdown) else 0
         comm = int(breakdown["comm_ns"].sum()) if len(breakdown) else 0
@@ -207,11 +207,11 @@ class RankTrace:
             "nsys_version": self.reader.nsys_version,
             "kernel_summary": kernel_summary,
             "breakdown": with_rank(rank, breakdown),
-            "memcpy": with_rank(rank, self.memcpy_by_kind()),
+            "memcpy": with_rank(rank, memcpy),
             "nvtx": with_rank(rank, nvtx_summary),
             "nvtx_gpu": with_rank(rank, nvtx_gpu),
             "steps": with_rank(rank, steps),
-            "nccl": nccldigest.digest(nccl_ops, in_window),
+            "nccl": nccl_digest,
             "summary": {
                 "rank": rank,
                 "host": self.host,

@@ -258,3 +258,21 @@ def test_nccl_operations_from_the_texts_groups_equal_those_from_every_text():
         whole = analyzers.nccl_operations(nvtx, kernels, {})
         grouped = analyzers.nccl_operations(nvtx, kernels, {}, None, analyzers.group_texts(nvtx.texts[0]))
         assert repr(grouped.columns) == repr(whole.columns)  # repr: NaN sizes compare equal
+
+
+def test_steps_found_through_the_texts_groups_are_those_found_in_every_text():
+    """Only texts whose group (text without per-call parts) is a step name are tried: the same steps, and the same
+    names beyond int64 skipped, as trying every text."""
+    rng = np.random.default_rng(12)
+    texts = ["step 3", "step 3, seq = 1", "Train_Step:7", " step 12 ", "step 99999999999999999999", "profile_window",
+             "stepper 3", "aten::mm, op_id = 4", "step 5,seq=2"]  # fmt: skip
+    for _ in range(300):
+        count = int(rng.integers(0, 25))
+        text = np.asarray([texts[i] for i in rng.integers(0, len(texts), count)], dtype=object)
+        start = rng.integers(0, 1000, count)
+        nvtx = records.NvtxRanges(start, start + rng.integers(1, 500, count), text, np.full(count, "", dtype=object),
+                                  np.zeros(count, dtype=np.int64), np.full(count, np.nan), text)  # fmt: skip
+        skipped_all, skipped_grouped = [], []
+        every = analyzers.step_times(nvtx, skipped=skipped_all)
+        grouped = analyzers.step_times(nvtx, skipped=skipped_grouped, grouped=analyzers.group_texts(nvtx.texts[0]))
+        assert repr(grouped.columns) == repr(every.columns) and skipped_grouped == skipped_all

@@ -19,7 +19,7 @@ from nsyskit.analysis.compute.nccl import (  # noqa: F401  (their home moved to 
 )
 from nsyskit.analysis.compute.projection import Projection
 from nsyskit.analysis.compute.table import Table
-from nsyskit.analysis.read.records import Intervals, NvtxRanges, distinct, factorize, refactorize
+from nsyskit.analysis.read.records import Intervals, NvtxRanges, among, distinct, factorize, refactorize
 from nsyskit.native import groups as native_groups
 
 STEP_NAME = re.compile(r"^\s*(?:train[ _-]?)?step[\s_:#-]*(\d+)\s*$", re.IGNORECASE)
@@ -176,7 +176,7 @@ def gpu_breakdown(
     else:
         low, high = window
     # Each kernel's category bit (compute or communication) rides along: the kernel list is never split.
-    kernel_kind = np.where(_among(kernels.extra["name"], nccl_ids), sweep.COMM, sweep.COMPUTE).astype(np.uint8)
+    kernel_kind = np.where(among(kernels.extra["name"], nccl_ids), np.uint8(sweep.COMM), np.uint8(sweep.COMPUTE))
     rows: dict[str, list] = {name: [] for name in BREAKDOWN_COLUMNS}
     for device in devices:
         lists = [(kernels.start, kernels.end, kernel_kind), *((m.start, m.end, sweep.MEMORY) for m in memory)]
@@ -201,15 +201,6 @@ def gpu_breakdown(
     for name in BREAKDOWN_COLUMNS[2:]:
         table[name.replace("_ns", "_pct")] = table[name] * 100.0 / span
     return Table(table)
-
-
-def _among(ids: np.ndarray, chosen: np.ndarray) -> np.ndarray:
-    """np.isin(ids, chosen) for StringIds (a small range): one lookup per id instead of a sort."""
-    if len(ids) and len(chosen) and ids.min() >= 0 and ids.max() < (1 << 24):
-        table = np.zeros(int(ids.max()) + 1, dtype=bool)
-        table[chosen[(chosen >= 0) & (chosen <= ids.max())]] = True
-        return table[ids]
-    return np.isin(ids, chosen)
 
 
 def memcpy_by_kind(memcpys: Intervals, kind_names: Mapping[int, str]) -> Table:
@@ -244,15 +235,26 @@ def nvtx_summary(nvtx: NvtxRanges, labels: tuple[list[str], np.ndarray] | None =
     return _summary_table([str(unique[i]) for i in ids], stats)
 
 
-def step_times(nvtx: NvtxRanges, pattern: re.Pattern[str] = STEP_NAME, skipped: list[str] | None = None) -> Table:
+def step_times(
+    nvtx: NvtxRanges, pattern: re.Pattern[str] = STEP_NAME, skipped: list[str] | None = None,
+    grouped: tuple[list[str], np.ndarray] | None = None,
+) -> Table:  # fmt: skip
     """The training steps inside the profiled window: one row per NVTX range named like 'step N' (step, start, duration).
 
     When the rank has `profile_window` ranges (the example's capture range), only steps inside one count: warm-up
     steps outside it are left out. Step numbers beyond int64 are not steps (their names go to `skipped`).
+    `grouped`: the texts without their per-call parts (group_texts), when known.
     """
     unique, codes = nvtx.texts
     numbers = np.full(len(unique), -1, dtype=np.int64)
-    for index, text in enumerate(unique):
+    candidates = range(len(unique))
+    if grouped is not None and pattern is STEP_NAME:
+        # A text STEP_NAME matches holds no comma, so no per-call part: its group is itself, and matches too. Only
+        # the texts of matching groups are tried (a few hundred groups, not tens of thousands of texts).
+        matching = [index for index, text in enumerate(grouped[0]) if pattern.match(text)]
+        candidates = np.flatnonzero(np.isin(grouped[1], matching)).tolist()
+    for index in candidates:
+        text = unique[index]
         match = pattern.match(text)
         if match:
             if int(match.group(1)) > MAX_INT64:

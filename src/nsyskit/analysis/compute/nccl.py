@@ -12,7 +12,7 @@ import numpy as np
 
 from nsyskit.analysis.compute.projection import project
 from nsyskit.analysis.compute.table import Table
-from nsyskit.analysis.read.records import Intervals, Launches, NvtxRanges, factorize
+from nsyskit.analysis.read.records import Intervals, Launches, NvtxRanges, among, factorize
 
 NCCL_KERNEL = re.compile(r"nccl", re.IGNORECASE)
 # NCCL API ranges (ncclAllReduce, in the NCCL domain or the default one), PyTorch's 'nccl:all_reduce, op_id = 17',
@@ -154,6 +154,6 @@ def nccl_operations(
 
 def _nccl_kernel_mask(kernels: Intervals, names: Mapping[int, str]) -> np.ndarray:
     ids = np.asarray(sorted(i for i, n in names.items() if NCCL_KERNEL.search(n or "")), dtype=np.int64)
-    return np.isin(kernels.extra.get("name", np.empty(0, dtype=np.int64)), ids)
+    return among(kernels.extra.get("name", np.empty(0, dtype=np.int64)), ids)
 
 

@@ -80,6 +80,15 @@ def empty_nvtx() -> NvtxRanges:
     return NvtxRanges(ints, ints, objs, objs, ints, np.empty(0, dtype=np.float64), objs)
 
 
+def among(ids: np.ndarray, chosen: np.ndarray) -> np.ndarray:
+    """np.isin(ids, chosen) for StringIds (a small range): one lookup per id instead of a sort."""
+    if len(ids) and len(chosen) and ids.min() >= 0 and ids.max() < (1 << 24):
+        table = np.zeros(int(ids.max()) + 1, dtype=bool)
+        table[chosen[(chosen >= 0) & (chosen <= ids.max())]] = True
+        return table[ids]
+    return np.isin(ids, chosen)
+
+
 def distinct(ids: np.ndarray) -> np.ndarray:
     """The sorted distinct values of an integer array; a counting pass instead of a sort when their range is small."""
     ids = np.asarray(ids, dtype=np.int64)
