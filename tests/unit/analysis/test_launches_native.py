@@ -49,6 +49,38 @@ def _random_trace(rng, threads: int, sorted_calls: bool):
     return (range_thread, range_start, range_end, launches, kernel_set), only
 
 
+def _nested_trace(rng):
+    """Ranges as training loops record them: in start order, nested (a window over steps over forward/backward over
+    ops), thousands of launches on one or two threads: each launch inside several ranges."""
+    calls = int(rng.integers(100, 5_000))
+    call_start = np.sort(rng.integers(0, 100_000, calls))
+    thread = np.where(rng.random(calls) < 0.9, 7, 9)
+    order = np.lexsort((call_start, thread))
+    kernel_start = call_start + rng.integers(0, 500, calls)
+    kernels = Intervals(kernel_start, kernel_start + rng.integers(0, 300, calls), np.zeros(calls, dtype=np.int64))
+    launches = Launches(thread[order], call_start[order], order)
+    bounds = [(0, 100_000)]
+    for depth in (8, 40, 400):  # steps, then phases, then ops: each inside the one before
+        cuts = np.sort(rng.integers(0, 100_000, depth))
+        bounds += list(zip(cuts[:-1].tolist(), (cuts[1:] - rng.integers(0, 50, depth - 1)).tolist(), strict=True))
+    bounds.sort()
+    start = np.asarray([a for a, _ in bounds])
+    end = np.asarray([b for _, b in bounds])
+    range_thread = np.where(rng.random(len(start)) < 0.95, 7, 9)
+    return (range_thread, start, end, launches, kernels), rng.random(calls) < 0.2
+
+
+def test_the_projection_of_nested_ranges_in_start_order_is_numpys(monkeypatch):
+    """The usual shape (the C sums whole blocks of launches once and steps from one range's launches to the next)."""
+    rng = np.random.default_rng(23)
+    cases = [_nested_trace(rng) for _ in range(60)]
+    in_c = [(_fields(projection.project(*args)), _fields(projection.project(*args, only))) for args, only in cases]
+    monkeypatch.setattr(compiled, "_loaded", [None])
+    in_numpy = [(_fields(projection.project(*args)), _fields(projection.project(*args, only))) for args, only in cases]
+    assert in_c == in_numpy
+    assert sum(sum(whole[0]) for whole, _ in in_c) > 3 * sum(len(args[3]) for args, _ in cases)  # launches nest
+
+
 def _fields(result: projection.Projection) -> list[list[int]]:
     return [getattr(result, name).tolist() for name in ("kernels", "kernel_ns", "gpu_start", "gpu_end")]
 
