@@ -98,3 +98,14 @@ def test_a_digest_of_coded_columns_is_that_of_the_text_columns():
             mine, theirs = nccldigest.digest(table, steps), nccldigest.digest(plain, steps)
             assert repr(mine.groups.columns) == repr(theirs.groups.columns)
             assert mine.durations.tolist() == theirs.durations.tolist() and mine.sums == theirs.sums
+
+
+def test_durations_sorted_within_groups_as_a_lexsort_sorts_them():
+    """The packed sort and the lexsort it falls back to (negative or huge durations) give a lexsort's order."""
+    rng = np.random.default_rng(5)
+    for low, high in [(0, 1 << 20), (-1000, 1000), (0, 1 << 62), (1 << 40, (1 << 40) + 9)]:
+        for _ in range(50):
+            group = rng.integers(0, 20, rng.integers(1, 200)).astype(np.uint16)
+            durations = rng.integers(low, high, len(group))
+            expected = durations[np.lexsort((durations, group))]
+            assert nccldigest._sorted_in_groups(group, durations).tolist() == expected.tolist()

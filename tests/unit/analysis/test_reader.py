@@ -429,3 +429,15 @@ def test_a_sparse_rowid_range_reads_through_the_blob_not_a_huge_buffer(tmp_path,
     assert reader.bound("CUPTI_ACTIVITY_KIND_KERNEL") == (1 << 40)
     kernels = reader.kernels()
     assert kernels.start.tolist() == [0, 1, 2, 3, 4] and (kernels.end - kernels.start).tolist() == [3] * 5
+
+
+def test_an_end_minus_start_beyond_int64_is_found_with_or_without_the_durations():
+    """The page read keeps start and end (keep=False): it still finds a difference that overflows int64 (then the
+    read goes through SQLite), and computes no differences when no value is negative."""
+    from nsyskit.analysis.read import sqlitefile
+
+    start, end = np.asarray([-(2**62) * 2, 5]), np.asarray([2**62, 9])  # 2^62 + 2^63 overflows
+    assert sqlitefile.span(start, end) is None and sqlitefile.span(start, end, keep=False) is None
+    fine = np.asarray([-(2**62), 5]), np.asarray([2**62 - 1, 9])
+    assert sqlitefile.span(*fine).tolist() == [2**63 - 1, 4] and sqlitefile.span(*fine, keep=False) is not None
+    assert len(sqlitefile.span(np.asarray([1, 5]), np.asarray([3, 9]), keep=False)) == 0

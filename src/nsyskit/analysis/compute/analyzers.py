@@ -294,7 +294,7 @@ def nvtx_labels(nvtx: NvtxRanges, grouped: tuple[list[str], np.ndarray] | None =
     texts, text_codes = nvtx.texts
     cut, cut_of_text = grouped if grouped is not None else group_texts(texts)
     group = cut_of_text[text_codes]
-    domains, domain_codes = factorize(nvtx.domain)
+    domains, domain_codes = nvtx.domains
     if len(domains) == 1:  # one domain (usually the default): a label per group
         return refactorize([text + (f"@{domains[0]}" if domains[0] else "") for text in cut], group)
     pairs, pair_codes = np.unique(group * len(domains) + domain_codes, return_inverse=True)

@@ -124,8 +124,10 @@ def nccl_operations(
         # The text columns by index into their few values (the digest factorizes them: no Python step per row).
         origins = ["nccl-nvtx", "pytorch", *BACKEND_DOMAINS.values()]
         origin = torch_head[head[chosen]].astype(np.int64)
+        domains, domain_codes = nvtx.domains
         for index, domain in enumerate(BACKEND_DOMAINS, start=2):  # a range in a backend's own domain is its
-            origin[nvtx.domain[chosen] == domain] = index
+            if domain in domains:
+                origin[domain_codes[chosen] == domains.index(domain)] = index
         bucket = size_bucket_codes(sizes)
         coded = {"op": (ops_of_head.tolist(), head[chosen]), "origin": (origins, origin), "bucket": (BUCKET_LABELS, bucket)}
         return Table({

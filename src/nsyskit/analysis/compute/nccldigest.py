@@ -75,25 +75,39 @@ def digest(ops: Table, window_steps: Table) -> NcclDigest:
     ops_seen, op_code = ops.factorized("op")
     origins_seen, origin_code = ops.factorized("origin") if "origin" in ops else factorize(origin)
     combined = (op_code * len(origins_seen) + origin_code) * len(buckets_seen) + bucket_code
-    unique, inverse = np.unique(combined, return_inverse=True)
-    order = np.lexsort((durations, inverse))  # by group, then duration: each group's durations come out sorted
-    firsts = np.flatnonzero(np.r_[True, inverse[order][1:] != inverse[order][:-1]])
-    counts = np.diff(np.r_[firsts, count])
+    # The groups in code order (as np.unique orders them): a count per code, codes are few (ops x origins x buckets).
+    unique = np.flatnonzero(np.bincount(combined))
+    renumber = np.zeros(int(unique[-1]) + 1, dtype=np.uint16 if len(unique) <= 1 << 16 else np.int64)
+    renumber[unique] = np.arange(len(unique))
+    inverse = renumber[combined]
+    # Bytes in the operations' own order within each group (a float sum's order is part of its value); a stable
+    # sort of 16-bit groups is numpy's radix sort.
+    by_group = np.argsort(inverse, kind="stable")
+    counts = np.bincount(inverse, minlength=len(unique))
+    firsts = np.r_[0, np.cumsum(counts)[:-1]]
     sizes = ops["size_bytes"].astype(np.float64)
     known_sizes = ~np.isnan(sizes)
-    # Bytes in the operations' own order within each group (a float sum's order is part of its value).
-    by_group = np.argsort(inverse, kind="stable")
-    group_firsts = np.flatnonzero(np.r_[True, inverse[by_group][1:] != inverse[by_group][:-1]])
-    nbytes = np.add.reduceat(np.where(known_sizes, sizes, 0.0)[by_group], group_firsts)
-    nknown = np.add.reduceat(known_sizes[by_group].astype(np.int64), group_firsts)
+    nbytes = np.add.reduceat(np.where(known_sizes, sizes, 0.0)[by_group], firsts)
+    nknown = np.add.reduceat(known_sizes[by_group].astype(np.int64), firsts)
     keys = [(ops_seen[c // (len(origins_seen) * len(buckets_seen))], origins_seen[c // len(buckets_seen) % len(origins_seen)],
              buckets_seen[c % len(buckets_seen)]) for c in unique.tolist()]  # fmt: skip
-    totals = np.add.reduceat(durations[order], firsts)
-    sorted_durations = durations[order]
+    sorted_durations = _sorted_in_groups(inverse, durations)
+    totals = np.add.reduceat(sorted_durations, firsts)
     if len(sorted_durations) and sorted_durations.min() >= 0 and sorted_durations.max() < 1 << 32:
         sorted_durations = sorted_durations.astype(np.uint32)  # half the memory at 1,024 ranks; exact
     groups = _groups([k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys], counts, totals, nbytes, nknown)
     return NcclDigest(groups, sorted_durations, sums)
+
+
+def _sorted_in_groups(group: np.ndarray, durations: np.ndarray) -> np.ndarray:
+    """The durations in group order, each group's sorted: one sort of (group, duration) packed into an int64 where
+    they fit, else a lexsort."""
+    group = group.astype(np.int64)
+    low, high = (int(durations.min()), int(durations.max())) if len(durations) else (0, 0)
+    bits = max(1, high.bit_length())
+    if low >= 0 and bits + max(1, int(group.max(initial=0)).bit_length()) <= 62:
+        return np.sort((group << bits) | durations) & ((1 << bits) - 1)
+    return durations[np.lexsort((durations, group))]
 
 
 def _groups(op, origin, bucket, count, total, nbytes, known) -> Table:

@@ -50,7 +50,7 @@ class GpuActivities(ExportFile):
         self, table: str, name_col: str | None, process: int | None, **more: str
     ) -> dict[str, np.ndarray]:
         """`duration` (end - start) and `name` (StringId, 0 without one) of every row (of `process`), plus `more`
-        integer columns.
+        integer columns; when `more` asks for `start`, `end` may come instead of `duration` (Intervals keep both).
 
         From the file's pages when every value is an integer; else duration and name travel as one packed integer
         when the names fit; else (or when a value is not an integer) they are read as two columns, a name that is not
@@ -60,10 +60,11 @@ class GpuActivities(ExportFile):
         raw_more = {key: "globalPid" if sql == PID_SQL else sql for key, sql in more.items()}  # a text pid: below
         if name_col and all(column.isidentifier() for column in raw_more.values()):
             cols = self.pages(table, {"start": "start", **raw_more, "end": "end", "name": name_col}, process)
-            duration = None if cols is None else sqlitefile.span(cols["start"], cols["end"])
+            # with `start` asked for, `end` stays with it: the check only, no durations the caller does not take
+            duration = None if cols is None else sqlitefile.span(cols["start"], cols["end"], keep="start" not in more)
             if duration is not None:
-                cols["duration"] = duration
-                if "start" not in more:  # as below: `end` stays with `start`
+                if "start" not in more:
+                    cols["duration"] = duration
                     del cols["start"], cols["end"]
                 return cols
         where = self.scope(table, process)
@@ -71,10 +72,10 @@ class GpuActivities(ExportFile):
         if self.blob and name_col:  # raw columns, each checked by int64s itself: no arithmetic, no type check
             cols = packed_scan(self.query, table, {"start": "start", **raw_more, "end": "end", "name": name_col},
                                where, blob=True, bound=self.bound(table))  # fmt: skip
-            duration = None if cols is None else sqlitefile.span(cols["start"], cols["end"])
+            duration = None if cols is None else sqlitefile.span(cols["start"], cols["end"], keep="start" not in more)
             if duration is not None:
-                cols["duration"] = duration
                 if "start" not in more:  # `end` stays with `start`: callers need not add them up again
+                    cols["duration"] = duration
                     del cols["start"], cols["end"]
                 return cols
         elif bits is not None and name_col:

@@ -58,6 +58,11 @@ class NvtxRanges:
         """(distinct texts, code of each range): per-text work (regexes) then runs once per distinct text."""
         return factorize(self.text)
 
+    @cached_property
+    def domains(self) -> tuple[list[str], np.ndarray]:
+        """(distinct domains, code of each range)."""
+        return factorize(self.domain)
+
 
 NVTX_FIELDS = ("start", "end", "text", "domain", "thread", "payload", "json")
 

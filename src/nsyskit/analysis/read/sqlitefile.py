@@ -168,11 +168,17 @@ def rows_bound(con: sqlite3.Connection, table: str) -> int | None:
     return high - low + 1 if isinstance(low, int) and isinstance(high, int) else None
 
 
-def span(start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
-    """end - start, or None when a difference overflows int64 (SQLite's arithmetic would have turned it REAL)."""
-    duration = end - start
+def span(start: np.ndarray, end: np.ndarray, keep: bool = True) -> np.ndarray | None:
+    """end - start, or None when a difference overflows int64 (SQLite's arithmetic would have turned it REAL).
+
+    keep=False: only the check (the caller keeps start and end): an empty array when no difference overflows, and
+    no difference is computed unless a value is negative.
+    """
     # Two non-negative values cannot overflow: the sign test (temporaries of the column's size) only with negatives.
     negative = len(start) and min(int(start.min()), int(end.min())) < 0
+    if not keep and not negative:
+        return start[:0]
+    duration = end - start
     if negative and (((end ^ start) & (end ^ duration)) < 0).any():
         return None
     return duration
