@@ -44,9 +44,9 @@ echo "== native"; python -c "
 from nsyskit.analysis.read import blobagg, pagescan
 from nsyskit.analysis.compute import sweep
 from nsyskit.nccllog.scan import fastscan
-from nsyskit.native import groups, launches
+from nsyskit.native import groups, launches, texts
 print(pagescan.functions() is not None, sweep.function() is not None, fastscan.function() is not None,
-      launches.functions() is not None, groups.functions() is not None)"
+      launches.functions() is not None, groups.functions() is not None, texts.function() is not None)"
 echo "== analyze"; nsyskit analyze /data/export.sqlite --json --no-html
 echo "== nccl-log"; nsyskit nccl-log /data/nccl.log --json
 echo "== end"
@@ -86,7 +86,7 @@ def test_the_wheel_carries_its_c_helpers_and_the_kits_files(wheelhouse):
     (wheel,) = wheelhouse.glob("nsyskit-*.whl")
     names = subprocess.run([sys.executable, "-m", "zipfile", "-l", str(wheel)], capture_output=True, text=True).stdout
     assert "-linux_" in wheel.name or "manylinux" in wheel.name  # a platform wheel: it holds compiled code
-    for helper in ("_pagescan", "_sweep", "_linescan", "_int64s", "_launches", "_groups"):
+    for helper in ("_pagescan", "_sweep", "_linescan", "_int64s", "_launches", "_groups", "_texts"):
         assert f"nsyskit/native/{helper}." in names
     for kit_file in ("_kit/Dockerfile", "_kit/Container-Root/nsyskit/setup.sh", "_kit/k8s/mpijob.yaml.j2",
                      "_kit/slurm/pyxis.sbatch.j2", "_kit/profiles/local-cpu.env"):  # fmt: skip
@@ -103,7 +103,7 @@ def test_installed_wheel_works_anywhere_without_a_compiler(wheelhouse, python_im
     out = sections(done.stdout)
     assert out["version"].strip() == f"nsyskit {__version__}"
     assert out["help"].startswith("Usage: nsyskit [--core-opts] analyze ")
-    assert out["native"].split() == ["True"] * 5  # built into the wheel: no cc, no cache written
+    assert out["native"].split() == ["True"] * 6  # built into the wheel: no cc, no cache written
     analysis = json.loads(out["analyze"])
     ours = defaultdict(lambda: [0, 0])
     for row in analysis["kernel_summary"]["0"]:

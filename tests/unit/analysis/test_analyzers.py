@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from native_built import require_built
 from nsys_fixtures import Export, Kernel, Launch, Memop, Range, write_export
 
 from nsyskit.analysis.compute import analyzers, intervals
@@ -198,13 +199,21 @@ def test_counting_and_sorting_paths_of_duration_stats_agree():
         assert list(ids) == list(want_ids) and all(np.allclose(stats[c], want[c]) for c in stats)
 
 
-def test_per_call_suffixes_are_cut_as_a_search_per_text_cuts_them():
-    """The one-pass cut over NUL-joined texts equals PER_CALL_SUFFIX searched in each text, for odd texts too
-    (several suffixes, whitespace and newlines around them, non-ASCII digits, NULs inside a text)."""
+@pytest.mark.parametrize("helper", ["texts.c", "regex"])
+def test_per_call_suffixes_are_cut_as_a_search_per_text_cuts_them(helper, monkeypatch):
+    """The one-pass cut (texts.c, else the regex over NUL-joined texts) equals PER_CALL_SUFFIX searched in each text,
+    for odd texts too (several suffixes, ASCII and Unicode whitespace around them, non-ASCII digits, NULs)."""
     import random
 
+    from nsyskit.native import texts as native_texts
+
+    if helper == "regex":
+        monkeypatch.setattr(native_texts, "_loaded", [None])
+    else:
+        require_built(native_texts, native_texts.function, "texts.c")
     pieces = ["nccl:all_reduce", ", seq = ", ", op_id = ", ",seq=", " ", "\n", "\t", "7", "12", "x", "=", ",",
-              "op_id", "seq", "\u0663", "\u00a0", "\x00", "step 1", "", "\r\n"]  # fmt: skip
+              "op_id", "seq", "\u0663", "\u00a0", "\x00", "step 1", "", "\r\n", "\x1c", "\x1f", "\x0b", "\x7f",
+              "op_", "_id", "q", "xseq", "\u2003"]  # fmt: skip
     rng = random.Random(5)
     for _ in range(5000):
         texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 8))) for _ in range(rng.randint(0, 6))]

@@ -21,6 +21,7 @@ from nsyskit.analysis.compute.projection import Projection
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.read.records import Intervals, NvtxRanges, among, distinct, factorize, refactorize
 from nsyskit.native import groups as native_groups
+from nsyskit.native import texts as native_texts
 
 STEP_NAME = re.compile(r"^\s*(?:train[ _-]?)?step[\s_:#-]*(\d+)\s*$", re.IGNORECASE)
 PROFILE_WINDOW = "profile_window"  # the example's capture range: steps outside it are warm-up
@@ -307,6 +308,13 @@ def nvtx_labels(nvtx: NvtxRanges, grouped: tuple[list[str], np.ndarray] | None =
 
 def _without_per_call_suffix(texts: list[str]) -> list[str]:
     """The texts without PyTorch's per-call ', seq = N' / ', op_id = N' suffix (PER_CALL_SUFFIX)."""
+    found = native_texts.cut_suffixes(texts)  # texts.c: ASCII texts in one C pass, the others here
+    if found is not None:
+        cut, whole = found
+        for index in whole.tolist():
+            match = PER_CALL_SUFFIX.search(texts[index])
+            cut[index] = texts[index][: match.start()] if match else texts[index]
+        return cut
     # One regex pass over the texts joined by NULs (the suffix then ends before a NUL, not at the end) instead of a
     # search per text: per-call texts are tens of thousands. A text holding a NUL is searched on its own.
     joined = "\0".join(texts)
