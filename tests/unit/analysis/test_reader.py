@@ -441,3 +441,15 @@ def test_an_end_minus_start_beyond_int64_is_found_with_or_without_the_durations(
     fine = np.asarray([-(2**62), 5]), np.asarray([2**62 - 1, 9])
     assert sqlitefile.span(*fine).tolist() == [2**63 - 1, 4] and sqlitefile.span(*fine, keep=False) is not None
     assert len(sqlitefile.span(np.asarray([1, 5]), np.asarray([3, 9]), keep=False)) == 0
+
+
+def test_nvtx_pages_read_without_page_texts_fetches_them_through_sqlite(tmp_path, blob_extension, monkeypatch):
+    """Texts come in the pages' one pass; where the pages cannot give texts (a UTF-16 file) the ranges are still read
+    from the pages and their texts fetched through SQLite: the same ranges as the SQL reads."""
+    from nsyskit.analysis.read import pagescan
+
+    monkeypatch.setattr(pagescan, "UTF8_ENCODINGS", ())  # as a UTF-16 file: no text from the pages
+    path = _nvtx_export(tmp_path, False)
+    results, ran = _three_nvtx_reads(path, monkeypatch)
+    assert ran["pages"] == [True, False, False] and ran["fetched"]
+    assert len(results[0]["start"]) > 0 and str(results[0]) == str(results[1]) == str(results[2])

@@ -96,20 +96,23 @@ class ExportFile:
         return self._bounds[table]
 
     def pages(
-        self, table: str, columns: dict[str, str], pid: int | None = None, kinds: tuple[str, ...] = ()
-    ) -> dict[str, np.ndarray] | None:
+        self, table: str, columns: dict[str, str], pid: int | None = None, kinds: tuple[str, ...] = (),
+        texts: tuple[str, ...] = (),
+    ) -> dict[str, np.ndarray] | None:  # fmt: skip
         """`columns` (key -> column name) of every row of `table`, of process `pid` only when given, read from the
-        file's pages (pagescan); plus "<key>:kind" for the columns named in `kinds`. None: read through SQLite."""
+        file's pages (pagescan); plus "<key>:kind" for the columns named in `kinds` and "<key>:text" (pagescan's
+        texts) for those named in `texts`. None: read through SQLite."""
         names = list(columns.values())
         scope = None
         if pid is not None:  # the same test as scope()'s SQL
             scope = "globalPid" if "globalPid" in self.columns(table) else "globalTid"
             names.append(scope)
-        found = pagescan.read_columns(self.con, self.path, table, tuple(dict.fromkeys(names)), kinds)
+        found = pagescan.read_columns(self.con, self.path, table, tuple(dict.fromkeys(names)), kinds, texts)
         if found is None:
             return None
         out = {key: found[column] for key, column in columns.items()}
         out.update({f"{key}:kind": found[f"{column}:kind"] for key, column in columns.items() if column in kinds})
+        out.update({f"{key}:text": found[f"{column}:text"] for key, column in columns.items() if column in texts})
         if pid is not None:
             if f"{scope}:kind" in found and (found[f"{scope}:kind"] != pagescan.KIND_CODES["integer"]).any():
                 return None  # a process id that is not an integer: SQLite's comparison decides

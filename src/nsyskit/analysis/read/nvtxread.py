@@ -54,7 +54,13 @@ def _read_pages(reader: ExportFile, table: str, cols: set[str], pid: int | None)
     wanted.update({key: column for key, column in optional.items() if column in cols})
     payloads = [column for column in PAYLOAD_COLUMNS if column in cols]
     wanted.update({f"payload {column}": column for column in payloads})
-    found = reader.pages(table, wanted, pid, kinds=tuple(c for c in wanted.values() if c != "rowid"))
+    kinds = tuple(c for c in wanted.values() if c != "rowid")
+    # The texts in the same pass (else a second walk of the table); without them when the pages cannot give them
+    # (a UTF-16 file): SQLite fetches the rows' texts below.
+    in_pass = tuple(column for column in ("text", "jsonText") if column in cols)
+    found = reader.pages(table, wanted, pid, kinds=kinds, texts=in_pass) if in_pass else None
+    if found is None:
+        found = reader.pages(table, wanted, pid, kinds=kinds)
     if found is None:
         return None
     ended = np.isin(found["type"], NVTX_RANGE_TYPES) & (found["type:kind"] == integer) & (found["end:kind"] != 0)
@@ -73,7 +79,10 @@ def _read_pages(reader: ExportFile, table: str, cols: set[str], pid: int | None)
         creates = creates[:0]
     held = [column for key, column in (("text", "text"), ("json", "jsonText"))
             if key in found and (found[f"{key}:kind"][rows].any() or (key == "text" and len(creates)))]  # fmt: skip
-    every_text = _page_texts(reader, table, found["row"], held) if held else {}
+    if all(f"{key}:text" in found for key in ("text", "json") if key in found):
+        every_text = {column: found[f"{key}:text"] for key, column in (("text", "text"), ("json", "jsonText")) if column in held}
+    else:
+        every_text = _page_texts(reader, table, found["row"], held) if held else {}
     texts = {column: values[rows] for column, values in every_text.items()}
     text = _texts_from_pages(reader, table, found, rows, texts)
     if text is None:
