@@ -88,3 +88,24 @@ def build(name: str, source: str, kind: str, flags: tuple[str, ...] = ("-O2",)) 
     except (OSError, subprocess.SubprocessError):
         return None
     return str(target)
+
+
+def load(loaded: list, name: str, disable_variable: str, signatures: dict[str, tuple]) -> tuple | None:
+    """The functions of helper `name` (symbol -> (restype, argtypes)), typed, in that order; None when
+    `disable_variable` is 0 or the helper cannot be built here. Looked for once: the answer is kept in `loaded`, the
+    calling module's list (tests empty it to look again, or set [None] to do without)."""
+    if not loaded:
+        import ctypes
+
+        found = None
+        if os.environ.get(disable_variable) != "0":
+            path = build(name, source(name), name)
+            try:
+                library = ctypes.CDLL(path) if path else None  # CDLL: the GIL is released during each call
+                found = library and tuple(getattr(library, symbol) for symbol in signatures)
+            except (OSError, AttributeError):
+                found = None
+        for function, (restype, argtypes) in zip(found or (), signatures.values(), strict=False):
+            function.restype, function.argtypes = restype, argtypes
+        loaded.append(found or None)
+    return loaded[0]

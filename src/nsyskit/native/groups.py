@@ -8,7 +8,6 @@ NSYSKIT_NATIVE_GROUPS=0, every function here returns None and its caller's numpy
 from __future__ import annotations
 
 import ctypes
-import os
 
 import numpy as np
 
@@ -21,23 +20,11 @@ _loaded: list = []  # [(group, middles) or None] once looked for in this process
 
 def functions():
     """The compiled (nsk_group, nsk_middles), typed; None when they cannot be built here."""
-    if not _loaded:
-        found = None
-        if os.environ.get(DISABLE_VARIABLE) != "0":
-            path = native.build("groups", native.source("groups"), "groups")
-            try:
-                library = ctypes.CDLL(path) if path else None  # CDLL: the GIL is released during each call
-                found = library and (library.nsk_group, library.nsk_middles)
-            except (OSError, AttributeError):
-                found = None
-        if found:
-            group, middles = found
-            size, pointer = ctypes.c_int64, ctypes.c_void_p
-            group.restype = middles.restype = ctypes.c_int
-            group.argtypes = [size, pointer, pointer, size, pointer, pointer]
-            middles.argtypes = [size, pointer, pointer, pointer, size, *(pointer,) * 3]
-        _loaded.append(found or None)
-    return _loaded[0]
+    size, pointer = ctypes.c_int64, ctypes.c_void_p
+    return native.load(_loaded, "groups", DISABLE_VARIABLE, {
+        "nsk_group": (ctypes.c_int, [size, pointer, pointer, size, pointer, pointer]),
+        "nsk_middles": (ctypes.c_int, [size, pointer, pointer, pointer, size, *(pointer,) * 3]),
+    })  # fmt: skip
 
 
 def grouped(keys: np.ndarray, values: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray] | None:

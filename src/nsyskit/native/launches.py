@@ -7,7 +7,6 @@ NSYSKIT_NATIVE_LAUNCHES=0, every function here returns None and its caller's num
 from __future__ import annotations
 
 import ctypes
-import os
 
 import numpy as np
 
@@ -21,23 +20,11 @@ _loaded: list = []  # [(join, project) or None] once looked for in this process
 
 def functions():
     """The compiled (nsk_join_launches, nsk_project), typed; None when they cannot be built here."""
-    if not _loaded:
-        found = None
-        if os.environ.get(DISABLE_VARIABLE) != "0":
-            path = native.build("launches", native.source("launches"), "launches")
-            try:
-                library = ctypes.CDLL(path) if path else None  # CDLL: the GIL is released during each call
-                found = library and (library.nsk_join_launches, library.nsk_project)
-            except (OSError, AttributeError):
-                found = None
-        if found:
-            join, project = found
-            size, pointer = ctypes.c_int64, ctypes.c_void_p
-            join.restype, project.restype = size, ctypes.c_int
-            join.argtypes = [size, *(pointer,) * 6, size, pointer, size, pointer, size, size, *(pointer,) * 3]
-            project.argtypes = [size, *(pointer,) * 3, size, *(pointer,) * 3, size, *(pointer,) * 7]
-        _loaded.append(found or None)
-    return _loaded[0]
+    size, pointer = ctypes.c_int64, ctypes.c_void_p
+    return native.load(_loaded, "launches", DISABLE_VARIABLE, {
+        "nsk_join_launches": (size, [size, *(pointer,) * 6, size, pointer, size, pointer, size, size, *(pointer,) * 3]),
+        "nsk_project": (ctypes.c_int, [size, *(pointer,) * 3, size, *(pointer,) * 3, size, *(pointer,) * 7]),
+    })  # fmt: skip
 
 
 def _address(array: np.ndarray | None):

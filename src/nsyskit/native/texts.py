@@ -7,7 +7,6 @@ NSYSKIT_NATIVE_TEXTS=0, cut_suffixes returns None and its caller's regex gives t
 from __future__ import annotations
 
 import ctypes
-import os
 
 import numpy as np
 
@@ -15,24 +14,15 @@ from nsyskit import native
 
 DISABLE_VARIABLE = "NSYSKIT_NATIVE_TEXTS"
 
-_loaded: list = []  # [nsk_cut_suffixes or None] once looked for in this process
+_loaded: list = []  # [(nsk_cut_suffixes,) or None] once looked for in this process
 
 
 def function():
     """The compiled nsk_cut_suffixes, typed; None when it cannot be built here."""
-    if not _loaded:
-        found = None
-        if os.environ.get(DISABLE_VARIABLE) != "0":
-            path = native.build("texts", native.source("texts"), "texts")
-            try:
-                found = ctypes.CDLL(path).nsk_cut_suffixes if path else None  # CDLL: the GIL is released
-            except (OSError, AttributeError):
-                found = None
-        if found is not None:
-            found.restype = ctypes.c_int64
-            found.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p]
-        _loaded.append(found)
-    return _loaded[0]
+    found = native.load(_loaded, "texts", DISABLE_VARIABLE, {
+        "nsk_cut_suffixes": (ctypes.c_int64, [ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p]),
+    })  # fmt: skip
+    return found[0] if found else None
 
 
 def cut_suffixes(texts: list[str]) -> tuple[list[str], np.ndarray] | None:

@@ -10,7 +10,6 @@ uses the numpy unions: the same numbers.
 from __future__ import annotations
 
 import ctypes
-import os
 
 import numpy as np
 
@@ -21,26 +20,15 @@ DISABLE_VARIABLE = "NSYSKIT_NATIVE_SWEEP"
 MAX_STREAMS = 8
 COMPUTE, COMM, MEMORY = 1, 2, 4
 
-_loaded: list = []  # [the compiled function or None] once looked for in this process
+_loaded: list = []  # [(the compiled function,) or None] once looked for in this process
 
 
 def function():
     """The compiled nsk_union_lengths (built and cached on first use), or None when it cannot be built here."""
-    if not _loaded:
-        found = None
-        if os.environ.get(DISABLE_VARIABLE) != "0":
-            source = native.source("sweep")
-            path = native.build("sweep", source, "sweep")
-            if path is not None:
-                try:
-                    found = ctypes.CDLL(path).nsk_union_lengths
-                except (OSError, AttributeError):
-                    found = None
-            if found is not None:
-                found.restype = ctypes.c_int
-                found.argtypes = [ctypes.c_int64, *(ctypes.c_void_p,) * 6]
-        _loaded.append(found)
-    return _loaded[0]
+    found = native.load(_loaded, "sweep", DISABLE_VARIABLE, {
+        "nsk_union_lengths": (ctypes.c_int, [ctypes.c_int64, *(ctypes.c_void_p,) * 6]),
+    })  # fmt: skip
+    return found[0] if found else None
 
 
 def union_lengths(lists: list[tuple[np.ndarray, np.ndarray, int | np.ndarray]]) -> dict[int, int]:
