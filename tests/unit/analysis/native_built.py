@@ -12,3 +12,10 @@ def require_built(module, looked_up, name: str) -> None:
         hostpkgs.install("sqlite-ext")
         module._loaded.clear()
     assert looked_up() is not None, f"{name} could not be built: install a C compiler (cc)"
+
+
+def do_without(monkeypatch, module, looked_up) -> None:
+    """The C helper `looked_up()` absent, as on a machine without a compiler (the module's DISABLE_VARIABLE=0)."""
+    monkeypatch.setattr(module, "_loaded", [])
+    monkeypatch.setenv(module.DISABLE_VARIABLE, "0")
+    assert looked_up() is None

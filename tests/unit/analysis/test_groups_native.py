@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from native_built import require_built
+from native_built import do_without, require_built
 from test_launches_native import _comparable
 
 from nsyskit.analysis import trace
@@ -21,10 +21,8 @@ def built():
 
 @pytest.fixture
 def numpy_only(monkeypatch):
-    """The helpers absent, as on a machine without a compiler (NSYSKIT_NATIVE_GROUPS=0)."""
-    monkeypatch.setattr(compiled, "_loaded", [])
-    monkeypatch.setenv(compiled.DISABLE_VARIABLE, "0")
-    assert compiled.functions() is None
+    """The helpers absent, as on a machine without a compiler."""
+    do_without(monkeypatch, compiled, compiled.functions)
 
 
 def test_values_are_grouped_by_key_in_their_order_as_a_stable_sort_groups_them():

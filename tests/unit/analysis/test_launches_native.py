@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from native_built import require_built
+from native_built import do_without, require_built
 
 from nsyskit.analysis import trace
 from nsyskit.analysis.compute import projection
@@ -24,10 +24,8 @@ def built():
 
 @pytest.fixture
 def numpy_only(monkeypatch):
-    """The helpers absent, as on a machine without a compiler (NSYSKIT_NATIVE_LAUNCHES=0)."""
-    monkeypatch.setattr(compiled, "_loaded", [])
-    monkeypatch.setenv(compiled.DISABLE_VARIABLE, "0")
-    assert compiled.functions() is None
+    """The helpers absent, as on a machine without a compiler."""
+    do_without(monkeypatch, compiled, compiled.functions)
 
 
 def _random_trace(rng, threads: int, sorted_calls: bool):
