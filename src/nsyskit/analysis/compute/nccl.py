@@ -107,7 +107,6 @@ def nccl_operations(
     heads, head_of_text = factorize([text.partition(",")[0] for text in texts])
     head = head_of_text[text_of][codes] if len(codes) else np.empty(0, dtype=np.int64)  # each range's head
     ops_of_head = np.asarray([collective(h) if NCCL_RANGE.match(h) else None for h in heads], dtype=object)
-    op = ops_of_head[head]
     torch_head = np.asarray([h.startswith("nccl:") for h in heads], dtype=bool)
 
     chosen = np.flatnonzero(np.asarray([o is not None for o in ops_of_head], dtype=bool)[head])
@@ -131,7 +130,7 @@ def nccl_operations(
         bucket = size_bucket_codes(sizes)
         coded = {"op": (ops_of_head.tolist(), head[chosen]), "origin": (origins, origin), "bucket": (BUCKET_LABELS, bucket)}
         return Table({
-            "op": op[chosen], "origin": np.asarray(origins, dtype=object)[origin], "start_ns": nvtx.start[chosen],
+            "op": ops_of_head[head[chosen]], "origin": np.asarray(origins, dtype=object)[origin], "start_ns": nvtx.start[chosen],
             "duration_ns": np.where(on_gpu, timing.span_ns if timing is not None else 0, cpu).astype(np.int64),
             "size_bytes": sizes, "bucket": np.asarray(BUCKET_LABELS, dtype=object)[bucket],
             "source": np.asarray(["nvtx", "gpu"], dtype=object)[on_gpu.astype(np.int64)],
