@@ -79,10 +79,9 @@ def _read_pages(reader: ExportFile, table: str, cols: set[str], pid: int | None)
         creates = creates[:0]
     held = [column for key, column in (("text", "text"), ("json", "jsonText"))
             if key in found and (found[f"{key}:kind"][rows].any() or (key == "text" and len(creates)))]  # fmt: skip
-    if all(f"{key}:text" in found for key in ("text", "json") if key in found):
-        every_text = {column: found[f"{key}:text"] for key, column in (("text", "text"), ("json", "jsonText")) if column in held}
-    else:
-        every_text = _page_texts(reader, table, found["row"], held) if held else {}
+    # Where the pages gave no texts, a second walk would not either: SQLite fetches the rows that hold them.
+    every_text = {column: found[f"{key}:text"] for key, column in (("text", "text"), ("json", "jsonText"))
+                  if column in held and f"{key}:text" in found}  # fmt: skip
     texts = {column: values[rows] for column, values in every_text.items()}
     text = _texts_from_pages(reader, table, found, rows, texts)
     if text is None:
@@ -124,19 +123,6 @@ def _read_pages(reader: ExportFile, table: str, cols: set[str], pid: int | None)
     return ranges.take(np.argsort(start, kind="stable"))
 
 
-def _page_texts(reader: ExportFile, table: str, rowids: np.ndarray, columns: list[str]) -> dict[str, np.ndarray]:
-    """The texts of `columns` (pagescan's "<name>:text": str, None for NULL) of the rows with these rowids, read from
-    the file's pages; {} when they cannot be (the caller fetches them through SQLite)."""
-    found = pagescan.read_columns(reader.con, reader.path, table, ("rowid",), texts=tuple(columns))
-    if found is None:
-        return {}
-    every = found["rowid"]
-    at = np.searchsorted(every, rowids)
-    if len(rowids) and ((at >= len(every)).any() or (every[np.minimum(at, len(every) - 1)] != rowids).any()):
-        return {}
-    return {column: found[f"{column}:text"][at] for column in columns}
-
-
 def _created_domains(found: dict[str, np.ndarray], creates: np.ndarray, text: np.ndarray | None) -> dict | None:
     """{(domainId, process): name} of the domain-create events at rows `creates`, as _domain_names' SQL groups them
     (max(text) per pair); None when only SQLite can say (a name that is not a UTF-8 TEXT, a thread id that is not
@@ -164,7 +150,7 @@ def _texts_from_pages(
     reader: ExportFile, table: str, found: dict[str, np.ndarray], rows: np.ndarray, texts: dict[str, np.ndarray]
 ) -> np.ndarray | None:
     """Each range's text as the SQL reads' coalesce(text, StringIds value of textId, '<string N>') gives it; `texts`:
-    _page_texts' result (else the inline texts are fetched through SQLite)."""
+    the pages' texts of the held columns (else the inline texts are fetched through SQLite)."""
     text = np.full(len(rows), "", dtype=object)  # neither text nor textId: as_text(NULL)
     inline = (found["text:kind"][rows] != 0) if "text" in found else np.zeros(len(rows), dtype=bool)
     if "text" in texts:  # str for every kind but NULL (bytes decoded, numbers as str), as the SQL reads make them
