@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from nsyskit import __version__
+from nsyskit.analysis.compute.ncclbandwidth import world_size
 from nsyskit.analysis.compute.nccldigest import NcclDigest
 from nsyskit.analysis.compute.result import Analysis
 from nsyskit.analysis.compute.table import Table
@@ -33,9 +34,10 @@ from nsyskit.analysis.trace import TABLE_KEYS, analyze_file, merge
 from nsyskit.errors import AnalysisError, NsyskitError, PartialAnalysis, UsageError
 
 # 2: a rank's NCCL operations as their digest (nsyskit.analysis.compute.nccldigest), not a table; 3: the digest's
-# sorted durations as steps (_steps)
-PART_FORMAT = 3
+# sorted durations as steps (_steps); 4: each duration's kind (message and communicator size: the bandwidths)
+PART_FORMAT = 4
 NCCL_GROUPS, NCCL_DURATIONS = "nccl_groups", "nccl_durations"
+NCCL_KINDS, NCCL_KIND_CODES = "nccl_kinds", "nccl_kind_codes"
 SUFFIX = ".part.npz"
 HEADER = "header"
 TIMELINE = "timeline"
@@ -54,7 +56,12 @@ def _encode(results: list[dict[str, Any]]) -> dict[str, np.ndarray]:
         tables: dict[str, dict[str, str]] = {}
         digest = result["nccl"]
         arrays[f"{index}/{NCCL_DURATIONS}"] = _steps(digest.durations, digest.groups["count"])
-        for key, table in [*((k, result[k]) for k in TABLE_KEYS), (NCCL_GROUPS, digest.groups)]:
+        arrays[f"{index}/{NCCL_KIND_CODES}"] = digest.kind_codes
+        for key, table in [
+            *((k, result[k]) for k in TABLE_KEYS),
+            (NCCL_GROUPS, digest.groups),
+            (NCCL_KINDS, digest.kinds),
+        ]:
             kinds = tables[key] = {}
             for column, values in table.columns.items():
                 name = f"{index}/{key}/{column}"
@@ -123,7 +130,8 @@ def _decode(data: Any, plain: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 columns[column] = stored
             result[key] = Table(columns)
         groups = result.pop(NCCL_GROUPS)
-        result["nccl"] = NcclDigest(groups, _unsteps(data[f"{index}/{NCCL_DURATIONS}"], groups["count"]), item["nccl"])
+        result["nccl"] = NcclDigest(groups, _unsteps(data[f"{index}/{NCCL_DURATIONS}"], groups["count"]), item["nccl"],
+                                    result.pop(NCCL_KINDS), data[f"{index}/{NCCL_KIND_CODES}"])  # fmt: skip
         if item["warnings"] is not None:
             result["warnings"] = item["warnings"]
         results.append(result)
@@ -191,7 +199,9 @@ def read_timelines(path: Path) -> list[RankTimeline] | None:
     with np.load(path, allow_pickle=False) as data:
         if TIMELINE not in data:
             return None
-        return [RankTimeline(rank, events, total, note) for rank, events, total, note in json.loads(str(data[TIMELINE]))]
+        return [
+            RankTimeline(rank, events, total, note) for rank, events, total, note in json.loads(str(data[TIMELINE]))
+        ]
 
 
 def report_timelines(rank: int, path: Path, budget: int) -> list[RankTimeline]:
@@ -285,7 +295,9 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
     )  # fmt: skip
     if strict and left_out:
         rank, report, why = left_out[0]
-        raise PartialAnalysis(f"rank {rank} ({report}): {why}", fix="map it again ('invoke analyze-part'), or merge without --strict")
+        raise PartialAnalysis(
+            f"rank {rank} ({report}): {why}", fix="map it again ('invoke analyze-part'), or merge without --strict"
+        )
     good = [(path, header, results) for path, header, results in parts if not header.get("error")]
     if not good:
         rank, report, why = left_out[0]
@@ -299,7 +311,8 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
                           f"failed or has not run): {shown}; this analysis covers the others")  # fmt: skip
     incomplete += [f"rank {rank} left out: {why}" for rank, _report, why in left_out if not why.startswith("no part")]
     per_file = [results for _path, _header, results in good]
-    analysis = merge(per_file, straggler_pct, first["unprofiled"], incomplete)
+    world = world_size(first["reports"], sum(map(len, per_file)))  # run.json's, beside the reports, else the ranks
+    analysis = merge(per_file, straggler_pct, first["unprofiled"], incomplete, world)
     facts = {"folder": first["folder"], "missing": missing, "parts": len(parts), "left_out": left_out,
              "part_files": [path for path, _header, _results in good]}  # fmt: skip
     return analysis, facts
@@ -331,7 +344,7 @@ def _renumber_timeline(timeline: RankTimeline, rank: int) -> None:
             args["sort_index"] = rank
         for key in ("name", "labels"):
             if event["name"] in ("process_name", "process_labels") and str(args.get(key, "")).startswith(old):
-                args[key] = new + args[key][len(old):]
+                args[key] = new + args[key][len(old) :]
     if timeline.note.startswith(old):
-        timeline.note = new + timeline.note[len(old):]
+        timeline.note = new + timeline.note[len(old) :]
     timeline.rank = rank

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from nsyskit.analysis.compute import analyzers, nccl, nccldigest
+from nsyskit.analysis.compute import analyzers, nccl, ncclbandwidth, nccldigest
 from nsyskit.analysis.compute.metrics import comm_share_by_rank, view_of, window_steps, windowed_ranks
 from nsyskit.analysis.compute.projection import project
 from nsyskit.analysis.compute.result import Analysis, combine_kernel_summaries, concat, with_rank
@@ -282,12 +282,13 @@ def analyze_run(
         raise NsyskitError(message, fix=fix)
     per_file = [outcome for outcome in outcomes if isinstance(outcome, list)]
     incomplete = [f"rank {rank} left out: {out if isinstance(out, str) else out.one_line()}" for rank, out in failed]
-    return merge(per_file, straggler_pct, unprofiled_line, incomplete)
+    world = ncclbandwidth.world_size([path for _rank, path in found], sum(map(len, per_file)))
+    return merge(per_file, straggler_pct, unprofiled_line, incomplete, world)
 
 
 def merge(
     per_file: list[list[dict[str, Any]]], straggler_pct: float = 5.0, unprofiled_line: str = "",
-    incomplete: list[str] | None = None,
+    incomplete: list[str] | None = None, world: ncclbandwidth.WorldSize | None = None,
 ) -> Analysis:  # fmt: skip
     """The reduce: one Analysis from the per-file results of analyze_file (in rank order), the same whether they come
     from this process's workers or from part files written on the cluster (nsyskit.analysis.parts)."""
@@ -302,7 +303,7 @@ def merge(
     for name in RANKED_KEYS:
         setattr(analysis, name, concat([r[name] for r in results]))
     analysis.nccl = nccldigest.rollup({result["rank"]: result["nccl"] for result in results})
-    analysis.nccl_sizes = nccldigest.size_summary(analysis.nccl)
+    analysis.nccl_sizes = nccldigest.size_summary(analysis.nccl, world)  # n: the report's, else the world size
     if unprofiled_line:  # the ranks the run ran without nsys: absent from every table, named so no one reads them as idle
         analysis.warnings.append(unprofiled_line)
     # The ranks table's comm share is the findings' (on a CPU run: of the window's step time, not of GPU busy time).

@@ -3,7 +3,9 @@
 At 1,024 ranks a run holds ~80M NCCL operations: no table of them fits a merge's memory. Each rank's digest keeps,
 per collective, origin and size bucket, the count, the total time, the bytes and the sorted durations (the only
 per-operation data: a median over all ranks is exact only from every value), and the sums over the operations that
-start inside the profiled window's steps. The roll-up adds those up across ranks; the NCCL sizes table, the
+start inside the profiled window's steps. Beside each duration sits a code into the rank's few distinct kinds of
+operation (message size, communicator size, timed on the GPU or not): the bandwidth of every operation is its
+size over its duration, so the run's bandwidth quantiles come exactly from what the parts carry. The roll-up adds those up across ranks; the NCCL sizes table, the
 metrics, the small-message finding and the durations histogram read it. 'invoke analyze' and the merge of parts
 build the same digests, so both give the same numbers.
 """
@@ -14,7 +16,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nsyskit.analysis.compute.nccl import SIZE_BUCKETS, UNKNOWN_SIZE
+from nsyskit.analysis.compute.nccl import NO_NRANKS, SIZE_BUCKETS, UNKNOWN_SIZE
+from nsyskit.analysis.compute.ncclbandwidth import (
+    BANDWIDTH_COLUMNS,
+    STATED,
+    WorldSize,
+    bandwidths,
+    communicator_sizes,
+    quantiles,
+)
 from nsyskit.analysis.compute.table import Table, rows_by_rank
 from nsyskit.analysis.read.records import factorize
 
@@ -28,16 +38,26 @@ SUMS = ("count", "small_count", "small_ns", "known_ns",  # every operation
 @dataclass
 class NcclDigest:
     """One rank's NCCL operations: per group (op, origin, bucket) count, total_ns, bytes, known (sizes known) and the
-    sorted durations, one group after another in `durations`; and the sums of SUMS."""
+    sorted durations, one group after another in `durations`; the sums of SUMS; and each duration's kind: its index
+    in `kinds` (size_bytes, nranks: NO_NRANKS where the report does not say, gpu: 1 when timed by its kernels)."""
 
     groups: Table
     durations: np.ndarray
     sums: dict[str, int]
+    kinds: Table = field(default_factory=lambda: _kinds([], [], []))
+    kind_codes: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint8))
 
     def group_durations(self) -> list[np.ndarray]:
         """Each group's sorted durations."""
+        return self._split(self.durations)
+
+    def group_kinds(self) -> list[np.ndarray]:
+        """Each group's kind codes, aligned with group_durations."""
+        return self._split(self.kind_codes)
+
+    def _split(self, values: np.ndarray) -> list[np.ndarray]:
         ends = np.cumsum(self.groups["count"]) if len(self.groups) else np.empty(0, dtype=np.int64)
-        return np.split(self.durations, ends[:-1]) if len(ends) else []
+        return np.split(values, ends[:-1]) if len(ends) else []
 
 
 def _inside(starts: np.ndarray, steps: Table) -> np.ndarray:
@@ -72,6 +92,7 @@ def digest(ops: Table, window_steps: Table) -> NcclDigest:
     }  # fmt: skip
     if not count:
         return NcclDigest(_groups([], [], [], [], [], [], []), np.empty(0, dtype=np.uint32), sums)
+    kinds, kind_of_op = _kinds_of(ops)
     ops_seen, op_code = ops.factorized("op")
     origins_seen, origin_code = ops.factorized("origin") if "origin" in ops else factorize(origin)
     combined = (op_code * len(origins_seen) + origin_code) * len(buckets_seen) + bucket_code
@@ -91,23 +112,63 @@ def digest(ops: Table, window_steps: Table) -> NcclDigest:
     nknown = np.add.reduceat(known_sizes[by_group].astype(np.int64), firsts)
     keys = [(ops_seen[c // (len(origins_seen) * len(buckets_seen))], origins_seen[c // len(buckets_seen) % len(origins_seen)],
              buckets_seen[c % len(buckets_seen)]) for c in unique.tolist()]  # fmt: skip
-    sorted_durations = _sorted_in_groups(inverse, durations)
+    sorted_durations, kind_codes = _sorted_in_groups(inverse, durations, kind_of_op)
     totals = np.add.reduceat(sorted_durations, firsts)
     if len(sorted_durations) and sorted_durations.min() >= 0 and sorted_durations.max() < 1 << 32:
         sorted_durations = sorted_durations.astype(np.uint32)  # half the memory at 1,024 ranks; exact
     groups = _groups([k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys], counts, totals, nbytes, nknown)
-    return NcclDigest(groups, sorted_durations, sums)
+    return NcclDigest(groups, sorted_durations, sums, kinds, kind_codes.astype(_code_dtype(len(kinds))))
 
 
-def _sorted_in_groups(group: np.ndarray, durations: np.ndarray) -> np.ndarray:
-    """The durations in group order, each group's sorted: one sort of (group, duration) packed into an int64 where
-    they fit, else a lexsort."""
+def _kinds_of(ops: Table) -> tuple[Table, np.ndarray]:
+    """The distinct (message size, communicator size, timed on the GPU) of a rank's operations, and each one's index
+    among them. A table without nranks or source columns (hand-made ones) states no size and is timed on the GPU."""
+    count = len(ops)
+    sizes = ops["size_bytes"].astype(np.float64)
+    nranks = ops["nranks"].astype(np.int64) if "nranks" in ops else np.full(count, NO_NRANKS, dtype=np.int64)
+    if "source" in ops:
+        sources, source_code = ops.factorized("source")
+        gpu = np.asarray([s == "gpu" for s in sources], dtype=np.int64)[source_code]
+    else:
+        gpu = np.ones(count, dtype=np.int64)
+    size_values, size_code = np.unique(sizes, return_inverse=True)  # NaNs are one value (unknown size)
+    size_code = size_code.reshape(-1)
+    if nranks.min() == nranks.max():  # the usual rank: one communicator size (or none stated)
+        n_values, n_code = nranks[:1], np.zeros(count, dtype=np.int64)
+    else:
+        n_values, n_code = np.unique(nranks, return_inverse=True)
+        n_code = n_code.reshape(-1)
+    combined = (size_code * len(n_values) + n_code) * 2 + gpu
+    used, code = np.unique(combined, return_inverse=True)
+    return _kinds(size_values[used // 2 // len(n_values)], n_values[used // 2 % len(n_values)], used % 2), code.reshape(
+        -1
+    )
+
+
+def _kinds(size, nranks, gpu) -> Table:
+    return Table({"size_bytes": np.asarray(size, dtype=np.float64), "nranks": np.asarray(nranks, dtype=np.int64),
+                  "gpu": np.asarray(gpu, dtype=np.int64)})  # fmt: skip
+
+
+def _code_dtype(count: int) -> type:
+    """The least unsigned integer type that holds `count` codes."""
+    return np.uint8 if count <= 1 << 8 else np.uint16 if count <= 1 << 16 else np.int64
+
+
+def _sorted_in_groups(
+    group: np.ndarray, durations: np.ndarray, kind: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The durations in group order, each group's sorted, and their kinds in that order: one sort of (group, duration,
+    kind) packed into an int64 where they fit, else a lexsort."""
     group = group.astype(np.int64)
+    kind = np.zeros(len(durations), dtype=np.int64) if kind is None else kind.astype(np.int64)
     low, high = (int(durations.min()), int(durations.max())) if len(durations) else (0, 0)
-    bits = max(1, high.bit_length())
-    if low >= 0 and bits + max(1, int(group.max(initial=0)).bit_length()) <= 62:
-        return np.sort((group << bits) | durations) & ((1 << bits) - 1)
-    return durations[np.lexsort((durations, group))]
+    bits, kind_bits = max(1, high.bit_length()), max(1, int(kind.max(initial=0)).bit_length())
+    if low >= 0 and bits + kind_bits + max(1, int(group.max(initial=0)).bit_length()) <= 62:
+        packed = np.sort((((group << bits) | durations) << kind_bits) | kind)
+        return (packed >> kind_bits) & ((1 << bits) - 1), packed & ((1 << kind_bits) - 1)
+    order = np.lexsort((kind, durations, group))
+    return durations[order], kind[order]
 
 
 def _groups(op, origin, bucket, count, total, nbytes, known) -> Table:
@@ -139,13 +200,15 @@ class NcclRollup:
         """The rank's NCCL time inside the window's steps (0 for a rank without operations)."""
         return self.by_rank.get(rank, {}).get("window_ns", 0)
 
-    def grouped(self) -> dict[tuple[str, str, str], list[tuple[NcclDigest, int, np.ndarray]]]:
-        """(op, origin, bucket) -> [(digest, row, sorted durations)] over every rank, in rank order."""
+    def grouped(self) -> dict[tuple[str, str, str], list[tuple[NcclDigest, int, np.ndarray, np.ndarray]]]:
+        """(op, origin, bucket) -> [(digest, row, sorted durations, their kind codes)] over every rank, in rank order."""
         found: dict[tuple[str, str, str], list] = {}
         for part in self.digests:
-            for row, (values, key) in enumerate(zip(part.group_durations(), zip(*(part.groups[k] for k in GROUP_KEYS),
-                                                                            strict=True), strict=True)):  # fmt: skip
-                found.setdefault(key, []).append((part, row, values))
+            keys = zip(*(part.groups[k] for k in GROUP_KEYS), strict=True)
+            for row, (values, codes, key) in enumerate(
+                zip(part.group_durations(), part.group_kinds(), keys, strict=True)
+            ):
+                found.setdefault(key, []).append((part, row, values, codes))
         return found
 
 
@@ -195,37 +258,76 @@ def _kth(arrays: list[np.ndarray], k: int) -> int:
     return low
 
 
-def size_summary(total: NcclRollup) -> Table:
-    """Per collective, origin and message-size bucket: count, total/average/median duration, total bytes."""
-    columns = ("op", "origin", "bucket", "count", "total_ns", "avg_ns", "median_ns", "bytes")
+SIZE_COLUMNS = ("op", "origin", "bucket", "nranks", "n_source", "count", "total_ns", "avg_ns", "median_ns", "bytes",
+                "bw_count", *BANDWIDTH_COLUMNS)  # fmt: skip
+TEXT_KEYS = (*GROUP_KEYS, "n_source")
+
+
+def size_summary(total: NcclRollup, world: WorldSize | None = None) -> Table:
+    """Per collective, origin, message-size bucket and communicator size n (the report's where it states one, else
+    `world`'s; by default the number of ranks): count, total/average/median duration, total bytes, and the p10,
+    median and p90 of the algbw and busbw of the operations timed on the GPU (bw_count of them), in GB/s."""
+    world = world or WorldSize(max(1, len(total.by_rank)), "rank reports")
     found = total.grouped()
-    if not found:
-        return Table({c: np.empty(0, dtype=object if c in GROUP_KEYS else np.float64) for c in columns})
+    rows: dict[str, list] = {c: [] for c in SIZE_COLUMNS}
     bucket_rank = {label: i for i, (label, _, _) in enumerate(SIZE_BUCKETS)}
-    keys = sorted(found, key=lambda k: (k[0], k[1], bucket_rank.get(k[2], 99)))
-    rows: dict[str, list] = {c: [] for c in columns}
-    for key in keys:
-        members = found[key]
-        count = sum(int(part.groups["count"][row]) for part, row, _v in members)
-        nanos = sum(int(part.groups["total_ns"][row]) for part, row, _v in members)
-        known = sum(int(part.groups["known"][row]) for part, row, _v in members)
-        nbytes = float(np.sum([part.groups["bytes"][row] for part, row, _v in members]))
-        median = _middle([values for _part, _row, values in members], count)
-        for column, value in zip(columns, (*key, count, nanos, nanos / count, median, nbytes if known else np.nan),
-                                 strict=True):  # fmt: skip
-            rows[column].append(value)
+    sizes_of: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(digest) -> (n, stated) of each of its kinds
+    for key in sorted(found, key=lambda k: (k[0], k[1], bucket_rank.get(k[2], 99))):
+        by_n: dict[tuple[int, bool], list] = {}
+        for part, row, values, codes in found[key]:
+            if id(part) not in sizes_of:
+                sizes_of[id(part)] = communicator_sizes(part.kinds["nranks"], world)
+            n_kind, stated_kind = sizes_of[id(part)]
+            used = np.flatnonzero(np.bincount(codes, minlength=len(part.kinds))) if len(codes) else np.empty(0, int)
+            pairs = sorted({(int(n_kind[k]), bool(stated_kind[k])) for k in used.tolist()})
+            for n, stated in pairs:
+                mask = None if len(pairs) == 1 else (n_kind[codes] == n) & (stated_kind[codes] == stated)
+                by_n.setdefault((n, stated), []).append((part, row, values, codes, mask))
+        whole = len(by_n) == 1 and all(m[4] is None for m in next(iter(by_n.values())))
+        for (n, stated), members in sorted(by_n.items()):
+            _size_row(rows, key, n, STATED if stated else world.source, members, whole)
     return Table({
-        **{k: np.asarray(rows[k], dtype=object) for k in GROUP_KEYS}, "count": np.asarray(rows["count"], dtype=np.int64),
-        "total_ns": np.asarray(rows["total_ns"], dtype=np.int64), "avg_ns": np.asarray(rows["avg_ns"], dtype=np.float64),
-        "median_ns": np.asarray(rows["median_ns"], dtype=np.float64), "bytes": np.asarray(rows["bytes"], dtype=np.float64),
+        **{k: np.asarray(rows[k], dtype=object) for k in TEXT_KEYS},
+        **{k: np.asarray(rows[k], dtype=np.int64) for k in ("nranks", "count", "total_ns", "bw_count")},
+        **{k: np.asarray(rows[k], dtype=np.float64) for k in ("avg_ns", "median_ns", "bytes", *BANDWIDTH_COLUMNS)},
     })  # fmt: skip
+
+
+def _size_row(rows: dict[str, list], key: tuple, n: int, source: str, members: list, whole: bool) -> None:
+    """Append the row of one (op, origin, bucket) and communicator size: `members` are (digest, row, durations, kind
+    codes, mask of those of this n or None for all); `whole`: every operation of the group is this row's."""
+    if whole:  # the group's own sums, as the digests added them in the operations' order
+        count = sum(int(part.groups["count"][row]) for part, row, *_rest in members)
+        nanos = sum(int(part.groups["total_ns"][row]) for part, row, *_rest in members)
+        known = sum(int(part.groups["known"][row]) for part, row, *_rest in members)
+        nbytes = float(np.sum([part.groups["bytes"][row] for part, row, *_rest in members]))
+    else:
+        picked = [(values[mask], part.kinds["size_bytes"][codes[mask]]) for part, _row, values, codes, mask in members]
+        count = sum(len(values) for values, _sizes in picked)
+        nanos = sum(int(values.sum(dtype=np.int64)) for values, _sizes in picked)
+        known = sum(int((~np.isnan(sizes)).sum()) for _values, sizes in picked)
+        nbytes = float(np.sum([np.nansum(sizes) for _values, sizes in picked]))
+    arrays = [values if mask is None else values[mask] for _part, _row, values, _codes, mask in members]
+    algbw, busbw = [], []
+    for part, _row, values, codes, mask in members:
+        size, gpu = part.kinds["size_bytes"][codes], part.kinds["gpu"][codes] == 1
+        timed = gpu & ~np.isnan(size) & (values > 0) & (True if mask is None else mask)
+        if timed.any():
+            alg, bus = bandwidths(key[0], n, size[timed], values[timed])
+            algbw.append(alg)
+            busbw.append(bus)
+    quantiles_of = [*quantiles(algbw), *quantiles(busbw)]
+    values_of = (*key, n, source, count, nanos, nanos / count, _middle(arrays, count), nbytes if known else np.nan,
+                 sum(len(a) for a in algbw), *quantiles_of)  # fmt: skip
+    for column, value in zip(SIZE_COLUMNS, values_of, strict=True):
+        rows[column].append(value)
 
 
 def bucket_durations(total: NcclRollup) -> dict[str, list[np.ndarray]]:
     """Size bucket -> the sorted durations of its operations, one array per rank and group (never joined)."""
     found: dict[str, list[np.ndarray]] = {}
     for key, members in total.grouped().items():
-        found.setdefault(key[2], []).extend(values for _part, _row, values in members)
+        found.setdefault(key[2], []).extend(values for _part, _row, values, _codes in members)
     return found
 
 

@@ -1,0 +1,82 @@
+"""The bandwidth of every collective, as nccl-tests reports it: algbw = size / GPU time and busbw = algbw x NCCL's
+factor for the operation and communicator size n (nccl-tests' doc/PERFORMANCE.md), in GB/s (10^9 bytes/s).
+
+Sizes follow nccl-tests' convention: AllReduce, Broadcast, Reduce and Send/Recv move their message; NCCL states the
+per-rank part of an AllGather (sendcount) and of a ReduceScatter (recvcount), whose nccl-tests size is n times it
+(the whole gathered output, the whole reduced input); AllToAll's is the rank's whole send buffer, as stated. Only
+operations timed by their GPU kernels have a bandwidth (a CPU range's time is not the transfer's).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from nsyskit.analysis.compute.nccl import NO_NRANKS
+
+PER_RANK_SIZE = frozenset({"AllGather", "ReduceScatter"})
+QUANTILES = (("p10", 0.1), ("median", 0.5), ("p90", 0.9))
+BANDWIDTH_COLUMNS = tuple(f"{kind}_{name}_gbps" for kind in ("algbw", "busbw") for name, _q in QUANTILES)
+STATED = "report"  # n as the report states it (NCCL's NVTX payloads: the communicator's "No. of ranks")
+
+
+@dataclass(frozen=True)
+class WorldSize:
+    """The communicator size that stands in where the report states none, and where it comes from."""
+
+    n: int
+    source: str  # "run.json" (the run's world size) or "rank reports" (the number of ranks analyzed)
+
+
+def bus_factor(op: str, n: int) -> float:
+    """busbw / algbw for a collective of `n` ranks (nccl-tests' PERFORMANCE.md); NaN where nccl-tests defines none."""
+    if op == "AllReduce":
+        return 2.0 * (n - 1) / n
+    if op in ("AllGather", "ReduceScatter", "AllToAll"):
+        return (n - 1) / n
+    if op in ("Broadcast", "Reduce", "Send/Recv"):
+        return 1.0
+    return float("nan")
+
+
+def size_factor(op: str, n: int) -> int:
+    """nccl-tests' size over the message size NCCL states: n for AllGather and ReduceScatter, else 1."""
+    return n if op in PER_RANK_SIZE else 1
+
+
+def communicator_sizes(kinds_nranks: np.ndarray, world: WorldSize) -> tuple[np.ndarray, np.ndarray]:
+    """(n, stated) of each kind: the report's communicator size where it states one, else the world size."""
+    stated = kinds_nranks != NO_NRANKS
+    return np.where(stated, kinds_nranks, world.n).astype(np.int64), stated
+
+
+def bandwidths(op: str, n: int, sizes: np.ndarray, durations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(algbw, busbw) in GB/s of operations of `sizes` bytes (as NCCL states them) taking `durations` ns on the GPU:
+    bytes per ns is GB/s."""
+    algbw = sizes * float(size_factor(op, n)) / durations.astype(np.float64)
+    return algbw, algbw * bus_factor(op, n)
+
+
+def quantiles(values: list[np.ndarray]) -> list[float]:
+    """p10, median and p90 (numpy's linear interpolation) of the values of several arrays, as of one array of them
+    all: exact whatever the split (a merge of parts gives the numbers one process gives)."""
+    joined = np.concatenate(values) if values else np.empty(0)
+    if not len(joined):
+        return [float("nan")] * len(QUANTILES)
+    return [float(v) for v in np.quantile(joined, [q for _name, q in QUANTILES])]
+
+
+def world_size(paths: list, ranks: int) -> WorldSize:
+    """The run's world size: run.json's beside the reports (PATHS: reports or their folders) where a collect wrote
+    one, else the number of ranks analyzed."""
+    from pathlib import Path
+
+    from nsyskit.analysis.read.runinfo import read_run_record
+
+    folders = sorted({p if p.is_dir() else p.parent for p in map(Path, paths)})
+    record = read_run_record(folders)
+    recorded = getattr(record, "world_size", None) if record is not None else None
+    if isinstance(recorded, int) and recorded > 0:
+        return WorldSize(recorded, "run.json")
+    return WorldSize(max(1, ranks), "rank reports")
