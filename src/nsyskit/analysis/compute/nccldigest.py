@@ -302,7 +302,8 @@ def _size_row(rows: dict[str, list], key: tuple, n: int, source: str, members: l
         known = sum(int(part.groups["known"][row]) for part, row, *_rest in members)
         nbytes = float(np.sum([part.groups["bytes"][row] for part, row, *_rest in members]))
     else:
-        picked = [(values[mask], part.kinds["size_bytes"][codes[mask]]) for part, _row, values, codes, mask in members]
+        picked = [(values, part.kinds["size_bytes"][codes]) if mask is None else (values[mask], part.kinds["size_bytes"][codes[mask]])
+                  for part, _row, values, codes, mask in members]  # fmt: skip
         count = sum(len(values) for values, _sizes in picked)
         nanos = sum(int(values.sum(dtype=np.int64)) for values, _sizes in picked)
         known = sum(int((~np.isnan(sizes)).sum()) for _values, sizes in picked)
