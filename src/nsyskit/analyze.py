@@ -76,7 +76,7 @@ def _here(request: AnalyzeRequest) -> None:
     if not request.json:  # rich (~50 ms to import) loads while the reports are read: the tables need it only at the end
         threading.Thread(target=_import_rich, daemon=True).start()
     result = outputs.analyze(request.paths, folder, request.straggler, progress("analyze"), request.full_names,
-                             request.strict)  # fmt: skip
+                             request.strict, request.judge_inputs())  # fmt: skip
     show_and_write(result, request)
 
 

@@ -60,6 +60,10 @@ class AnalyzeRequest:
         """The straggler threshold in percent."""
         return DEFAULT_STRAGGLER_PCT if self.straggler_pct is None else self.straggler_pct
 
+    def judge_inputs(self) -> dict[str, Any]:
+        """What the findings' rules get from this request beyond the reports (RunView.inputs), read once here."""
+        return {}
+
     def check(self) -> AnalyzeRequest:
         """The request itself, or a UsageError naming the flags that do not go together."""
         if not self.paths:

@@ -141,9 +141,10 @@ def analyze_merge(
     analysis, facts = merge_parts(Path(parts), straggler, strict)
     timelines = merged_timelines(facts["part_files"], analysis) if timeline else None  # before printing: may refuse
     folder = check_output(output) or Path(facts["folder"])
-    result = outputs.of_analysis([facts["folder"]], folder, analysis, full_names)
+    request = AnalyzeRequest([parts], json=json_, html=html, timeline=timeline, top=rows)
+    result = outputs.of_analysis([facts["folder"]], folder, analysis, full_names, request.judge_inputs())
     result.timelines = timelines
-    show_and_write(result, AnalyzeRequest([parts], json=json_, html=html, timeline=timeline, top=rows))
+    show_and_write(result, request)
 
 @task(positional=["report"], help={"report": "A .nsys-rep (or a folder of them) to run nsys recipes on."})
 def recipes(c, report=None):
