@@ -315,7 +315,9 @@ def merge(
     for name in RANKED_KEYS:
         setattr(analysis, name, concat([r[name] for r in results]))
     analysis.nccl = nccldigest.rollup({result["rank"]: result["nccl"] for result in results})
-    analysis.nccl_sizes = nccldigest.size_summary(analysis.nccl, world)  # n: the report's, else the world size
+    # n where a report states none: run.json's world size when the caller read one, else the ranks analyzed
+    analysis.nccl.world = world or ncclbandwidth.WorldSize(max(1, len(results)), "rank reports")
+    analysis.nccl_sizes = nccldigest.size_summary(analysis.nccl)
     if unprofiled_line:  # the ranks the run ran without nsys: absent from every table, named so no one reads them as idle
         analysis.warnings.append(unprofiled_line)
     # The ranks table's comm share is the findings' (on a CPU run: of the window's step time, not of GPU busy time).

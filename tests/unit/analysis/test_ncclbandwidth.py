@@ -4,12 +4,15 @@ exact through the merge of parts."""
 
 from __future__ import annotations
 
+import io
 import json
 
 import numpy as np
 import pytest
 from nsys_fixtures import Export, Kernel, Launch, Range, write_export
+from rich.console import Console
 
+from nsyskit.analysis import compose, print_report, run_analysis, summarize
 from nsyskit.analysis.compute import nccldigest
 from nsyskit.analysis.compute.ncclbandwidth import WorldSize, bus_factor
 from nsyskit.analysis.compute.table import Table
@@ -176,3 +179,36 @@ def nccldigest_buckets(sizes: np.ndarray) -> np.ndarray:
 )  # fmt: skip
 def test_bus_factors_are_nccl_tests(op, n, factor):
     assert bus_factor(op, n) == factor
+
+
+def test_the_terminal_json_and_report_show_the_bandwidths(tmp_path):
+    """The sizes table shows busbw and algbw and says where n comes from; analysis.json keeps them unrounded;
+    report.html plots busbw against message size, whose medians are those of each size's operations."""
+    per_rank = [planted_rank(seed) for seed in (4, 5)]
+    run = tmp_path / "run"
+    run.mkdir()
+    for rank, planted in enumerate(per_rank):
+        write_export(run / f"run_rank_{rank}.sqlite", export_of(planted))
+    analysis, html = run_analysis([run])
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    print_report(compose(analysis, summarize(analysis, run), run), console, top=15)
+    text = " ".join(console.file.getvalue().split("Collective operations by message size")[1].split())  # unwrapped
+    assert "busbw median GB/s" in text and "algbw median" in text
+    assert "nranks from the number of ranks analyzed (no run.json states the world size) and the report's NCCL" in text
+    data = json.loads((run / "analysis.json").read_text())
+    assert [row["busbw_median_gbps"] for row in data["nccl_sizes"]] == analysis.nccl_sizes["busbw_median_gbps"].tolist()
+    page = html.read_text()
+    assert "NCCL bus bandwidth against message size" in page and (run / "nccl_busbw.png").stat().st_size > 1000
+    by_size = {(r["op"], r["size_bytes"]): r for r in nccldigest.busbw_by_size(analysis.nccl).rows()}
+    for (op, size), row in by_size.items():
+        n = row["nranks"]
+        times = [
+            d
+            for planted in per_rank
+            for o, s, d in planted
+            if o == op and s * (n if op in ("AllGather", "ReduceScatter") else 1) == size
+        ]
+        assert row["count"] == len(times)
+        assert row["busbw_median_gbps"] == pytest.approx(
+            float(np.median([size / t * bus_factor(op, n) for t in times])), rel=1e-12
+        )

@@ -24,6 +24,7 @@ from nsyskit.analysis.compute.ncclbandwidth import (
     bandwidths,
     communicator_sizes,
     quantiles,
+    size_factor,
 )
 from nsyskit.analysis.compute.table import Table, rows_by_rank
 from nsyskit.analysis.read.records import factorize
@@ -187,6 +188,7 @@ class NcclRollup:
     sums: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SUMS, 0))
     by_rank: dict[int, dict[str, int]] = field(default_factory=dict)
     digests: list[NcclDigest] = field(default_factory=list)
+    world: WorldSize | None = None  # the communicator size where a report states none (set by the merge)
 
     def add(self, rank: int, part: NcclDigest) -> None:
         """Add one rank's digest."""
@@ -267,7 +269,7 @@ def size_summary(total: NcclRollup, world: WorldSize | None = None) -> Table:
     """Per collective, origin, message-size bucket and communicator size n (the report's where it states one, else
     `world`'s; by default the number of ranks): count, total/average/median duration, total bytes, and the p10,
     median and p90 of the algbw and busbw of the operations timed on the GPU (bw_count of them), in GB/s."""
-    world = world or WorldSize(max(1, len(total.by_rank)), "rank reports")
+    world = world or total.world or WorldSize(max(1, len(total.by_rank)), "rank reports")
     found = total.grouped()
     rows: dict[str, list] = {c: [] for c in SIZE_COLUMNS}
     bucket_rank = {label: i for i, (label, _, _) in enumerate(SIZE_BUCKETS)}
@@ -322,6 +324,31 @@ def _size_row(rows: dict[str, list], key: tuple, n: int, source: str, members: l
                  sum(len(a) for a in algbw), *quantiles_of)  # fmt: skip
     for column, value in zip(SIZE_COLUMNS, values_of, strict=True):
         rows[column].append(value)
+
+
+def busbw_by_size(total: NcclRollup) -> Table:
+    """Per collective, nccl-tests size (bytes) and communicator size n: the count and median busbw (GB/s) of the
+    operations timed on the GPU, every origin together; sizes ascending (the bandwidth-against-size plot's lines)."""
+    world = total.world or WorldSize(max(1, len(total.by_rank)), "rank reports")
+    found: dict[tuple[str, float, int], list[np.ndarray]] = {}
+    for part in total.digests:
+        n_kind, _stated = communicator_sizes(part.kinds["nranks"], world)
+        sizes, gpu = part.kinds["size_bytes"], part.kinds["gpu"] == 1
+        for op, values, codes in zip(part.groups["op"], part.group_durations(), part.group_kinds(), strict=True):
+            for kind in np.flatnonzero(np.bincount(codes, minlength=len(sizes))).tolist():
+                if not gpu[kind] or np.isnan(sizes[kind]):
+                    continue
+                timed = values[(codes == kind) & (values > 0)]
+                _alg, bus = bandwidths(str(op), int(n_kind[kind]), np.full(len(timed), sizes[kind]), timed)
+                nccl_tests_size = float(sizes[kind]) * size_factor(str(op), int(n_kind[kind]))
+                found.setdefault((str(op), nccl_tests_size, int(n_kind[kind])), []).append(bus)
+    keys = sorted(k for k in found if sum(map(len, found[k])))
+    return Table({
+        "op": np.asarray([k[0] for k in keys], dtype=object), "size_bytes": np.asarray([k[1] for k in keys], dtype=np.float64),
+        "nranks": np.asarray([k[2] for k in keys], dtype=np.int64),
+        "count": np.asarray([sum(map(len, found[k])) for k in keys], dtype=np.int64),
+        "busbw_median_gbps": np.asarray([quantiles(found[k])[1] for k in keys], dtype=np.float64),
+    })  # fmt: skip
 
 
 def bucket_durations(total: NcclRollup) -> dict[str, list[np.ndarray]]:
