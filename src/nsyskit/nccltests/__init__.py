@@ -17,6 +17,8 @@ API (what `invoke nccl-tests` and `invoke analyze --fabric` use):
   whole buffer (n x the per-rank chunk).
 - `canonical_op(name)`: that mapping of names.
 - `read_paths(arguments) -> Reading` (files with tests, files without a table) and `read_file(path)`.
+- `nccl_tests_report(arguments, diff, plot) -> Outcome`: the whole 'invoke nccl-tests' (reading, --diff, the
+  plot, the error to exit with); `print_tests` and `print_diff` show it.
 """
 
 from __future__ import annotations
@@ -26,10 +28,13 @@ from pathlib import Path
 from nsyskit.nccltests.ceiling import Ceiling
 from nsyskit.nccltests.model import OPS, FileResult, NcclTest, Placement, Problem, Row, canonical_op
 from nsyskit.nccltests.reading import Reading, no_table_error, read_file, read_paths
+from nsyskit.nccltests.render import print_diff, print_tests
+from nsyskit.nccltests.report import Outcome, check_plot_target, nccl_tests_report
 
 __all__ = [
     "OPS",
     "Ceiling",
+    "Outcome",
     "FileResult",
     "NcclTest",
     "Placement",
@@ -37,9 +42,13 @@ __all__ = [
     "Reading",
     "Row",
     "canonical_op",
+    "check_plot_target",
     "ceiling_from",
     "measured_tests",
+    "nccl_tests_report",
     "no_table_error",
+    "print_diff",
+    "print_tests",
     "read_file",
     "read_paths",
 ]

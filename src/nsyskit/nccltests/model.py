@@ -172,3 +172,13 @@ class FileResult:
     def all_warnings(self) -> list[Problem]:
         """This file's warnings, its tests' included, in line order."""
         return sorted([*self.warnings, *(p for t in self.tests for p in t.warnings)], key=lambda p: p.line)
+
+    def to_dict(self) -> dict:
+        """JSON form, unrounded."""
+        return {
+            "path": self.path,
+            "tests": [test.to_dict() for test in self.tests],
+            "failures": [str(p) for p in self.failures],
+            "warnings": [str(p) for p in self.warnings],
+            "avg_lines_without_table": [{"line": line, "avg_busbw_gbps": value} for line, value in self.stray_avg],
+        }
