@@ -219,6 +219,8 @@ class _Scanner:
 
     def on_failure(self, line: Line) -> None:
         where = self.test.failures if self.test is not None else self.result.failures
+        if where and where[-1].line == line.number:
+            return  # 'Test CUDA failure ... out of memory': one failure, found by two keywords
         where.append(self.problem(line.number, " ".join(line.text.split())[:300]))
 
     on_oom = on_failure
