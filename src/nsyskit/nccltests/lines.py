@@ -2,8 +2,9 @@
 
 A Python loop over every line of a 200 MB NCCL_DEBUG=INFO output would spend its time on INFO lines. Instead
 each kind of line that matters is found by a regex that starts with a literal (Python's `re` then skips ahead
-in C): row candidates start a line with a digit after the launchers' prefixes; the others hold a keyword.
-The scanner (table.py) then walks only these lines, in file order.
+in C). Rows start a line with a digit after the launchers' prefixes: a whole row on one line comes back with its
+13 fields split by the same search (most rows); any other line that starts with a digit comes back as text (a
+piece of a row cut by other output, or noise) for the scanner (table.py) to judge.
 """
 
 from __future__ import annotations
@@ -23,14 +24,24 @@ PREFIX = (
 PREFIXES = re.compile(rb"(?:" + PREFIX + rb")*")
 TAGS = re.compile(TAG)  # OpenMPI cuts rows at each flush: its tag can stand in the middle of a row
 
-# A row (or a piece of one) starts its line with a digit after the prefixes; '\n' first keeps the search in C.
-ROW_START = re.compile(rb"\n" + PREFIXES.pattern + rb"[ \t]*\d")
+NUM = rb"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|-?nan|-?inf"
+WRONG = rb"N/A|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?\*?|-?nan\*?"
+_PLACEMENT = rb"[ \t]+(" + NUM + rb")[ \t]+(" + NUM + rb")[ \t]+(" + NUM + rb")[ \t]+(" + WRONG + rb")"
+# A whole row: size, count, type, [redop], [root], then both placements' time, algbw, busbw and check; groups 1-13.
+WHOLE_ROW = (
+    rb"(\d+)[ \t]+(\d+)[ \t]+([A-Za-z]\w*)((?:[ \t]+[A-Za-z]\w*)?)((?:[ \t]+-?\d+)?)"
+    + _PLACEMENT * 2
+    + rb"[ \t\r]*(?=\n|\Z)"
+)
+# '\n' first keeps the search in C; a line that starts with a digit but is no whole row leaves groups 1-13 empty.
+# Lines that start with a letter or '#' (NCCL INFO, the rank list: most lines) fail at their first byte.
+ROW_START = re.compile(rb"\n(?=[ \t\d\[(])" + PREFIXES.pattern + rb"[ \t]*(?:" + WHOLE_ROW + rb"|(?=\d))")
+RANK = re.compile(rb"Rank +(\d+) (?:Group +\d+ )?Pid ")
 KEYWORDS = {
     "header": re.compile(rb"busbw"),
     "avg": re.compile(rb"Avg bus bandwidth\s*:\s*(\S+)"),
     "start": re.compile(rb"Collective test starting: *(\S+)"),
     "nthread": re.compile(rb"nThread \d+ nGpus \d+[^\n]*"),
-    "rank": re.compile(rb"Rank +\d+ (?:Group +\d+ )?Pid "),
     "oob": re.compile(rb"Out of bounds values : *(\d+) *(\w+)"),
     "failure": re.compile(rb"Test (?:NCCL |CUDA )?failure[^\n]*"),
     "oom": re.compile(rb"ut of memory[^\n]*"),  # 'out of memory', 'Out of memory' ('ut': a literal, searched in C)
@@ -40,10 +51,10 @@ KEYWORDS = {
 
 @dataclass(frozen=True)
 class Line:
-    """A line that matters: its kind, 1-based number, text without prefixes (OpenMPI tags cut) and regex groups."""
+    """A line that matters: its kind, where it starts, its text without prefixes (OpenMPI tags cut) and groups."""
 
     kind: str
-    number: int
+    start: int
     text: str
     groups: tuple[str, ...] = ()
 
@@ -54,8 +65,15 @@ def strip_prefixes(line: bytes) -> bytes:
     return TAGS.sub(b"", line) if b"]<std" in line else line
 
 
-def _decode(raw: bytes) -> str:
+def decode(raw: bytes) -> str:
+    """Text of a line's bytes (never fails: bad bytes become U+FFFD), without a Windows line end."""
     return raw.decode("utf-8", "replace").rstrip("\r")
+
+
+def line_text(buffer: bytes, start: int) -> str:
+    """The line of BUFFER that starts at START, without its prefixes."""
+    end = buffer.find(b"\n", start)
+    return decode(strip_prefixes(buffer[start : end if end >= 0 else len(buffer)]))
 
 
 def _command_name(buffer: bytes, at: int) -> tuple[bytes]:
@@ -64,34 +82,41 @@ def _command_name(buffer: bytes, at: int) -> tuple[bytes]:
     return (word.group(0) + b"_perf",)
 
 
-def scan(buffer: bytes) -> list[Line]:
-    """Every line that matters in BUFFER, in file order (a line holding two keywords comes once per kind)."""
-    starts: dict[int, str] = {}  # line start -> kind, for rows
-    found: list[tuple[int, int, str, tuple[str, ...]]] = []  # (line start, order, kind, groups)
-    if buffer[:1]:
-        first = PREFIXES.match(buffer)
-        rest = buffer[first.end() : first.end() + 64].lstrip(b" \t")
-        if rest[:1].isdigit():
-            starts[0] = "row"
+def _row_starts(buffer: bytes):
+    """ROW_START's matches, the first line included (it has no newline before it): (line start, match)."""
+    first_end = buffer.find(b"\n")
+    first = ROW_START.match(b"\n" + buffer[: first_end if first_end >= 0 else len(buffer)])
+    if first:
+        yield 0, first
     for match in ROW_START.finditer(buffer):
-        starts[match.start() + 1] = "row"
+        yield match.start() + 1, match
+
+
+def scan(buffer: bytes) -> tuple[list[Line], list[tuple[int, tuple[bytes, ...]]]]:
+    """(the lines that matter but whole rows, in file order; whole rows as (line start, their 13 fields))."""
+    rows: list[tuple[int, tuple[bytes, ...]]] = []
+    found: list[tuple[int, int, str, tuple[bytes, ...]]] = []  # (line start, order, kind, groups)
+    for start, match in _row_starts(buffer):
+        if match.group(1) is None:
+            found.append((start, -1, "row", ()))
+        else:
+            rows.append((start, match.groups()))
     for order, (kind, pattern) in enumerate(KEYWORDS.items()):
         for match in pattern.finditer(buffer):
             line_start = buffer.rfind(b"\n", 0, match.start()) + 1
             groups = _command_name(buffer, match.start()) if kind == "command" else match.groups()
-            found.append((line_start, order, kind, tuple(_decode(g or b"") for g in groups)))
-    found += [(start, -1, "row", ()) for start in starts]
+            found.append((line_start, order, kind, groups))
     found.sort()
     lines: list[Line] = []
-    number, counted_to = 1, 0
     seen: set[tuple[int, str]] = set()
     for start, _, kind, groups in found:
-        if (start, kind) in seen:
-            continue
-        seen.add((start, kind))
-        number += buffer.count(b"\n", counted_to, start)
-        counted_to = start
-        end = buffer.find(b"\n", start)
-        raw = buffer[start : end if end >= 0 else len(buffer)]
-        lines.append(Line(kind, number, _decode(strip_prefixes(raw)), groups))
-    return lines
+        if (start, kind) not in seen:
+            seen.add((start, kind))
+            lines.append(Line(kind, start, line_text(buffer, start), tuple(decode(g or b"") for g in groups)))
+    return lines, rows
+
+
+def top_rank(buffer: bytes, start: int, end: int) -> int:
+    """The highest rank number of the '#  Rank N ... Pid' lines between START and END (-1 where none)."""
+    numbers = RANK.findall(buffer, start, end)
+    return max(map(int, numbers)) if numbers else -1
