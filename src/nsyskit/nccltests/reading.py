@@ -1,0 +1,93 @@
+"""Reading FILE|RUN arguments into per-file results, and the one line for a file that holds no table."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nsyskit.errors import NoNcclTestsTable
+from nsyskit.nccltests.inputs import read_bytes, resolve
+from nsyskit.nccltests.model import OPS, OTHER_TESTS, FileResult, NcclTest
+from nsyskit.nccltests.table import read_buffer
+
+# Op names as file names spell them, longest first so 'reduce_scatter' wins over 'reduce'.
+_NAME_WORDS = sorted(
+    [(op, op) for op in (*OPS, *OTHER_TESTS)]
+    + [("allreduce", "all_reduce"), ("allgather", "all_gather"), ("reducescatter", "reduce_scatter"),
+       ("all2all", "alltoall"), ("bcast", "broadcast")],
+    key=lambda pair: -len(pair[0]),
+)  # fmt: skip
+
+
+@dataclass
+class Reading:
+    """What a set of arguments gave: the files with tests, in argument order, and those without any table."""
+
+    files: list[FileResult] = field(default_factory=list)
+    without_table: list[FileResult] = field(default_factory=list)
+
+    @property
+    def tests(self) -> list[NcclTest]:
+        """Every test of every file, in file order."""
+        return [test for result in self.files for test in result.tests]
+
+
+def name_from_file(test: NcclTest, path: Path) -> None:
+    """Name a test the file never names after its file name (all_reduce.out, nccl_alltoall.log), if it says one."""
+    stem = path.name.lower()
+    for word, op in _NAME_WORDS:
+        if re.search(rf"(?<![a-z]){word}(?![a-z])", stem.replace("-", "_")):
+            test.name, test.name_source = f"{op}_perf", "file name"
+            return
+
+
+def read_file(path: Path) -> FileResult:
+    """One file's tests, failures and warnings (a test its output never names is named after the file)."""
+    result = read_buffer(read_bytes(path), str(path))
+    unnamed = [test for test in result.tests if test.name is None]
+    if len(result.tests) == 1 and unnamed:
+        name_from_file(unnamed[0], path)
+    return result
+
+
+def no_table_error(result: FileResult) -> NoNcclTestsTable:
+    """The one line for a file with no table: what it holds instead (a failure, a stray average line)."""
+    failures = result.all_failures()
+    if failures:
+        first = failures[0]
+        problem = f"no nccl-tests table: the run failed at line {first.line}: {first.message}"
+        fix = "act on that failure and run the test again"
+    elif result.stray_avg:
+        line, value = result.stray_avg[0]
+        problem = (f"no nccl-tests table: an 'Avg bus bandwidth' line ({value:g} GB/s, line {line}) without the "
+                   "table above it (the output was cut)")  # fmt: skip
+        fix = "give the whole output of the test (its column header and rows)"
+    elif result.empty_headers:
+        problem = (f"no nccl-tests table: the column header at line {result.empty_headers[0]} has no row under it "
+                   "(the output was cut)")  # fmt: skip
+        fix = "give the whole output of the test (its rows and the 'Avg bus bandwidth' line)"
+    else:
+        problem = "no nccl-tests table (no column header or row of size, count, type, time, algbw, busbw)"
+        fix = "give the output of a nccl-tests binary (e.g. all_reduce_perf), or the run folder that holds it"
+    return NoNcclTestsTable(result.path, problem, fix)
+
+
+def read_paths(arguments: list[str]) -> Reading:
+    """Read every file the arguments name; in run folders, only the files that hold a table or a failure."""
+    named, in_folders = resolve(arguments)
+    reading = Reading()
+    for path in named:
+        result = read_file(path)
+        (reading.files if result.tests else reading.without_table).append(result)
+    for path in in_folders:
+        result = read_file(path)
+        if result.tests:
+            reading.files.append(result)
+        elif result.all_failures():
+            reading.without_table.append(result)
+    if not named and not reading.files and not reading.without_table:
+        folders = ", ".join(str(a) for a in arguments)
+        raise NoNcclTestsTable(folders, "no file in it holds a nccl-tests table",
+                               "give the run folder of a nccl-tests workload, or the output file itself")  # fmt: skip
+    return reading
