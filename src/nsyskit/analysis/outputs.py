@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nsyskit.analysis.compute.ncclbandwidth import with_fabric
 from nsyskit.analysis.compute.result import Analysis
 from nsyskit.analysis.judge.summary import Summary, summarize
 from nsyskit.analysis.present.report import TIMELINE_NAME, Report, compose, write_report
@@ -55,6 +56,9 @@ def of_analysis(
     inputs: Mapping[str, Any] | None = None,
 ) -> Outputs:  # fmt: skip
     """The summary and report of an analysis already made (by analyze_run, or merged from parts) for `folder`."""
+    if (inputs or {}).get("fabric") is not None and analysis.nccl_sizes is not None:  # --fabric: the ceiling per row
+        analysis.nccl_sizes, notes = with_fabric(analysis.nccl_sizes, inputs["fabric"])
+        analysis.warnings.extend(notes)
     summary = summarize(analysis, folder, inputs)
     return Outputs(list(paths), folder, analysis, summary, compose(analysis, summary, folder, full_names))
 

@@ -47,6 +47,7 @@ class AnalyzeRequest:
     wait: bool = False  # with cluster: follow the jobs to the merged report
     max_parallel: int | None = None  # with cluster: map elements at once
     dry_run: bool = False  # with cluster: render the jobs, submit nothing
+    fabric: list[str] | None = None  # nccl-tests outputs (files or a nccl-tests run folder): the fabric's ceiling
 
     @property
     def mode(self) -> str:
@@ -61,8 +62,13 @@ class AnalyzeRequest:
         return DEFAULT_STRAGGLER_PCT if self.straggler_pct is None else self.straggler_pct
 
     def judge_inputs(self) -> dict[str, Any]:
-        """What the findings' rules get from this request beyond the reports (RunView.inputs), read once here."""
-        return {}
+        """What the findings' rules get from this request beyond the reports (RunView.inputs), read once here:
+        --fabric's measured ceiling (nsyskit.nccltests.Ceiling; a file without a table is one error naming it)."""
+        if not self.fabric:
+            return {}
+        from nsyskit.nccltests import ceiling_from
+
+        return {"fabric": ceiling_from(self.fabric)}
 
     def check(self) -> AnalyzeRequest:
         """The request itself, or a UsageError naming the flags that do not go together."""
@@ -75,6 +81,9 @@ class AnalyzeRequest:
         if not self.diff and (self.fail_on is not None or self.fail_on_regression is not None):
             raise UsageError("--fail-on and --fail-on-regression need a baseline (--diff)",
                              fix="use 'invoke analyze --diff BASELINE RUN --fail-on step_time=5'")  # fmt: skip
+        if self.fabric and self.diff:
+            raise UsageError("--fabric and --diff both given",
+                             fix="compare each run with the fabric on its own: invoke analyze RUN --fabric NCCL_TESTS_OUTPUT")  # fmt: skip
         if self.cluster is not None:
             if self.diff:
                 raise UsageError("--diff and --slurm/--k8s both given",

@@ -11,6 +11,9 @@ from nsyskit.cli import PROFILE_HELP, load, number_flag, project_root, task
 from nsyskit.errors import AnalysisError, UsageError
 
 PARTS = "analysis-parts"  # the default folder of analyze-part's part files, beside the reports
+FABRIC_HELP = ("nccl-tests output(s) measured on the same fabric (files, or the run folder of a nccl-tests workload), "
+               "comma-separated: each collective row gets nccl-tests' busbw at its size and the ratio; a finding when "
+               "a bucket with >= 10% of the NCCL time reaches under 50% of it.")  # fmt: skip
 
 
 def _paths(path: str | None) -> list[str]:
@@ -48,13 +51,14 @@ def _paths(path: str | None) -> list[str]:
         "slurm_max_parallel": "With --slurm/--k8s: at most this many map elements at once (the array's %N, the Job's "
         "parallelism); default: no cap.",
         "dry_run": "With --slurm/--k8s: check and render the jobs into RUN/analysis-jobs/ only; submit nothing.",
+        "fabric": FABRIC_HELP,
         "profile": PROFILE_HELP,
     },
 )
 def analyze(
     c, path=None, json_=False, html=True, output=None, timeline=False, timeline_max_events=None, diff=None,
     fail_on=None, fail_on_regression=None, straggler_pct=None, top=None, full_names=False, strict=False,
-    slurm=False, k8s=False, wait=False, slurm_max_parallel=None, dry_run=False, profile=None,
+    slurm=False, k8s=False, wait=False, slurm_max_parallel=None, dry_run=False, fabric=None, profile=None,
 ):  # fmt: skip
     """Findings first, then kernels, GPU breakdown and overlap, NVTX, NCCL sizes, ranks, NCCL logs; report.html, timeline."""
     from nsyskit.analyze import answer
@@ -71,7 +75,7 @@ def analyze(
         diff=_paths(diff) if diff else None, fail_on=fail_on,
         fail_on_regression=number_flag("--fail-on-regression", fail_on_regression, None),
         cluster=cluster, wait=wait, max_parallel=_int_flag("--slurm-max-parallel", slurm_max_parallel),
-        dry_run=dry_run,
+        dry_run=dry_run, fabric=split_paths(fabric) or None,
     ))  # fmt: skip
 
 
@@ -124,11 +128,12 @@ def analyze_part(
         "strict": "Stop at the first missing, failed or unreadable part (default: merge the others, name the missing "
         "ranks and why first in every output, exit 4).",
         "timeline": "Also write timeline.json.gz from the ranks' timelines the parts hold (mapped with --timeline).",
+        "fabric": FABRIC_HELP,
     },
 )
 def analyze_merge(
     c, parts=None, json_=False, html=True, output=None, straggler_pct=None, top=None, full_names=False, strict=False,
-    timeline=False,
+    timeline=False, fabric=None,
 ):  # fmt: skip
     """The reduce of a cluster analysis: merge the parts into what 'invoke analyze' makes of the same reports."""
     from nsyskit.analysis import merge_parts, merged_timelines, outputs
@@ -138,11 +143,12 @@ def analyze_merge(
         raise UsageError("no parts folder given", fix="invoke analyze-merge PARTS_DIR")
     rows = int(number_flag("--top", top, 15, integer=True, low=1))
     straggler = number_flag("--straggler-pct", straggler_pct, 5.0)
+    request = AnalyzeRequest([parts], json=json_, html=html, timeline=timeline, top=rows, fabric=split_paths(fabric) or None)
+    inputs = request.judge_inputs()  # --fabric read before the merge: a file without a table stops it at once
     analysis, facts = merge_parts(Path(parts), straggler, strict)
     timelines = merged_timelines(facts["part_files"], analysis) if timeline else None  # before printing: may refuse
     folder = check_output(output) or Path(facts["folder"])
-    request = AnalyzeRequest([parts], json=json_, html=html, timeline=timeline, top=rows)
-    result = outputs.of_analysis([facts["folder"]], folder, analysis, full_names, request.judge_inputs())
+    result = outputs.of_analysis([facts["folder"]], folder, analysis, full_names, inputs)
     result.timelines = timelines
     show_and_write(result, request)
 

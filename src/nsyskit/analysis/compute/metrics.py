@@ -41,6 +41,7 @@ class RunView:
     all_steps: Table  # every step, warm-up included
     breakdown: Table | None = None
     nccl: NcclRollup | None = None  # the ranks' NCCL operations added up (nsyskit.analysis.compute.nccldigest)
+    nccl_sizes: Table | None = None  # per collective, bucket and n: times and bandwidths (fabric columns with --fabric)
     memcpy: Table | None = None
     window_source: str = "none"  # 'profile_window', 'warm-up dropped' or 'none'
     evidence: Table | None = None  # every rank's evidence rows for the findings (compute.evidence.pivot reads them)
@@ -105,6 +106,7 @@ def view_of(analysis, inputs: Mapping[str, Any] | None = None) -> RunView:
         all_steps=analysis.steps if analysis.steps is not None else _empty_steps(),
         breakdown=analysis.breakdown,
         nccl=analysis.nccl,
+        nccl_sizes=analysis.nccl_sizes,
         memcpy=analysis.memcpy,
         window_source=how,
         evidence=analysis.evidence,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nsyskit.analysis.compute.nccl import NO_NRANKS
+from nsyskit.analysis.compute.table import Table
 
 PER_RANK_SIZE = frozenset({"AllGather", "ReduceScatter"})
 QUANTILES = (("p10", 0.1), ("median", 0.5), ("p90", 0.9))
@@ -80,3 +81,47 @@ def world_size(paths: list, ranks: int) -> WorldSize:
     if isinstance(recorded, int) and recorded > 0:
         return WorldSize(recorded, "run.json")
     return WorldSize(max(1, ranks), "rank reports")
+
+
+NCCL_TESTS_NAMES = {"Send/Recv": "sendrecv"}  # the collectives whose nccl-tests name canonical_op cannot derive
+FABRIC_COLUMNS = ("fabric_busbw_gbps", "fabric_ratio")
+
+
+def nccl_tests_op(op: str) -> str:
+    """The name a ceiling knows a collective by (AllReduce, or nccl-tests' sendrecv for Send/Recv)."""
+    return NCCL_TESTS_NAMES.get(op, op)
+
+
+def with_fabric(sizes: Table, ceiling) -> tuple[Table, list[str]]:
+    """The sizes table with each row's fabric ceiling: nccl-tests' out-of-place busbw for the same operation at the
+    row's average size (nccl-tests' size convention; interpolated on log size by `ceiling.busbw_at`) and the ratio of
+    the row's median busbw to it; and one line naming the run's operations the measurement has no test for."""
+    count = len(sizes)
+    ceiling_of, ratio = np.full(count, np.nan), np.full(count, np.nan)
+    missing: list[str] = []
+    for at, row in enumerate(sizes.rows()):
+        op, known = row["op"], row["bw_count"] > 0 and row["count"] > 0 and row["bytes"] == row["bytes"]
+        if not known:
+            continue
+        if not ceiling.has(nccl_tests_op(op)):
+            missing += [op] if op not in missing else []
+            continue
+        size = row["bytes"] / row["count"] * size_factor(op, row["nranks"])
+        ceiling_of[at] = ceiling.busbw_at(nccl_tests_op(op), size)
+        ratio[at] = row["busbw_median_gbps"] / ceiling_of[at] if ceiling_of[at] > 0 else np.nan
+    columns = dict(sizes.columns) | {"fabric_busbw_gbps": ceiling_of, "fabric_ratio": ratio}
+    notes = []
+    if missing:
+        measured, binaries = ", ".join(ceiling.ops) or "nothing", ", ".join(BINARIES.get(op, op) for op in missing)
+        if np.isnan(ceiling_of).all():
+            notes.append(f"--fabric: the nccl-tests output measures none of this run's collectives ({', '.join(missing)}; "
+                         f"it measures {measured}): no ceiling to compare with; run {binaries} on the same nodes")  # fmt: skip
+        else:
+            notes.append(f"--fabric: no nccl-tests measurement of {', '.join(missing)} (it measures {measured}): "
+                         f"run {binaries} on the same nodes to compare them too")  # fmt: skip
+    return Table(columns), notes
+
+
+BINARIES = {"AllReduce": "all_reduce_perf", "AllGather": "all_gather_perf", "ReduceScatter": "reduce_scatter_perf",
+            "AllToAll": "alltoall_perf", "Broadcast": "broadcast_perf", "Reduce": "reduce_perf",
+            "Send/Recv": "sendrecv_perf", "Gather": "gather_perf", "Scatter": "scatter_perf"}  # fmt: skip

@@ -235,7 +235,13 @@ def nvtx(analysis: Analysis, data: Callable[[], dict]) -> Section:
 
 
 NCCL_SIZE_COLUMNS = ["op", "origin", "bucket", "nranks", "count", "total_ns", "median_ns", "bytes", "busbw_p10_gbps",
-                     "busbw_median_gbps", "busbw_p90_gbps", "algbw_median_gbps"]  # fmt: skip
+                     "busbw_median_gbps", "busbw_p90_gbps", "algbw_median_gbps", "fabric_busbw_gbps", "fabric_ratio"]  # fmt: skip
+
+
+def nccl_size_columns(sizes: Table | None) -> list[str]:
+    """The sizes table's terminal columns: origin only where the run has several (the JSON keeps every column)."""
+    several = sizes is not None and "origin" in sizes and len(set(sizes["origin"].tolist())) > 1
+    return [c for c in NCCL_SIZE_COLUMNS if c != "origin" or several]
 
 
 def n_source_note(sizes: Table | None) -> str:
@@ -254,7 +260,7 @@ def communication(analysis: Analysis, data: Callable[[], dict]) -> Section:
 
     def terminal(console: Console, top: int) -> None:
         title = "Collective operations by message size (NCCL, gloo)"
-        _print(console, title, analysis.nccl_sizes, NCCL_SIZE_COLUMNS, top * 2, empty=NO_COLLECTIVES)
+        _print(console, title, analysis.nccl_sizes, nccl_size_columns(analysis.nccl_sizes), top * 2, empty=NO_COLLECTIVES)
         note = n_source_note(analysis.nccl_sizes)
         if note:
             console.print(f"  {note}", markup=False)
