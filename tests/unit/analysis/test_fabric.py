@@ -28,8 +28,8 @@ MEASURED = [(1 << 10, 0.05, 0.04), (1 << 20, 10.0, 9.0), (16 << 20, 40.0, 30.0),
 
 def nccl_tests_output(path: Path, rows=MEASURED, binary: str = "all_reduce_perf") -> Path:
     """An all_reduce_perf output as nccl-tests 2.13+ prints it (redop and root columns, #wrong)."""
-    lines = [f"# nThread 1 nGpus 1 minBytes 1024 maxBytes 268435456 step: 16(factor) warmup iters: 5 iters: 20 "
-             f"agg iters: 1 validation: 1 graph: 0", "#", "# Using devices",
+    lines = ["# nThread 1 nGpus 1 minBytes 1024 maxBytes 268435456 step: 16(factor) warmup iters: 5 iters: 20 "
+             "agg iters: 1 validation: 1 graph: 0", "#", "# Using devices",
              "#  Rank  0 Group  0 Pid  11 on     node-a device  0 [0x53] NVIDIA H100 80GB HBM3",
              "#  Rank  1 Group  0 Pid  12 on     node-b device  0 [0x53] NVIDIA H100 80GB HBM3", "#",
              "#                                                              out-of-place                       in-place",
