@@ -154,3 +154,35 @@ def prefixed(text: str, prefix: str) -> str:
 def tag_pieces(layout: str, row: Measured, tag: str = "[1,0]<stdout>:") -> str:
     """A row as OpenMPI --tag-output writes it: a tag before each piece (each flush), inside the line."""
     return "".join(tag + piece for piece in pieces(layout, row))
+
+
+def scaled(rows: list[Measured], factor: float) -> list[Measured]:
+    """The same sizes with busbw and algbw times FACTOR (time divided): a faster or slower fabric."""
+    out = []
+    for row in rows:
+        cells = []
+        for time, algbw, busbw, wrong in (row.out, row.inplace):
+            cells.append((_time(float(time) / factor), f"{float(algbw) * factor:.2f}", f"{float(busbw) * factor:.2f}",
+                          wrong))  # fmt: skip
+        out.append(Measured(row.size, row.count, cells[0], cells[1]))
+    return out
+
+
+def average(rows: list[Measured]) -> str:
+    """The 'Avg bus bandwidth' nccl-tests prints: the mean busbw of both placements over the rows, 6 digits."""
+    values = [float(cells[2]) for row in rows for cells in (row.out, row.inplace)]
+    return f"{sum(values) / len(values):g}"
+
+
+def example_outputs() -> dict[str, str]:
+    """The examples in tests/data/nccl-tests (the docs' commands read them): a 16-GPU all_reduce (NCCL INFO lines
+    inside its rows) and all_gather, and a baseline run of the same tests 10% faster."""
+    examples = {}
+    for name, factor in (("example-16gpu.out", 1.0), ("example-16gpu-baseline.out", 1.1)):
+        output = Output()
+        reduce = scaled(measurements("all_reduce", sizes=24), factor)
+        gather = scaled(measurements("all_gather", sizes=24), factor)
+        write_test(output, "all_reduce", "L3", reduce, average=average(reduce), glued=INFO)
+        write_test(output, "all_gather", "L3", gather, average=average(gather))
+        examples[name] = output.text()
+    return examples

@@ -142,3 +142,11 @@ def test_a_truncated_run_warns_and_exits_0(tmp_path):
 def test_a_missing_file_is_one_line(tmp_path):
     done = run(str(tmp_path / "absent.log"))
     assert done.returncode == 1 and done.stderr.strip().count("\n") == 0 and "absent.log" in done.stderr
+
+
+def test_the_examples_the_docs_read_are_the_generators_outputs():
+    """tests/data/nccl-tests holds what nccl_tests_variants writes (no hand edits): the docs show real behaviour."""
+    from tests.unit.nccl_tests_variants import example_outputs
+
+    for name, text in example_outputs().items():
+        assert (ROOT / "tests" / "data" / "nccl-tests" / name).read_text() == text

@@ -22,6 +22,7 @@ HEAD_COLUMNS = {"size": r"(\d+)", "count": r"(\d+)", "type": r"([A-Za-z]\w*)", "
 # The layouts tried, most columns first, for rows with no column header before them (an output cut by its author).
 GUESSED_LAYOUTS = (("size", "count", "type", "redop", "root"), ("size", "count", "type", "redop"),
                    ("size", "count", "type", "root"), ("size", "count", "type"))  # fmt: skip
+STANDARD_TAILS = ((), ("redop",), ("root",), ("redop", "root"))  # layouts the whole-row search splits
 _HEADS: dict[tuple[str, ...], re.Pattern] = {}
 
 
@@ -148,7 +149,7 @@ class _Scanner:
         self.pre = _Preamble()
         self.result.tests.append(test)
         self.test, self.placements = test, placements
-        standard = layout[:3] == ("size", "count", "type") and layout[3:] in ((), ("redop",), ("root",), ("redop", "root"))
+        standard = layout[:3] == ("size", "count", "type") and layout[3:] in STANDARD_TAILS
         self.shape = ("redop" in layout, "root" in layout) if standard and placements == 2 else None
         return test
 
