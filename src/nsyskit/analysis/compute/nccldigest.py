@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nsyskit.analysis.compute.nccl import NO_NRANKS, SIZE_BUCKETS, UNKNOWN_SIZE
+from nsyskit.analysis.compute.nccl import NO_NRANKS, SIZE_BUCKETS, UNKNOWN_SIZE, distinct_sizes
 from nsyskit.analysis.compute.ncclbandwidth import (
     BANDWIDTH_COLUMNS,
     STATED,
@@ -132,18 +132,19 @@ def _kinds_of(ops: Table) -> tuple[Table, np.ndarray]:
         gpu = np.asarray([s == "gpu" for s in sources], dtype=np.int64)[source_code]
     else:
         gpu = np.ones(count, dtype=np.int64)
-    size_values, size_code = np.unique(sizes, return_inverse=True)  # NaNs are one value (unknown size)
-    size_code = size_code.reshape(-1)
+    # nccl_operations hands the sizes coded too (Table.coded); a hand-made table's are coded here
+    size_values, size_code = ops.coded["size_bytes"] if "size_bytes" in ops.coded else distinct_sizes(sizes)
     if nranks.min() == nranks.max():  # the usual rank: one communicator size (or none stated)
         n_values, n_code = nranks[:1], np.zeros(count, dtype=np.int64)
     else:
-        n_values, n_code = np.unique(nranks, return_inverse=True)
-        n_code = n_code.reshape(-1)
+        n_values = np.unique(nranks)
+        n_code = np.searchsorted(n_values, nranks)
     combined = (size_code * len(n_values) + n_code) * 2 + gpu
-    used, code = np.unique(combined, return_inverse=True)
-    return _kinds(size_values[used // 2 // len(n_values)], n_values[used // 2 % len(n_values)], used % 2), code.reshape(
-        -1
-    )
+    used = np.flatnonzero(np.bincount(combined))  # the kinds present, in code order; renumbered 0..k-1
+    renumber = np.zeros(int(used[-1]) + 1, dtype=np.int64)
+    renumber[used] = np.arange(len(used))
+    kinds = _kinds(size_values[used // 2 // len(n_values)], n_values[used // 2 % len(n_values)], used % 2)
+    return kinds, renumber[combined]
 
 
 def _kinds(size, nranks, gpu) -> Table:
