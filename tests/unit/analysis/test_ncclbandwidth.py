@@ -212,3 +212,21 @@ def test_the_terminal_json_and_report_show_the_bandwidths(tmp_path):
         assert row["busbw_median_gbps"] == pytest.approx(
             float(np.median([size / t * bus_factor(op, n) for t in times])), rel=1e-12
         )
+
+
+def test_the_nccl_log_states_n_where_the_report_does_not(tmp_path):
+    """A run folder whose NCCL_DEBUG=INFO log lists the AllReduce calls of 1 MB with [nranks=8]: those get n = 8
+    from the log (the log's count is in elements: 262,144 float32); sizes the log does not list keep the world's."""
+    planted = [("AllReduce", 1 << 20, 40_000), ("AllReduce", 1 << 20, 60_000), ("AllReduce", 64 << 20, 900_000)]
+    run = tmp_path / "run"
+    run.mkdir()
+    write_export(run / "run_rank_0.sqlite", export_of(planted))
+    (run / "rank0.log").write_text("".join(
+        f"node-a:11:11 [0] NCCL INFO AllReduce: opCount {i} sendbuff 0x7f01 recvbuff 0x7f02 count 262144 datatype 7 "
+        f"op 0 root 0 comm 0x55d1 [nranks=8] stream 0x55d2\n" for i in range(2)))  # fmt: skip
+    analysis, _html = run_analysis([run])
+    rows = {r["bucket"]: r for r in analysis.nccl_sizes.rows()}
+    assert (rows["1MB-16MB"]["nranks"], rows["1MB-16MB"]["n_source"]) == (8, "nccl log")
+    assert (rows[">16MB"]["nranks"], rows[">16MB"]["n_source"]) == (1, "rank reports")
+    busbw = sorted((1 << 20) / d * bus_factor("AllReduce", 8) for d in (40_000, 60_000))
+    assert rows["1MB-16MB"]["busbw_median_gbps"] == pytest.approx(float(np.median(busbw)), rel=1e-12)

@@ -46,10 +46,35 @@ def size_factor(op: str, n: int) -> int:
     return n if op in PER_RANK_SIZE else 1
 
 
-def communicator_sizes(kinds_nranks: np.ndarray, world: WorldSize) -> tuple[np.ndarray, np.ndarray]:
-    """(n, stated) of each kind: the report's communicator size where it states one, else the world size."""
-    stated = kinds_nranks != NO_NRANKS
-    return np.where(stated, kinds_nranks, world.n).astype(np.int64), stated
+LOGGED = "nccl log"  # n as the run's NCCL log states it for the collective and size ([nranks=N] on its lines)
+
+
+def communicator_sizes(
+    kinds: Table, op: str, world: WorldSize, logged: dict[tuple[str, float], int] | None = None
+) -> tuple[np.ndarray, list[str]]:
+    """(n, where n comes from) of each kind of operation `op`: the report's communicator size where it states one,
+    else the NCCL log's for that collective and message size where the log states exactly one, else the world's."""
+    stated = kinds["nranks"] != NO_NRANKS
+    sizes = np.where(stated, kinds["nranks"], world.n).astype(np.int64)
+    sources = [STATED if s else world.source for s in stated.tolist()]
+    for kind in np.flatnonzero(~stated).tolist() if logged else ():
+        found = logged.get((op, float(kinds["size_bytes"][kind])))
+        if found:
+            sizes[kind], sources[kind] = found, LOGGED
+    return sizes, sources
+
+
+def logged_sizes(rows: list[dict]) -> dict[tuple[str, float], int]:
+    """(collective, message bytes) -> communicator size, from an NCCL log's collective calls (NcclLogAnalysis
+    .communicators: op, bytes, nranks); a collective and size logged with several sizes states none."""
+    from nsyskit.analysis.compute.nccl import collective
+
+    found: dict[tuple[str, float], set[int]] = {}
+    for row in rows:
+        op = collective(str(row["op"]))
+        if op is not None and row.get("nranks"):
+            found.setdefault((op, float(row["bytes"])), set()).add(int(row["nranks"]))
+    return {key: next(iter(ns)) for key, ns in found.items() if len(ns) == 1}
 
 
 def bandwidths(op: str, n: int, sizes: np.ndarray, durations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -19,7 +19,6 @@ import numpy as np
 from nsyskit.analysis.compute.nccl import NO_NRANKS, SIZE_BUCKETS, UNKNOWN_SIZE, distinct_sizes
 from nsyskit.analysis.compute.ncclbandwidth import (
     BANDWIDTH_COLUMNS,
-    STATED,
     WorldSize,
     bandwidths,
     communicator_sizes,
@@ -190,6 +189,7 @@ class NcclRollup:
     by_rank: dict[int, dict[str, int]] = field(default_factory=dict)
     digests: list[NcclDigest] = field(default_factory=list)
     world: WorldSize | None = None  # the communicator size where a report states none (set by the merge)
+    logged: dict[tuple[str, float], int] = field(default_factory=dict)  # (op, bytes) -> n the NCCL log states
 
     def add(self, rank: int, part: NcclDigest) -> None:
         """Add one rank's digest."""
@@ -274,21 +274,22 @@ def size_summary(total: NcclRollup, world: WorldSize | None = None) -> Table:
     found = total.grouped()
     rows: dict[str, list] = {c: [] for c in SIZE_COLUMNS}
     bucket_rank = {label: i for i, (label, _, _) in enumerate(SIZE_BUCKETS)}
-    sizes_of: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # id(digest) -> (n, stated) of each of its kinds
+    sizes_of: dict[tuple[int, str], tuple[np.ndarray, list[str]]] = {}  # (id(digest), op) -> (n, source) per kind
     for key in sorted(found, key=lambda k: (k[0], k[1], bucket_rank.get(k[2], 99))):
         by_n: dict[tuple[int, bool], list] = {}
         for part, row, values, codes in found[key]:
-            if id(part) not in sizes_of:
-                sizes_of[id(part)] = communicator_sizes(part.kinds["nranks"], world)
-            n_kind, stated_kind = sizes_of[id(part)]
+            if (id(part), key[0]) not in sizes_of:
+                sizes_of[id(part), key[0]] = communicator_sizes(part.kinds, key[0], world, total.logged)
+            n_kind, source_kind = sizes_of[id(part), key[0]]
             used = np.flatnonzero(np.bincount(codes, minlength=len(part.kinds))) if len(codes) else np.empty(0, int)
-            pairs = sorted({(int(n_kind[k]), bool(stated_kind[k])) for k in used.tolist()})
-            for n, stated in pairs:
-                mask = None if len(pairs) == 1 else (n_kind[codes] == n) & (stated_kind[codes] == stated)
-                by_n.setdefault((n, stated), []).append((part, row, values, codes, mask))
+            pairs = sorted({(int(n_kind[k]), source_kind[k]) for k in used.tolist()})
+            for n, source in pairs:
+                kinds_here = [k for k in used.tolist() if (int(n_kind[k]), source_kind[k]) == (n, source)]
+                mask = None if len(pairs) == 1 else np.isin(codes, kinds_here)
+                by_n.setdefault((n, source), []).append((part, row, values, codes, mask))
         whole = len(by_n) == 1 and all(m[4] is None for m in next(iter(by_n.values())))
-        for (n, stated), members in sorted(by_n.items()):
-            _size_row(rows, key, n, STATED if stated else world.source, members, whole)
+        for (n, source), members in sorted(by_n.items()):
+            _size_row(rows, key, n, source, members, whole)
     return Table({
         **{k: np.asarray(rows[k], dtype=object) for k in TEXT_KEYS},
         **{k: np.asarray(rows[k], dtype=np.int64) for k in ("nranks", "count", "total_ns", "bw_count")},
@@ -333,9 +334,9 @@ def busbw_by_size(total: NcclRollup) -> Table:
     world = total.world or WorldSize(max(1, len(total.by_rank)), "rank reports")
     found: dict[tuple[str, float, int], list[np.ndarray]] = {}
     for part in total.digests:
-        n_kind, _stated = communicator_sizes(part.kinds["nranks"], world)
         sizes, gpu = part.kinds["size_bytes"], part.kinds["gpu"] == 1
         for op, values, codes in zip(part.groups["op"], part.group_durations(), part.group_kinds(), strict=True):
+            n_kind, _sources = communicator_sizes(part.kinds, str(op), world, total.logged)
             for kind in np.flatnonzero(np.bincount(codes, minlength=len(sizes))).tolist():
                 if not gpu[kind] or np.isnan(sizes[kind]):
                     continue

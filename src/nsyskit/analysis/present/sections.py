@@ -249,6 +249,7 @@ def n_source_note(sizes: Table | None) -> str:
     if sizes is None or not len(sizes) or "n_source" not in sizes or not (sizes["bw_count"] > 0).any():
         return ""
     said = {"report": "the report's NCCL payloads", "run.json": "the run's world size (run.json)",
+            "nccl log": "the NCCL log's [nranks=N] for the collective and size",
             "rank reports": "the number of ranks analyzed (no run.json states the world size)"}  # fmt: skip
     sources = sorted(set(sizes["n_source"].tolist()))
     return ("busbw = algbw x NCCL's factor for the operation and nranks (nccl-tests' PERFORMANCE.md), GB = 10^9 bytes, "
