@@ -10,6 +10,7 @@ import json
 import numpy as np
 import pytest
 from nsys_fixtures import Export, Kernel, Launch, Range, write_export
+from real_exports import decompress
 from rich.console import Console
 
 from nsyskit.analysis import compose, print_report, run_analysis, summarize
@@ -230,3 +231,15 @@ def test_the_nccl_log_states_n_where_the_report_does_not(tmp_path):
     assert (rows[">16MB"]["nranks"], rows[">16MB"]["n_source"]) == (1, "rank reports")
     busbw = sorted((1 << 20) / d * bus_factor("AllReduce", 8) for d in (40_000, 60_000))
     assert rows["1MB-16MB"]["busbw_median_gbps"] == pytest.approx(float(np.median(busbw)), rel=1e-12)
+
+
+@pytest.mark.parametrize("name", ["nsysai_mfu_2gpu_after.sqlite", "h100_gpt2_ddp_nsys2025.3.1.sqlite"])
+def test_real_collectives_without_a_stated_size_get_no_bandwidth(name, real_exports_dir):
+    """Real exports: the 2-rank torchrun capture's ncclSend/ncclRecv and nccl:all_to_all ranges, and the kit's own H100
+    capture's ncclAllReduce ranges, carry no payload: their rows are counted and timed, with no bandwidth made up."""
+    analysis = analyze_run([decompress(name, real_exports_dir)], workers=1)
+    rows = list(analysis.nccl_sizes.rows())
+    assert rows and all(
+        r["bucket"] == "unknown" and r["bw_count"] == 0 and r["busbw_median_gbps"] is None for r in rows
+    )
+    assert {r["n_source"] for r in rows} == {"rank reports"} and {r["nranks"] for r in rows} == {len(analysis.sources)}
