@@ -32,6 +32,7 @@ class Finding:
     ranks: tuple[int, ...] = ()  # the ranks it fires on (empty: the run as a whole)
     steps: tuple[int, ...] = ()  # the steps concerned (empty: every step of the window)
     at_stake_ns: float = math.nan  # estimated time per step a fix would give back (NaN: not estimated)
+    threshold_text: str = ""  # the threshold as the reader reads it ('1 MiB in 1 ms'); empty: a percent
 
     def to_json(self) -> dict[str, Any]:
         """The finding as JSON data (NaN and infinities as None)."""
@@ -40,6 +41,7 @@ class Finding:
             "value": _finite(self.value), "threshold": _finite(self.threshold), "advice": self.advice,
             "evidence": {k: _finite(v) for k, v in self.evidence.items()},
             "ranks": list(self.ranks), "steps": list(self.steps), "at_stake_ns": _finite(self.at_stake_ns),
+            "threshold_text": self.threshold_text,
         }  # fmt: skip
 
 

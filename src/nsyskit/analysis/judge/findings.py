@@ -11,19 +11,19 @@ from collections.abc import Callable
 import numpy as np
 
 from nsyskit.analysis.compute import units
-from nsyskit.analysis.compute.analyzers import over_the_others, stragglers
 from nsyskit.analysis.compute.metrics import RunView, per_rank, run_metrics, step_cv_by_rank
-from nsyskit.analysis.judge.finding import Finding, ordered
+from nsyskit.analysis.judge.finding import Finding, ordered, ranks_text
 
 __all__ = ["RULES", "Finding", "find"]
 
 EXPOSED_COMM_PCT = 10.0  # communication not hidden by compute, % of the GPU window
 CPU_COMM_SHARE_PCT = 20.0  # CPU runs (no GPU intervals to overlap): communication % of step time
 GPU_IDLE_PCT = 20.0  # GPU idle, % of the GPU window
-STRAGGLER_PCT = 5.0  # a rank's non-communication time per step above the median of the ranks
+STRAGGLER_PCT = 5.0  # default of --straggler-pct: a rank's time per step outside communication over the others' median
 SMALL_MESSAGE_PCT = 50.0  # share of NCCL time spent on messages under 64 KB
 STEP_CV_PCT = 10.0  # stddev / mean of the window's step times on one rank
-PAGEABLE_MEMCPY_COUNT = 0  # more pageable (unpinned) host copies than this: any one is worth a line
+PAGEABLE_MIN_BYTES = 1 << 20  # pageable (unpinned) HtoD/DtoH copies moving at least this much (bytes, all ranks) ...
+PAGEABLE_MIN_NS = 1_000_000  # ... in at least this much copy time (ns): scalar .item() copies are a sync's cost
 SLOW_COPY_KINDS = ("HtoD", "DtoH")
 
 
@@ -66,36 +66,53 @@ def gpu_idle(view: RunView) -> Finding | None:
 
 
 def straggler(view: RunView) -> Finding | None:
-    """The rank whose time per step outside communication exceeds the median of the other ranks by STRAGGLER_PCT,
-    and why (a rank slower than the rest; a faster one never is)."""
+    """The ranks the ranks table flags as stragglers (one verdict: analyzers.cross_rank on the time per step outside
+    communication, more than --straggler-pct over the median of the other ranks), the slowest first, and why."""
+    table = view.ranks_table
+    if table is None or "straggler" not in table or not table["straggler"].any():
+        return None
+    flagged = np.flatnonzero(table["straggler"])
+    flagged = flagged[np.argsort(-table["deviation_pct"][flagged], kind="stable")]
+    slow_rank, excess_pct = int(table["rank"][flagged[0]]), float(table["deviation_pct"][flagged[0]])
     ranks = per_rank(view)
-    if len(ranks) < 2 or np.isnan(ranks["work_ns"]).all():
-        return None
+    mine = np.flatnonzero(ranks["rank"] == slow_rank)
     work = ranks["work_ns"]
-    slow = int(np.nanargmax(work))
+    if len(mine) and not np.isnan(work[mine[0]]):  # the table's measure (cross_rank's `work`)
+        measure, value = "per step outside communication", float(work[mine[0]])
+    elif not np.isnan(table["step_mean_ns"]).all():
+        measure, value = "mean step time", float(table["step_mean_ns"][flagged[0]])
+    else:
+        measure, value = "GPU busy time", float("nan")
+    median = value * 100.0 / (100.0 + excess_pct) if excess_pct > -100 else float("nan")
+    cause = _straggler_cause(ranks, mine[0] if len(mine) else None) if view.has_gpu else "compute/host (CPU run)"
+    others = [int(r) for r in table["rank"][flagged[1:]]]
+    also = f"; also {ranks_text(others, len(table))}" if others else ""
+    stake = value - median if measure != "GPU busy time" else float("nan")
+    return Finding(
+        "straggler", "warning",
+        f"rank {slow_rank} is a straggler: {units.duration(value) + ' ' if value == value else ''}{measure}, "
+        f"{excess_pct:.1f}% over the median of the other ranks"
+        f"{f' ({units.duration(median)})' if median == median else ''}; cause: {cause}{also}",
+        excess_pct, view.straggler_pct,
+        "the other ranks wait for it in their collectives: compare its GPU, host and data loading with a healthy "
+        "rank (open both .nsys-rep files side by side)",
+        evidence={"excess_pct": excess_pct, "value_ns": value, "median_of_others_ns": median,
+                  "stragglers": float(len(flagged))},
+        ranks=tuple(int(r) for r in table["rank"][flagged]), at_stake_ns=stake,
+    )  # fmt: skip
+
+
+def _straggler_cause(ranks, slow: int | None) -> str:
+    """Which of compute and host time lies furthest over the other ranks' median on the slow rank."""
+    if slow is None:
+        return "host"
     others = np.arange(len(ranks)) != slow
-    median = float(np.nanmedian(work[others])) if not np.isnan(work[others]).all() else float("nan")
-    over = over_the_others(work)
-    excess_pct = float(over[slow])
-    if not stragglers(work, over, STRAGGLER_PCT)[slow]:
-        return None
     excess = {}
     for component in ("compute_ns", "host_ns"):
         values = ranks[component]
         if not np.isnan(values[slow]) and not np.isnan(values[others]).all():
             excess[component] = values[slow] - float(np.nanmedian(values[others]))
-    cause = max(excess, key=excess.get).removesuffix("_ns") if excess else "host"
-    if not view.has_gpu:
-        cause = "compute/host (CPU run)"
-    rank = int(ranks["rank"][slow])
-    return Finding(
-        "straggler", "warning",
-        f"rank {rank} is a straggler: {units.duration(work[slow])} per step outside communication, "
-        f"{excess_pct:.1f}% over the median of the other ranks ({units.duration(median)}); cause: {cause}",
-        excess_pct, STRAGGLER_PCT,
-        "the other ranks wait for it in their collectives: compare its GPU, host and data loading with a healthy "
-        "rank (open both .nsys-rep files side by side)",
-    )  # fmt: skip
+    return max(excess, key=excess.get).removesuffix("_ns") if excess else "host"
 
 
 def small_messages(view: RunView) -> Finding | None:
@@ -113,20 +130,30 @@ def small_messages(view: RunView) -> Finding | None:
 
 
 def pageable_memcpy(view: RunView) -> Finding | None:
-    """Host/device copies from or to pageable (unpinned) host memory: synchronous for the host, no overlap."""
+    """Host/device copies from or to pageable (unpinned) host memory that move real data: synchronous for the host,
+    staged through a bounce buffer, never overlapped. Judged by their own bytes and time (a scalar .item() copy is
+    pageable too, but it is a sync's cost, not a copy's)."""
     table = view.memcpy
-    if table is None or not len(table) or "pageable_count" not in table:
-        return None
-    pageable = int(np.nansum(table["pageable_count"]))
-    if pageable <= PAGEABLE_MEMCPY_COUNT:
+    if table is None or not len(table) or "pageable_bytes" not in table:
         return None
     slow = np.isin(table["kind"], SLOW_COPY_KINDS)
-    spent = float(table["total_ns"][slow].sum()) if slow.any() else float("nan")
+    count = int(table["pageable_count"][slow].sum())
+    moved = float(table["pageable_bytes"][slow].sum())
+    spent = float(table["pageable_ns"][slow].sum())
+    if moved < PAGEABLE_MIN_BYTES or spent < PAGEABLE_MIN_NS:
+        return None
+    ranks = tuple(sorted({int(r) for r in table["rank"][slow & (table["pageable_bytes"] > 0)]})) if "rank" in table else ()
+    steps = len(view.steps)  # every rank's window steps: the copies' time per step and rank
     return Finding(
         "pageable_memcpy", "warning",
-        f"{pageable:,} pageable host/device memcpy (HtoD/DtoH copies take {units.duration(spent)} in all)",
-        float(pageable), float(PAGEABLE_MEMCPY_COUNT),
-        "pin host memory (DataLoader(pin_memory=True)) and copy with non_blocking=True so copies overlap compute",
+        f"{count:,} pageable host/device copies move {units.size(moved)} in {units.duration(spent)}"
+        f" ({moved / spent:.2f} GB/s)",
+        moved, float(PAGEABLE_MIN_BYTES),
+        "pin host memory (DataLoader(pin_memory=True), tensor.pin_memory()) and copy with non_blocking=True so copies "
+        "overlap compute",
+        evidence={"pageable_copies": float(count), "pageable_bytes": moved, "pageable_ns": spent},
+        ranks=ranks, at_stake_ns=spent / steps if steps else float("nan"),
+        threshold_text=f"{units.size(PAGEABLE_MIN_BYTES)} in {units.duration(PAGEABLE_MIN_NS)}",
     )  # fmt: skip
 
 
