@@ -74,3 +74,26 @@ def _finite(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
+
+
+@dataclass(frozen=True)
+class RuleDoc:
+    """What 'invoke analyze --explain RULE' prints: what the rule measures, when it fires, what to try."""
+
+    rule: str
+    measures: str
+    fires_when: str  # with the thresholds' values (the modules' constants)
+    advice: str
+
+    def text(self) -> str:
+        """The explanation as lines for the terminal."""
+        return f"{self.rule}\n  measures:   {self.measures}\n  fires when: {self.fires_when}\n  what to try: {self.advice}"
+
+
+CATALOG: dict[str, RuleDoc] = {}  # every rule's doc by rule id, filled as the rule modules load (judge/findings.py)
+
+
+def document(rule: str, measures: str, fires_when: str, advice: str) -> RuleDoc:
+    """Register a rule's doc in CATALOG (its findings quote the same advice); the doc."""
+    doc = CATALOG[rule] = RuleDoc(rule, measures, fires_when, advice)
+    return doc
