@@ -82,7 +82,7 @@ def ranks_table(made: RunView) -> Table:
     work = per_rank(made)
     summaries = [{"rank": int(r), "step_mean_ns": float(made.all_steps["duration_ns"][made.all_steps["rank"] == r].mean())}
                  for r in made.ranks]  # fmt: skip
-    return cross_rank(summaries, made.straggler_pct, dict(zip(work["rank"].tolist(), work["work_ns"].tolist())))
+    return cross_rank(summaries, made.straggler_pct, dict(zip(work["rank"].tolist(), work["work_ns"].tolist(), strict=True)))
 
 
 def gpu_view(per_gpu: list[dict], step_ns: float = 10 * MS, ranks: int | None = None) -> RunView:
