@@ -1,7 +1,7 @@
 """A locally built image to Pyxis: the job records the image's digest from this host's Docker daemon; and
 `invoke run --slurm` with SLURM_CONTAINER_IMAGE=dockerd://IMAGE through real Pyxis, on a machine that is its own
-Slurm node with enroot and Pyxis (built from their sources; see docs/slurm.md). CI has neither: that test says so
-and skips there."""
+Slurm node with enroot and Pyxis installed by its administrators (see docs/slurm.md). CI has neither: that test says
+which is missing and skips there."""
 
 from __future__ import annotations
 
@@ -36,12 +36,12 @@ def test_a_local_image_is_recorded_with_its_digest(kit_image, tmp_path):
 def pyxis_missing() -> str | None:
     """Why this machine cannot run a Pyxis job (None when it can)."""
     if not shutil.which("enroot"):
-        return "enroot is not installed here (CI has none: it is built from source, see docs/slurm.md)"
+        return "enroot is not installed here (CI has none; a cluster's administrators install it, see docs/slurm.md)"
     if not shutil.which("srun") or not shutil.which("sinfo"):
         return "no Slurm client here"
     help_text = subprocess.run(["srun", "--help"], capture_output=True, text=True).stdout
     if "--container-image" not in help_text:
-        return "srun has no --container-image: Pyxis is not loaded by this Slurm (plugstack.conf)"
+        return "srun has no --container-image: Pyxis is not loaded by this Slurm (its administrators load it)"
     if subprocess.run(["sinfo", "-h"], capture_output=True, text=True, timeout=30).returncode != 0:
         return "slurmctld does not answer here"
     return None
