@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from nsyskit.clusteranalysis import make_plan
+from nsyskit.clusteranalysis import make_plan, without_report_line
 from nsyskit.config import load_config
 from nsyskit.slurm import analysis
 from nsyskit.slurm.analysis_image import analysis_image, cached_sqsh
@@ -130,5 +130,5 @@ def test_pyxis_passes_the_merges_config_folder_into_the_container(tmp_path):
 def test_the_report_line_of_the_merge_log_is_left_to_the_command():
     report = Path("/fsx/runs/r1/report.html")
     log = f"Findings\n  1. rank 3 is slow\n✓ report: {report}\n✓ timeline: /fsx/runs/r1/timeline.json\n"
-    assert analysis.without_report_line(log, report) == "Findings\n  1. rank 3 is slow\n✓ timeline: /fsx/runs/r1/timeline.json\n"
-    assert analysis.without_report_line(log, Path("/elsewhere/report.html")) == log  # another run's line stays
+    assert without_report_line(log, report) == "Findings\n  1. rank 3 is slow\n✓ timeline: /fsx/runs/r1/timeline.json\n"
+    assert without_report_line(log, Path("/elsewhere/report.html")) == log  # another run's line stays

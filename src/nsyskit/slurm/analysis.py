@@ -8,7 +8,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nsyskit import console
-from nsyskit.clusteranalysis import AnalysisPlan, clear_parts, count_elements, parts_done, record_submitted, words
+from nsyskit.clusteranalysis import (
+    AnalysisPlan,
+    clear_parts,
+    count_elements,
+    parts_done,
+    record_submitted,
+    without_report_line,
+    words,
+)
 from nsyskit.config import Config
 from nsyskit.errors import ConfigError, ConfigErrors, JobError, PartialAnalysis
 from nsyskit.jobdir import write_record
@@ -238,12 +246,6 @@ def _follow_import(cfg: Config, plan: AnalysisPlan, jobs: Submitted, poll_s: flo
                    fix="the compute nodes need enroot (Pyxis' own) and access to the image (its Docker daemon for "
                    "dockerd://, enroot's .credentials for a registry: 'invoke enroot-credentials'); then run 'invoke "
                    "analyze --slurm' again")  # fmt: skip
-
-
-def without_report_line(log: str, report: Path) -> str:
-    """The merge's log less its '✓ report: REPORT' line, which the command prints itself (else it shows twice)."""
-    said = {f"report: {report}", f"✓ report: {report}"}
-    return "".join(line for line in log.splitlines(keepends=True) if line.strip() not in said)
 
 
 def _count(states) -> str:
