@@ -104,11 +104,15 @@ def main() -> None:
     element_s = statistics.median(starts)
     before, after = element_s + save_s, element_s
     e = args.elements
-    print(f"analyze --slurm through Pyxis, {e} map element(s) of one report each ({reports[0].name}); image "
-          f"{args.image} ({size / 1e9:.2f} GB as docker save streams it); load {os.getloadavg()[0]:.1f} on "
-          f"{os.cpu_count()} cores")
-    print(f"element start to first part, per element (median of {args.repeat}): "
-          + ", ".join(f"#{i} {s:.2f} s" for i, s in enumerate(starts)))
+    print(
+        f"analyze --slurm through Pyxis, {e} map element(s) of one report each ({reports[0].name}); image "
+        f"{args.image} ({size / 1e9:.2f} GB as docker save streams it); load {os.getloadavg()[0]:.1f} on "
+        f"{os.cpu_count()} cores"
+    )
+    print(
+        f"element start to first part, per element (median of {args.repeat}): "
+        + ", ".join(f"#{i} {s:.2f} s" for i, s in enumerate(starts))
+    )
     print(f"docker save of the image (the import's first stage; fastest of {args.import_repeat}): {save_s:.1f} s")
     rows = [
         ("", "before: each element imports", "after: imported once first", "ratio"),
@@ -121,8 +125,10 @@ def main() -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
-    print("not measured here (no enroot/Pyxis): enroot's layer unpacking and mksquashfs, which lengthen each import, and "
-          "Pyxis' container start from the .sqsh, which each element pays in both columns")
+    print(
+        "not measured here (no enroot/Pyxis): enroot's layer unpacking and mksquashfs, which lengthen each import, and "
+        "Pyxis' container start from the .sqsh, which each element pays in both columns"
+    )
 
 
 if __name__ == "__main__":

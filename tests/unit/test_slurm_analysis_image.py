@@ -44,10 +44,14 @@ def test_a_run_in_an_image_uri_imports_it_once_before_the_map_and_every_job_runs
     texts = analysis.scripts(settings(tmp_path), ROOT, make_plan(run))
     assert list(texts) == ["import.sbatch", "map.sbatch", "merge.sbatch"]
     sqsh = f"{tmp_path}/enroot/dockerd+nsyskit+latest.sqsh"
-    assert "enroot import --output \"$partial\" dockerd://nsyskit:latest\nmv -f \"$partial\" " + sqsh in texts["import.sbatch"]
+    assert (
+        'enroot import --output "$partial" dockerd://nsyskit:latest\nmv -f "$partial" ' + sqsh in texts["import.sbatch"]
+    )
     for name in ("map.sbatch", "merge.sbatch"):
         assert f"image={sqsh}\n" in texts[name] and texts[name].count("--container-image=") == 1
-        assert "--container-image=\"$image\"" in texts[name] and "dockerd://nsyskit:latest by the import job" in texts[name]
+        assert (
+            '--container-image="$image"' in texts[name] and "dockerd://nsyskit:latest by the import job" in texts[name]
+        )
         assert "enroot import" not in texts[name]
 
 
@@ -116,14 +120,19 @@ def test_the_merge_script_gives_matplotlib_a_writable_config_folder_and_removes_
     done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     word, folder, writable, from_env = done.stdout.split()
-    assert (word, writable, from_env) == ("config", "True", "True") and folder.startswith(f"{scratch}/nsyskit-matplotlib.")
+    assert (word, writable, from_env) == ("config", "True", "True") and folder.startswith(
+        f"{scratch}/nsyskit-matplotlib."
+    )
     assert "is not a writable directory" not in done.stderr and list(scratch.iterdir()) == []  # removed at the end
 
 
 def test_pyxis_passes_the_merges_config_folder_into_the_container(tmp_path):
     text = analysis.scripts(settings(tmp_path), ROOT, make_plan(slurm_run(tmp_path, "dockerd://nsyskit:latest")))
     merge = text["merge.sbatch"]
-    assert ',"$MPLCONFIGDIR:$MPLCONFIGDIR" \\' in merge and ' env MPLCONFIGDIR="$MPLCONFIGDIR" nsyskit analyze-merge ' in merge
+    assert (
+        ',"$MPLCONFIGDIR:$MPLCONFIGDIR" \\' in merge
+        and ' env MPLCONFIGDIR="$MPLCONFIGDIR" nsyskit analyze-merge ' in merge
+    )
     assert "MPLCONFIGDIR" not in text["map.sbatch"]  # the map draws nothing
 
 
