@@ -9,13 +9,13 @@ import dataclasses
 import numpy as np
 import pytest
 from real_exports import decompress
+from test_findings import MS, steps_table, view
 
 from nsyskit.analysis.compute.kernelclass import classify
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.judge import gpuwork
 from nsyskit.analysis.judge.summary import summarize
 from nsyskit.analysis.trace import analyze_run
-from test_findings import MS, steps_table, view
 
 # Names as real exports write them (A100, H100, RTX 2070 profiles in ../shared/real-data and cuBLAS/cuDNN/CUTLASS's).
 TENSOR_CORE = [
