@@ -13,7 +13,7 @@ import numpy as np
 from nsyskit.analysis.compute import units
 from nsyskit.analysis.compute.metrics import RunView, per_rank, run_metrics, step_cv_by_rank
 from nsyskit.analysis.compute.table import Table
-from nsyskit.analysis.judge import gpuwork
+from nsyskit.analysis.judge import commcauses, gpuwork
 from nsyskit.analysis.judge.finding import CATALOG, Finding, document, ordered, ranks_text
 from nsyskit.errors import UsageError
 
@@ -252,7 +252,7 @@ def step_variance(view: RunView) -> Finding | None:
 Rule = Callable[[RunView], "Finding | None"]
 RULES: tuple[Rule, ...] = (
     exposed_communication, straggler, gpu_idle, small_messages, pageable_memcpy, step_variance,
-    gpuwork.tensor_cores_unused,
+    gpuwork.tensor_cores_unused, commcauses.nccl_outlier, commcauses.serialized_streams,
 )  # fmt: skip
 
 
