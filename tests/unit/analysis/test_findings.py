@@ -247,6 +247,7 @@ def test_find_orders_findings_by_time_at_stake_and_finds_nothing_in_a_healthy_ru
             "busy_ns": 60,
             "compute_ns": 50,
             "comm_ns": 20,
+            "compute_comm_overlap_ns": 10,
             "exposed_comm_ns": 10 if r else 30,
         }
         for r in range(2)
@@ -259,9 +260,10 @@ def test_find_orders_findings_by_time_at_stake_and_finds_nothing_in_a_healthy_ru
     assert [f.rule for f in found] == ["step_variance", "gpu_idle", "exposed_comm"]
     assert [f.at_stake_ns for f in found] == pytest.approx([0.25 * MS, 8.0, 4.0])
     healthy = [
-        {"rank": r, "window_ns": 100, "busy_ns": 95, "compute_ns": 90, "comm_ns": 10, "exposed_comm_ns": 2}
+        {"rank": r, "window_ns": 100, "busy_ns": 95, "compute_ns": 90, "comm_ns": 10, "compute_comm_overlap_ns": 8,
+         "exposed_comm_ns": 2}
         for r in range(2)
-    ]
+    ]  # fmt: skip
     assert findings.find(gpu_view(healthy)) == []
 
 

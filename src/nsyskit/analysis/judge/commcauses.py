@@ -120,13 +120,14 @@ def serialized_streams(view: RunView) -> Finding | None:
     per_step = [min(float(c), float(k)) / steps[int(r)] for r, c, k in zip(table["rank"][serial], comm[serial],
                 compute[serial], strict=True) if steps.get(int(r))]  # fmt: skip
     stake = float(np.mean(per_step)) if per_step else float("nan")
+    hidden_not = float(100.0 - (both[serial] * 100.0 / comm[serial]).mean())  # % of their NCCL time not overlapped
     why = f"; on {sharing} of them NCCL kernels share a stream with compute kernels" if sharing else ""
     return Finding(
         "serialized_streams", "warning",
         f"communication never overlaps compute on {int(serial.sum())} of {len(table)} GPUs "
         f"({units.duration(float(comm[serial].mean()))} of NCCL kernels each, none hidden){why}",
-        float(serial.sum()), SERIAL_OVERLAP_PCT, SERIALIZED.advice,
+        hidden_not, 100.0 - SERIAL_OVERLAP_PCT, SERIALIZED.advice,
         evidence={"gpus_serialized": float(serial.sum()), "gpus": float(len(table)),
                   "gpus_sharing_a_stream": float(sharing), "comm_ns_mean": float(comm[serial].mean())},
-        ranks=ranks, at_stake_ns=stake, threshold_text=f"{SERIAL_OVERLAP_PCT:g}% of NCCL time overlapped",
+        ranks=ranks, at_stake_ns=stake, threshold_text=f"{100 - SERIAL_OVERLAP_PCT:g}% of NCCL time not overlapped",
     )  # fmt: skip
