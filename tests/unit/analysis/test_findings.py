@@ -343,3 +343,14 @@ def test_explain_prints_each_rule_s_measure_thresholds_and_advice_and_names_the_
     typo = nsyskit("--explain", "stragler")
     assert typo.returncode == 1 and typo.stdout == ""
     assert typo.stderr.strip().splitlines() == [f"error: --explain 'stragler': no such rule; fix: one of: {', '.join(sorted(CATALOG))}"]
+
+
+def test_gpu_idle_names_the_causes_that_explain_it_and_what_stays_unexplained():
+    idle = findings.Finding("gpu_idle", "warning", "GPUs idle 40.0%", 40.0, 20.0, "", evidence={"idle_ns_per_step": 4 * MS})
+    sync = findings.Finding("sync_stall", "warning", "t", 1.0, 0.0, "", evidence={findings.IDLE_EXPLAINED: 1.5 * MS})
+    loader = findings.Finding("data_loading", "warning", "t", 1.0, 0.0, "", evidence={findings.IDLE_EXPLAINED: 2 * MS})
+    other = findings.Finding("straggler", "warning", "t", 1.0, 0.0, "")
+    told = findings.explain_idle(idle, [idle, sync, loader, other])
+    assert told.title == "GPUs idle 40.0%; per step, explained by data_loading 2.00 ms, sync_stall 1.50 ms; 500 us unexplained"
+    assert told.evidence["idle_unexplained_ns_per_step"] == 0.5 * MS
+    assert findings.explain_idle(idle, [idle, other]) == idle  # no cause found: as it was
