@@ -87,7 +87,10 @@ class RankStatus:
     exit_code: int = 0
     signal: str | None = None
     started: float = 0.0
-    ended: float = 0.0
+    ended: float = 0.0  # when the wrapper ended the rank (after the profiler wrote its report)
+    # When the rank's application ended, wall clock, taken by the wrapper as it happened (before the report was
+    # written): what orders the failures of a run. 0: not recorded (a wrapper before this field).
+    died: float = 0.0
     report: str | None = None
     sqlite: str | None = None
     problems: list = field(default_factory=list)

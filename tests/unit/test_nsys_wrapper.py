@@ -292,3 +292,31 @@ def test_a_rank_told_to_end_while_waiting_for_the_start_lock_starts_nothing(tmp_
     assert not ran.exists()
     status = status_of(tmp_path)
     assert status["signal"] == "SIGTERM" and status["report"] is None
+
+
+# ---- when a rank died: the application's end, seen as it happens, not the profiler's (it writes the report) -------
+
+SLOW_NSYS = '''#!/usr/bin/env python3
+"""A stand-in for 'nsys profile' that takes 3 s to write its report after the application ends, as nsys under load."""
+import subprocess, sys, time
+app = [a for a in sys.argv[2:] if not a.startswith("--")]
+code = subprocess.run(app).returncode
+time.sleep(3)
+sys.exit(128 - code if code < 0 else code)
+'''
+
+
+def test_the_status_holds_when_the_application_died_not_when_the_profiler_ended(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nsys").write_text(SLOW_NSYS)
+    (bin_dir / "nsys").chmod(0o755)
+    died_at = tmp_path / "died-at"
+    # The application notes the time, then is killed by SIGKILL (as by the OOM killer).
+    app = f"import os, time; time.sleep(0.5); open({str(died_at)!r}, 'w').write(repr(time.time())); os.kill(os.getpid(), 9)"
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "NSYSKIT_EXPORT": "none", "NSYSKIT_TMPDIR": str(tmp_path / "tmp")}
+    done = run_wrapper(tmp_path / "reports", env, sys.executable, "-c", app)
+    assert done.returncode == 137, done.stderr
+    status = status_of(tmp_path / "reports")
+    assert status["exit_code"] == 137 and status["ended"] - status["died"] > 2.5  # the report's 3 s are not in it
+    assert 0 <= status["died"] - float(died_at.read_text()) < 0.5
