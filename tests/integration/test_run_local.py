@@ -174,7 +174,8 @@ def test_killing_a_rank_ends_the_run_naming_it_and_keeps_the_reports(run_env):
     # The case that misled the kit: the killed rank's status was written after its peer's (the peer's wrapper ended
     # first), though it died first.
     assert statuses[1]["died"] < statuses[0]["died"] and statuses[0]["ended"] < statuses[1]["ended"], statuses
-    assert "error: " in stderr and "rank 1 on worker-0 was killed by SIGKILL; then rank 0 on worker-0 " in stderr, stderr[-2000:]
+    named = "rank 1 on worker-0 was killed by SIGKILL; then rank 0 on worker-0 "
+    assert "error: " in stderr and named in stderr, stderr[-2000:]
     assert record["failed_rank"]["rank"] == 1 and record["exit_code"] != 0
     assert [later["rank"] for later in record["failed_rank"]["then"]] == [0]
     # What nsys had written stays: the killed rank's report, and the survivor's, finished after the launcher's SIGTERM.
