@@ -69,6 +69,7 @@ def _how(status: RankStatus) -> str:
 
 
 def _failure(status: RankStatus, then: tuple[Failure, ...] = ()) -> Failure:
+    """The Failure a rank's status tells."""
     return Failure(status.rank, status.host, status.exit_code, _how(status), then)
 
 
