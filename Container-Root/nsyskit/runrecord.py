@@ -91,6 +91,9 @@ class RankStatus:
     # When the rank's application ended, wall clock, taken by the wrapper as it happened (before the report was
     # written): what orders the failures of a run. 0: not recorded (a wrapper before this field).
     died: float = 0.0
+    # False in the status written when the application died, while the profiler still writes the report: exit_code
+    # and signal are what was seen then (0 with a note when not); True once the wrapper has ended.
+    final: bool = True
     report: str | None = None
     sqlite: str | None = None
     problems: list = field(default_factory=list)
