@@ -123,7 +123,8 @@ def test_profiling_only_rank_0_leaves_one_report_and_both_ranks_train(run_env):
 
 # Inside the run's container: stop rank 1's profiler (nsys, which would write its report), then kill -9 its training
 # process (not its wrapper or nsys), as the OOM killer would. Rank 1's nsys stays stopped for a while, as a loaded
-# machine can starve it, so rank 0 (which Gloo aborts once its peer is gone) writes its status first.
+# machine can starve it, so rank 0 (which Gloo aborts once its peer is gone) ends first; rank 1's status as its wrapper
+# wrote it when the application died is printed meanwhile.
 KILL_RANK_1 = """
 rank1() { for p in $(ls /proc | grep -E '^[0-9]+$'); do
   tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null | grep -qx NSYSKIT_RANK=1 && echo $p; done; }
@@ -131,7 +132,8 @@ app=$(for p in $(pgrep -f train.py); do [ "$(cat /proc/$p/comm)" = python3 ] && 
 [ -n "$app" ] || exit 1
 profiler=$(rank1 | grep -vx "$app" | tr '\\n' ' ')
 kill -STOP $profiler && kill -9 $app && echo killed $app
-sleep 8 && kill -CONT $profiler
+sleep 2 && echo STATUS && cat /reports/logs/*_rank1_*.status.json
+sleep 6 && kill -CONT $profiler
 """
 
 
@@ -159,6 +161,7 @@ def test_killing_a_rank_ends_the_run_naming_it_and_keeps_the_reports(run_env):
         container = docker.from_env().containers.get(f"nsyskit-{run_id}-worker-0")
         killed = container.exec_run(["bash", "-c", KILL_RANK_1], detach=False)
         assert b"killed" in killed.output, killed.output
+        at_death = json.loads(killed.output.decode().split("STATUS\n", 1)[1])  # written while its nsys was stopped
         killed_at = time.monotonic()
         stdout, stderr = process.communicate(timeout=120)
         took = time.monotonic() - killed_at
@@ -171,6 +174,9 @@ def test_killing_a_rank_ends_the_run_naming_it_and_keeps_the_reports(run_env):
     assert took < 120
     record = json.loads((run_dir / "run.json").read_text())
     statuses = {status["rank"]: status for status in record["ranks"]}
+    # Rank 1's wrapper wrote its status when its application died, before nsys could go on.
+    assert (at_death["final"], at_death["exit_code"], at_death["signal"]) == (False, 137, "SIGKILL"), at_death
+    assert at_death["died"] == statuses[1]["died"] and statuses[1]["final"] is True
     # The case that misled the kit: the killed rank's status was written after its peer's (the peer's wrapper ended
     # first), though it died first.
     assert statuses[1]["died"] < statuses[0]["died"] and statuses[0]["ended"] < statuses[1]["ended"], statuses
