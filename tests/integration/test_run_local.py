@@ -133,7 +133,7 @@ app=$(for p in $(pgrep -f train.py); do [ "$(cat /proc/$p/comm)" = python3 ] && 
 profiler=$(rank1 | grep -vx "$app" | tr '\\n' ' ')
 kill -STOP $profiler && kill -9 $app && echo killed $app
 sleep 2 && echo STATUS && cat /reports/logs/*_rank1_*.status.json
-sleep 6 && kill -CONT $profiler
+sleep 8 && kill -CONT $profiler
 """
 
 
