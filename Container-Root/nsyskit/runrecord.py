@@ -87,7 +87,13 @@ class RankStatus:
     exit_code: int = 0
     signal: str | None = None
     started: float = 0.0
-    ended: float = 0.0
+    ended: float = 0.0  # when the wrapper ended the rank (after the profiler wrote its report)
+    # When the rank's application ended, wall clock, taken by the wrapper as it happened (before the report was
+    # written): what orders the failures of a run. 0: not recorded (a wrapper before this field).
+    died: float = 0.0
+    # False in the status written when the application died, while the profiler still writes the report: exit_code
+    # and signal are what was seen then (0 with a note when not); True once the wrapper has ended.
+    final: bool = True
     report: str | None = None
     sqlite: str | None = None
     problems: list = field(default_factory=list)

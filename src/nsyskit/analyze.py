@@ -1,6 +1,6 @@
 """The one entry point of 'invoke analyze': an AnalyzeRequest in, the answer it asks for printed and written.
 
-Modes (AnalyzeRequest.mode): 'diff' compares two runs and gates on thresholds; 'cluster' maps and merges the run
+Modes (AnalyzeRequest.mode): 'explain' prints what a findings rule measures; 'diff' compares two runs and gates on thresholds; 'cluster' maps and merges the run
 where its reports are (nsyskit.clusteranalysis); 'run' analyzes here, with the run's own profiler (nsys, or the ncu
 and torch analyses of nsyskit.analysis.dispatch). Results go to stdout (tables or JSON), progress and files
 written to stderr.
@@ -24,7 +24,15 @@ PROGRESS_FROM = 8  # reports in a run from which analyze and --timeline print th
 def answer(request: AnalyzeRequest) -> None:
     """Do what the request asks (after checking that its flags go together); errors are NsyskitErrors."""
     request.check()
-    {"diff": _diff, "cluster": _on_cluster, "run": _here}[request.mode](request)
+    {"explain": _explain, "diff": _diff, "cluster": _on_cluster, "run": _here}[request.mode](request)
+
+
+def _explain(request: AnalyzeRequest) -> None:
+    """--explain RULE (or 'all'): what the rule measures, when it fires, what to try."""
+    from nsyskit.analysis.judge.findings import CATALOG, explain
+
+    rules = sorted(CATALOG) if request.explain == "all" else [request.explain]
+    console.out.print("\n\n".join(explain(rule) for rule in rules), markup=False, highlight=False)
 
 
 def _diff(request: AnalyzeRequest) -> None:

@@ -12,7 +12,7 @@ ECR = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
 # name -> (profile, overrides): the committed .env (the real AWS use) and the variants the issue names.
 VARIANTS = {
     "default": (None, {"REGISTRY": ECR}),
-    "cpu": ("local-cpu", {"REGISTRY": "127.0.0.1:5000", "NODES": "2", "K8S_HUGEPAGES": "0", "K8S_MEMORY": "8Gi", "K8S_SHM_SIZE": "2Gi"}),
+    "cpu": ("local-cpu", {"REGISTRY": "127.0.0.1:5000", "NODES": "2"}),  # K8S_MEMORY, _SHM_SIZE, _HUGEPAGES: auto
     "gpu-efa": (None, {"REGISTRY": ECR, "NODES": "4", "INSTANCE_TYPE": "p4d.24xlarge", "EFA_PER_NODE": "4",
                        "K8S_NAMESPACE": "training", "K8S_HUGEPAGES": "10240Mi", "NSYS_SAMPLE": "process-tree", "PROFILE_RANKS": "local0"}),
     "pvc": (None, {"REGISTRY": ECR, "K8S_REPORT_VOLUME": "pvc", "K8S_REPORT_PVC": "fsx-claim", "K8S_CLEAN_POD_POLICY": "running",

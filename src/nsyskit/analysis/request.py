@@ -47,11 +47,14 @@ class AnalyzeRequest:
     wait: bool = False  # with cluster: follow the jobs to the merged report
     max_parallel: int | None = None  # with cluster: map elements at once
     dry_run: bool = False  # with cluster: render the jobs, submit nothing
+    explain: str | None = None  # a rule id (or 'all'): print what it measures, its thresholds, what to try
     fabric: list[str] | None = None  # nccl-tests outputs (files or a nccl-tests run folder): the fabric's ceiling
 
     @property
     def mode(self) -> str:
-        """'diff', 'cluster' or 'run' (one analysis here): what answer() does."""
+        """'explain', 'diff', 'cluster' or 'run' (one analysis here): what answer() does."""
+        if self.explain:
+            return "explain"
         if self.diff:
             return "diff"
         return "cluster" if self.cluster else "run"
@@ -72,6 +75,8 @@ class AnalyzeRequest:
 
     def check(self) -> AnalyzeRequest:
         """The request itself, or a UsageError naming the flags that do not go together."""
+        if self.explain:
+            return self  # reads no report: the other flags do not matter
         if not self.paths:
             raise UsageError("no run folder or report given",
                              fix="pass a run folder (reports/<run-id>) or report files separated by commas")  # fmt: skip

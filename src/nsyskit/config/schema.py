@@ -10,6 +10,11 @@ from nsyskit.config import k8s_parse as kp
 from nsyskit.config import parse as p
 from nsyskit.config import slurm_parse as sp
 
+# K8S_MEMORY, K8S_SHM_SIZE, K8S_HUGEPAGES=auto. GPU nodes: the p4d/p5 sizes. CPU: the local-cpu example (tiny model,
+# 2 ranks under nsys) peaked at 0.8 GiB in its container (cgroup max_usage); 512Mi + 768Mi a rank leaves 2.5x that.
+GPU_WORKER_MEMORY, GPU_WORKER_SHM, EFA_HUGEPAGES = "256Gi", "64Gi", "5120Mi"
+CPU_WORKER_MIB, CPU_RANK_MIB, CPU_WORKER_SHM = 512, 768, "512Mi"
+
 
 def setting(default: str, parser, section: str, help: str) -> Any:
     """A config field whose .env key is the upper-cased attribute name; `default` is raw .env text.
@@ -104,9 +109,9 @@ class Config:
     k8s_report_host_path: str = setting("/var/lib/nsyskit/reports", kp.absolute_path, "k8s", "Folder on each node for K8S_REPORT_VOLUME=hostpath.")
     k8s_report_pvc: str = setting("", kp.optional_dns_label, "k8s", "PersistentVolumeClaim (ReadWriteMany, e.g. FSx for Lustre) for K8S_REPORT_VOLUME=pvc.")
     k8s_shared_dir: str = setting("", kp.optional_absolute_path, "k8s", "Where this machine sees the claim K8S_REPORT_PVC (e.g. FSx for Lustre mounted at /fsx): 'invoke analyze RUN --k8s' mounts the claim at this same path in its pods, so RUN must lie under it. Empty: analyze --k8s is off.")
-    k8s_memory: str = setting("256Gi", kp.memory_quantity, "k8s", "Memory request and limit of each worker, /dev/shm included; empty: none.")
-    k8s_shm_size: str = setting("64Gi", kp.memory_quantity, "k8s", "Size of /dev/shm (a memory emptyDir) in each worker; it counts against K8S_MEMORY.")
-    k8s_hugepages: str = setting("5120Mi", kp.hugepages_quantity, "k8s", "hugepages-2Mi request and limit of each worker (EFA registers memory in them); 0: none. Needs K8S_MEMORY.")
+    k8s_memory: str = setting("auto", kp.auto_memory_quantity, "k8s", "Memory request and limit of each worker, /dev/shm included. auto: 256Gi with GPUs (p4d/p5 nodes); without GPUs what the example needs, 512Mi + 768Mi per rank (2Gi for the local-cpu profile's 2 ranks); empty: none.")
+    k8s_shm_size: str = setting("auto", kp.auto_memory_quantity, "k8s", "Size of /dev/shm (a memory emptyDir) in each worker; it counts against K8S_MEMORY. auto: 64Gi with GPUs, 512Mi without.")
+    k8s_hugepages: str = setting("auto", kp.auto_hugepages_quantity, "k8s", "hugepages-2Mi request and limit of each worker (EFA registers memory in them); 0: none. auto: 5120Mi with EFA (EFA_PER_NODE > 0), none without. Needs K8S_MEMORY.")
     k8s_clean_pod_policy: str = setting("none", p.choice("none", "running", "all"), "k8s", "runPolicy.cleanPodPolicy: none keeps the worker pods after the launcher ends so 'invoke collect --k8s' can copy hostpath reports ('invoke undeploy --k8s' frees them); running or all delete them.")
     k8s_backoff_limit: int = setting("0", p.non_negative_int, "k8s", "runPolicy.backoffLimit: how often a failed launcher is retried before the job fails.")
     k8s_ttl_seconds_after_finished: int | None = setting("3600", kp.optional_non_negative_int, "k8s", "runPolicy.ttlSecondsAfterFinished: seconds after the job ends before it and its pods are deleted; empty: kept until 'invoke undeploy --k8s'.")
@@ -160,6 +165,18 @@ class Config:
     def needs_gpu_counters(self) -> bool:
         """True when ncu profiles GPU kernels: its performance counters are admin-only with the driver's default."""
         return self.profiler == "ncu" and self.uses_gpu
+
+    @property
+    def k8s_worker_sizes(self) -> dict[str, str]:
+        """Each worker's memory, shm and hugepages (K8S_MEMORY, K8S_SHM_SIZE, K8S_HUGEPAGES), auto resolved: p4d/p5
+        sizes on GPU nodes, huge pages for EFA, and on CPU what the example needs ('' for none)."""
+        sizes = {"memory": self.k8s_memory, "shm": self.k8s_shm_size, "hugepages": self.k8s_hugepages}
+        auto = {
+            "memory": GPU_WORKER_MEMORY if self.uses_gpu else f"{CPU_WORKER_MIB + CPU_RANK_MIB * self.procs_per_node}Mi",
+            "shm": GPU_WORKER_SHM if self.uses_gpu else CPU_WORKER_SHM,
+            "hugepages": EFA_HUGEPAGES if self.efa_per_node else "",
+        }
+        return {key: auto[key] if value == kp.AUTO else value for key, value in sizes.items()}
 
     def replace(self, **changes: Any) -> Config:
         """A copy with some attributes changed (no re-validation: use load_config for user input)."""

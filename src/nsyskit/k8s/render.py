@@ -80,10 +80,11 @@ def worker_resources(cfg: Config) -> dict[str, str | int]:
         resources["nvidia.com/gpu"] = cfg.gpus_per_node
     if cfg.efa_per_node:
         resources["vpc.amazonaws.com/efa"] = cfg.efa_per_node
-    if cfg.k8s_hugepages:
-        resources["hugepages-2Mi"] = cfg.k8s_hugepages
-    if cfg.k8s_memory:
-        resources["memory"] = cfg.k8s_memory
+    sizes = cfg.k8s_worker_sizes  # K8S_MEMORY and K8S_HUGEPAGES, auto resolved (none of a GPU node's on CPU)
+    if sizes["hugepages"]:
+        resources["hugepages-2Mi"] = sizes["hugepages"]
+    if sizes["memory"]:
+        resources["memory"] = sizes["memory"]
     return resources
 
 
@@ -136,6 +137,7 @@ def context(cfg: Config, job: str) -> dict[str, Any]:
         "slots": cfg.procs_per_node,
         "workers": cfg.nodes,
         "resources": worker_resources(cfg),
+        "shm_size": cfg.k8s_worker_sizes["shm"],
         "capabilities": capabilities(cfg),
         "node_selector": {INSTANCE_TYPE_LABEL: cfg.instance_type} if cfg.instance_type else {},
         "clean_pod_policy": cfg.k8s_clean_pod_policy.capitalize(),

@@ -145,7 +145,7 @@ def _finish(
         run_dir, cfg, "local", run_id, logs, ranks=statuses, started=record.pop("started"), ended=time.time(),
         duration_s=round(duration, 3), ended_how=ended_how, exit_code=exit_code,
         launcher=launcher_kind(cfg),
-        failed_rank=None if failure is None else {"rank": failure.rank, "host": failure.host, "exit_code": failure.exit_code, "how": failure.how},
+        failed_rank=None if failure is None else failure.to_dict(),
         details={**record, "container_exit_codes": exit_codes},
     )  # fmt: skip
     return RunResult(run_id, run_dir, exit_code, duration, failure, ended_how, checksums=written.checksums,

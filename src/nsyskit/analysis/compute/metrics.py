@@ -41,10 +41,14 @@ class RunView:
     all_steps: Table  # every step, warm-up included
     breakdown: Table | None = None
     nccl: NcclRollup | None = None  # the ranks' NCCL operations added up (nsyskit.analysis.compute.nccldigest)
-    nccl_sizes: Table | None = None  # per collective, bucket and n: times and bandwidths (fabric columns with --fabric)
     memcpy: Table | None = None
     window_source: str = "none"  # 'profile_window', 'warm-up dropped' or 'none'
     evidence: Table | None = None  # every rank's evidence rows for the findings (compute.evidence.pivot reads them)
+    nccl_sizes: Table | None = None  # per op, origin, size bucket and n: count, time, median, bandwidths (size_summary;
+    # the fabric's columns with --fabric)
+    top_kernels: Table | None = None  # every kernel name's GPU time over all ranks (result.combine_kernel_summaries)
+    ranks_table: Table | None = None  # the ranks table (analyzers.cross_rank): its straggler flags are the verdict
+    straggler_pct: float = 5.0  # the threshold those flags used
     inputs: Mapping[str, Any] = field(default_factory=dict)  # what the request gives the rules (AnalyzeRequest.judge_inputs)
 
     @property
@@ -106,10 +110,13 @@ def view_of(analysis, inputs: Mapping[str, Any] | None = None) -> RunView:
         all_steps=analysis.steps if analysis.steps is not None else _empty_steps(),
         breakdown=analysis.breakdown,
         nccl=analysis.nccl,
-        nccl_sizes=analysis.nccl_sizes,
         memcpy=analysis.memcpy,
         window_source=how,
         evidence=analysis.evidence,
+        nccl_sizes=analysis.nccl_sizes,
+        top_kernels=analysis.top_kernels,
+        ranks_table=analysis.ranks,
+        straggler_pct=getattr(analysis, "straggler_pct", 5.0),
         inputs=dict(inputs or {}),
     )
 

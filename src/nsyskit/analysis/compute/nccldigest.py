@@ -203,8 +203,12 @@ class NcclRollup:
         """The rank's NCCL time inside the window's steps (0 for a rank without operations)."""
         return self.by_rank.get(rank, {}).get("window_ns", 0)
 
-    def grouped(self) -> dict[tuple[str, str, str], list[tuple[NcclDigest, int, np.ndarray, np.ndarray]]]:
-        """(op, origin, bucket) -> [(digest, row, sorted durations, their kind codes)] over every rank, in rank order."""
+    def grouped(self) -> dict[tuple[str, str, str], list[tuple[NcclDigest, int, np.ndarray]]]:
+        """(op, origin, bucket) -> [(digest, row, sorted durations)] over every rank, in rank order."""
+        return {key: [member[:3] for member in members] for key, members in self.grouped_with_kinds().items()}
+
+    def grouped_with_kinds(self) -> dict[tuple[str, str, str], list[tuple[NcclDigest, int, np.ndarray, np.ndarray]]]:
+        """As grouped(), each member with its durations' kind codes too."""
         found: dict[tuple[str, str, str], list] = {}
         for part in self.digests:
             keys = zip(*(part.groups[k] for k in GROUP_KEYS), strict=True)
@@ -271,7 +275,7 @@ def size_summary(total: NcclRollup, world: WorldSize | None = None) -> Table:
     `world`'s; by default the number of ranks): count, total/average/median duration, total bytes, and the p10,
     median and p90 of the algbw and busbw of the operations timed on the GPU (bw_count of them), in GB/s."""
     world = world or total.world or WorldSize(max(1, len(total.by_rank)), "rank reports")
-    found = total.grouped()
+    found = total.grouped_with_kinds()
     rows: dict[str, list] = {c: [] for c in SIZE_COLUMNS}
     bucket_rank = {label: i for i, (label, _, _) in enumerate(SIZE_BUCKETS)}
     sizes_of: dict[tuple[int, str], tuple[np.ndarray, list[str]]] = {}  # (id(digest), op) -> (n, source) per kind
@@ -357,7 +361,7 @@ def bucket_durations(total: NcclRollup) -> dict[str, list[np.ndarray]]:
     """Size bucket -> the sorted durations of its operations, one array per rank and group (never joined)."""
     found: dict[str, list[np.ndarray]] = {}
     for key, members in total.grouped().items():
-        found.setdefault(key[2], []).extend(values for _part, _row, values, _codes in members)
+        found.setdefault(key[2], []).extend(values for _part, _row, values in members)
     return found
 
 

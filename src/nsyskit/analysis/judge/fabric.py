@@ -8,11 +8,24 @@ import math
 import numpy as np
 
 from nsyskit.analysis.compute.metrics import RunView
-from nsyskit.analysis.judge.finding import Finding
+from nsyskit.analysis.judge.finding import Finding, document
 
 FABRIC_SHARE_PCT = 10.0  # a bucket matters from this share of the NCCL time on
 FABRIC_RATIO_PCT = 50.0  # its median busbw under this percent of the measured ceiling fires the finding
 SMALL_BYTES = 64 << 10  # nccl-tests' curve itself is latency-bound under about this size
+LATENCY_ADVICE = ("small messages are latency-bound: the training issues them where nccl-tests runs them back to back; "
+                  "fuse them (larger DDP buckets, bucket_cap_mb; FSDP's wrap policy) or overlap them with compute")  # fmt: skip
+BANDWIDTH_ADVICE = ("usually the run's NCCL kernels share the GPU with compute (fewer SMs and memory bandwidth than in "
+                    "nccl-tests), another network path than the test's (NET/Socket instead of NET/OFI or NET/IB in the "
+                    "NCCL log, GPUDirect RDMA off), a communicator laid out across nodes differently from the test's, or "
+                    "fewer channels (NCCL_MIN_NCHANNELS); compare the NCCL log's NET/ and channel lines with the "
+                    "nccl-tests run's")  # fmt: skip
+DOC = document(
+    "below_fabric", "with --fabric: each collective's median bus bandwidth per message-size bucket against the busbw "
+    "nccl-tests measured on the same fabric at that size (out-of-place, interpolated on log size)",
+    f"a bucket carrying at least {FABRIC_SHARE_PCT:g}% of the NCCL time reaches under {FABRIC_RATIO_PCT:g}% of it",
+    f"under {SMALL_BYTES >> 10} KB: {LATENCY_ADVICE}; larger: {BANDWIDTH_ADVICE}",
+)  # fmt: skip
 
 
 def below_fabric(view: RunView) -> Finding | None:
@@ -49,10 +62,4 @@ def below_fabric(view: RunView) -> Finding | None:
 
 def _cause(row: dict, average_size: float) -> str:
     """What usually makes a bucket slower than the fabric it runs on."""
-    if average_size < SMALL_BYTES:
-        return ("small messages are latency-bound: the training issues them where nccl-tests runs them back to back; "
-                "fuse them (larger DDP buckets, bucket_cap_mb; FSDP's wrap policy) or overlap them with compute")  # fmt: skip
-    return ("usually the run's NCCL kernels share the GPU with compute (fewer SMs and memory bandwidth than in "
-            "nccl-tests), another network path than the test's (NET/Socket instead of NET/OFI or NET/IB in the NCCL "
-            "log, GPUDirect RDMA off), a communicator laid out across nodes differently from the test's, or fewer "
-            "channels (NCCL_MIN_NCHANNELS); compare the NCCL log's NET/ and channel lines with the nccl-tests run's")  # fmt: skip
+    return LATENCY_ADVICE if average_size < SMALL_BYTES else BANDWIDTH_ADVICE
