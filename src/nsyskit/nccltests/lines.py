@@ -10,7 +10,7 @@ piece of a row cut by other output, or noise) for the scanner (table.py) to judg
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # Launcher prefixes seen in front of nccl-tests lines, any of them stacked: OpenMPI --tag-output ('[1,0]<stdout>:'),
 # srun -l ('0: '), SkyPilot/Ray job logs ('(head, rank=0, pid=3808) ', '(RayTrainWorker pid=1, ip=10.0.0.1) '),
@@ -49,14 +49,21 @@ KEYWORDS = {
 }
 
 
-@dataclass(frozen=True)
 class Line:
-    """A line that matters: its kind, where it starts, its text without prefixes (OpenMPI tags cut) and groups."""
+    """A line that matters: its kind, where it starts, its regex groups, and its text without prefixes (OpenMPI tags
+    cut), made on first use (most lines need only their groups)."""
 
-    kind: str
-    start: int
-    text: str
-    groups: tuple[str, ...] = ()
+    __slots__ = ("kind", "start", "groups", "_buffer", "_text")
+
+    def __init__(self, kind: str, start: int, buffer: bytes, groups: tuple[str, ...] = ()) -> None:
+        self.kind, self.start, self.groups, self._buffer, self._text = kind, start, groups, buffer, None
+
+    @property
+    def text(self) -> str:
+        """The line's text without its launchers' prefixes."""
+        if self._text is None:
+            self._text = line_text(self._buffer, self.start)
+        return self._text
 
 
 def strip_prefixes(line: bytes) -> bytes:
@@ -82,6 +89,22 @@ def _command_name(buffer: bytes, at: int) -> tuple[bytes]:
     return (word.group(0) + b"_perf",)
 
 
+@dataclass
+class WholeRows:
+    """The rows found whole on their line, column by column in file order (flags: 1 a redop column, 2 a root)."""
+
+    starts: list[int] = field(default_factory=list)
+    lines: list[int] = field(default_factory=list)
+    flags: list[int] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
+    counts: list[int] = field(default_factory=list)
+    roots: list[int] = field(default_factory=list)  # 0 where the row has no root column (flags say)
+    types: list[str] = field(default_factory=list)
+    redops: list[str] = field(default_factory=list)  # '' where the row has no redop column
+    numbers: list[list[float]] = field(default_factory=list)  # six columns: out time, algbw, busbw, in time, ...
+    checks: list[list[str]] = field(default_factory=list)  # two columns: out-of-place, in-place
+
+
 def _row_starts(buffer: bytes):
     """ROW_START's matches, the first line included (it has no newline before it): (line start, match)."""
     first_end = buffer.find(b"\n")
@@ -92,15 +115,70 @@ def _row_starts(buffer: bytes):
         yield match.start() + 1, match
 
 
-def scan(buffer: bytes) -> tuple[list[Line], list[tuple[int, tuple[bytes, ...]]]]:
-    """(the lines that matter but whole rows, in file order; whole rows as (line start, their 13 fields))."""
-    rows: list[tuple[int, tuple[bytes, ...]]] = []
-    found: list[tuple[int, int, str, tuple[bytes, ...]]] = []  # (line start, order, kind, groups)
+def _rows_by_regex(buffer: bytes) -> tuple[WholeRows, list[int]]:
+    """(whole rows, starts of the other lines ROW_START matches): the reference the C helper gives the same as."""
+    rows, others = WholeRows(), []
+    numbers: list[list[float]] = [[] for _ in range(6)]
+    checks: list[list[str]] = [[], []]
+    line, counted = 1, 0
     for start, match in _row_starts(buffer):
         if match.group(1) is None:
-            found.append((start, -1, "row", ()))
-        else:
-            rows.append((start, match.groups()))
+            others.append(start)
+            continue
+        line += buffer.count(b"\n", counted, start)
+        counted = start
+        fields = match.groups()
+        redop, root = fields[3].strip(), fields[4].strip()
+        rows.starts.append(start)
+        rows.lines.append(line)
+        rows.flags.append((1 if redop else 0) | (2 if root else 0))
+        rows.sizes.append(int(fields[0]))
+        rows.counts.append(int(fields[1]))
+        rows.roots.append(int(root) if root else 0)
+        rows.types.append(fields[2].decode())
+        rows.redops.append(redop.decode())
+        for column, index in enumerate((5, 6, 7, 9, 10, 11)):
+            numbers[column].append(float(fields[index]))
+        checks[0].append(fields[8].decode())
+        checks[1].append(fields[12].decode())
+    rows.numbers, rows.checks = numbers, checks
+    return rows, others
+
+
+def _rows_by_c(buffer: bytes) -> tuple[WholeRows, list[int]] | None:
+    """The same as _rows_by_regex from the C helper (native/rowscan.c); None where it cannot run here."""
+    from nsyskit.native import rowscan
+
+    found = rowscan.scan_rows(buffer)
+    if found is None:
+        return None
+    other = found["flags"] == rowscan.OTHER
+    whole = ~other
+    texts = found["texts"]
+    codes = found["codes"][whole]
+    nums, ints = found["nums"][whole], found["ints"][whole]
+    rows = WholeRows(
+        starts=found["starts"][whole].tolist(),
+        lines=found["lines"][whole].tolist(),
+        flags=found["flags"][whole].tolist(),
+        sizes=ints[:, 0].tolist(),
+        counts=ints[:, 1].tolist(),
+        roots=ints[:, 2].tolist(),
+        types=[texts[c] for c in codes[:, 0].tolist()],
+        redops=[
+            texts[c] if f & 1 else "" for c, f in zip(codes[:, 1].tolist(), found["flags"][whole].tolist(), strict=True)
+        ],
+        numbers=[nums[:, column].tolist() for column in range(6)],
+        checks=[[texts[c] for c in codes[:, 2].tolist()], [texts[c] for c in codes[:, 3].tolist()]],
+    )
+    return rows, found["starts"][other].tolist()
+
+
+def scan(buffer: bytes, native: bool = True) -> tuple[list[Line], WholeRows]:
+    """(the lines that matter but whole rows, in file order; the whole rows). NATIVE=False: the regex only."""
+    made = _rows_by_c(buffer) if native else None
+    rows, others = made if made is not None else _rows_by_regex(buffer)
+    found: list[tuple[int, int, str, tuple[bytes, ...]]] = [(start, -1, "row", ()) for start in others]
     for order, (kind, pattern) in enumerate(KEYWORDS.items()):
         for match in pattern.finditer(buffer):
             line_start = buffer.rfind(b"\n", 0, match.start()) + 1
@@ -112,7 +190,7 @@ def scan(buffer: bytes) -> tuple[list[Line], list[tuple[int, tuple[bytes, ...]]]
     for start, _, kind, groups in found:
         if (start, kind) not in seen:
             seen.add((start, kind))
-            lines.append(Line(kind, start, line_text(buffer, start), tuple(decode(g or b"") for g in groups)))
+            lines.append(Line(kind, start, buffer, tuple(decode(g or b"") for g in groups)))
     return lines, rows
 
 
