@@ -13,6 +13,7 @@
  * returns the records written and sets *next to the offset to go on from (n at the end), -1 when the table of
  * texts is full (the caller then uses the regex).
  */
+#define _GNU_SOURCE /* memmem */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -286,4 +287,23 @@ int64_t nsk_nt_texts(const void *texts_state, char *out) {
         out += texts->length[i] + 1;
     }
     return texts->count;
+}
+
+/* Where `needle` occurs in buf[from, n), up to `capacity` offsets (every occurrence, overlapping ones too); the
+ * count written, *next set to the offset to go on from (n at the end). nccltests/lines.py's keyword regexes start
+ * with these literals and are matched at each offset. */
+int64_t nsk_nt_find(const char *buffer, int64_t n, const char *needle, int64_t length, int64_t from, int64_t capacity,
+                    int64_t *offsets, int64_t *next) {
+    int64_t written = 0, at = from;
+    while (written < capacity && at < n) {
+        const char *found = memmem(buffer + at, (size_t)(n - at), needle, (size_t)length);
+        if (!found) {
+            at = n;
+            break;
+        }
+        offsets[written++] = found - buffer;
+        at = found - buffer + 1;
+    }
+    *next = at;
+    return written;
 }

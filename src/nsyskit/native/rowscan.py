@@ -16,17 +16,34 @@ DISABLE_VARIABLE = "NSYSKIT_NATIVE_ROWSCAN"
 OTHER = 128  # flags of a line the regex path reads (a row in pieces, noise that starts with a digit)
 BATCH = 1 << 16  # records per call: the arrays stay small whatever the file's size
 
-_loaded: list = []  # [(nsk_nt_rows, nsk_nt_texts_size, nsk_nt_texts) or None] once looked for in this process
+_loaded: list = []  # [(nsk_nt_rows, nsk_nt_texts_size, nsk_nt_texts, nsk_nt_find) or None] once looked for
 
 
 def functions():
-    """The compiled (nsk_nt_rows, nsk_nt_texts_size, nsk_nt_texts), typed; None when they cannot be built here."""
+    """The compiled (nsk_nt_rows, nsk_nt_texts_size, nsk_nt_texts, nsk_nt_find), typed; None when they cannot be
+    built here."""
     size, pointer = ctypes.c_int64, ctypes.c_void_p
     return native.load(_loaded, "rowscan", DISABLE_VARIABLE, {
         "nsk_nt_rows": (size, [ctypes.c_char_p, size, size, size, size, *(pointer,) * 8]),
         "nsk_nt_texts_size": (size, []),
         "nsk_nt_texts": (size, [pointer, pointer]),
+        "nsk_nt_find": (size, [ctypes.c_char_p, size, ctypes.c_char_p, size, size, size, pointer, pointer]),
     })  # fmt: skip
+
+
+def find(buffer: bytes, needle: bytes) -> list[int] | None:
+    """Every offset where NEEDLE occurs in BUFFER (memmem); None: use the regex."""
+    compiled = functions()
+    if compiled is None:
+        return None
+    offsets: list[int] = []
+    at, following = 0, ctypes.c_int64(0)
+    while at < len(buffer):
+        out = np.empty(BATCH, np.int64)
+        written = compiled[3](buffer, len(buffer), needle, len(needle), at, BATCH, out.ctypes.data, ctypes.byref(following))
+        offsets += out[:written].tolist()
+        at = following.value
+    return offsets
 
 
 def scan_rows(buffer: bytes) -> dict[str, np.ndarray | list[str]] | None:
@@ -36,7 +53,7 @@ def scan_rows(buffer: bytes) -> dict[str, np.ndarray | list[str]] | None:
     compiled = functions()
     if compiled is None:
         return None
-    rows, texts_size, texts = compiled
+    rows, texts_size, texts, _ = compiled
     state = ctypes.create_string_buffer(texts_size())
     parts: list[tuple[np.ndarray, ...]] = []
     offset, line, following = 0, 1, ctypes.c_int64(0)

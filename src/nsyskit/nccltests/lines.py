@@ -37,6 +37,7 @@ WHOLE_ROW = (
 # Lines that start with a letter or '#' (NCCL INFO, the rank list: most lines) fail at their first byte.
 ROW_START = re.compile(rb"\n(?=[ \t\d\[(])" + PREFIXES.pattern + rb"[ \t]*(?:" + WHOLE_ROW + rb"|(?=\d))")
 RANK = re.compile(rb"Rank +(\d+) (?:Group +\d+ )?Pid ")
+# Each keyword regex starts with its literal: the C helper finds the literal (memmem), the regex is matched there.
 KEYWORDS = {
     "header": re.compile(rb"busbw"),
     "avg": re.compile(rb"Avg bus bandwidth\s*:\s*(\S+)"),
@@ -47,6 +48,9 @@ KEYWORDS = {
     "oom": re.compile(rb"ut of memory[^\n]*"),  # 'out of memory', 'Out of memory' ('ut': a literal, searched in C)
     "command": re.compile(rb"_perf(?:_mpi)?\b"),  # the binary's name: the word this ends (see _command_name)
 }
+# The fixed start of each keyword regex (what every match begins with).
+LITERALS = {"header": b"busbw", "avg": b"Avg bus bandwidth", "start": b"Collective test starting:", "nthread": b"nThread ",
+            "oob": b"Out of bounds values :", "failure": b"Test ", "oom": b"ut of memory", "command": b"_perf"}  # fmt: skip
 
 
 class Line:
@@ -174,13 +178,27 @@ def _rows_by_c(buffer: bytes) -> tuple[WholeRows, list[int]] | None:
     return rows, found["starts"][other].tolist()
 
 
+def _keyword_matches(buffer: bytes, pattern: re.Pattern, literal: bytes, native: bool):
+    """PATTERN's matches in BUFFER: where the C helper finds its literal, else by the regex's own search."""
+    from nsyskit.native import rowscan
+
+    offsets = rowscan.find(buffer, literal) if native else None
+    if offsets is None:
+        yield from pattern.finditer(buffer)
+        return
+    for offset in offsets:
+        match = pattern.match(buffer, offset)
+        if match:
+            yield match
+
+
 def scan(buffer: bytes, native: bool = True) -> tuple[list[Line], WholeRows]:
     """(the lines that matter but whole rows, in file order; the whole rows). NATIVE=False: the regex only."""
     made = _rows_by_c(buffer) if native else None
     rows, others = made if made is not None else _rows_by_regex(buffer)
     found: list[tuple[int, int, str, tuple[bytes, ...]]] = [(start, -1, "row", ()) for start in others]
     for order, (kind, pattern) in enumerate(KEYWORDS.items()):
-        for match in pattern.finditer(buffer):
+        for match in _keyword_matches(buffer, pattern, LITERALS[kind], native):
             line_start = buffer.rfind(b"\n", 0, match.start()) + 1
             groups = _command_name(buffer, match.start()) if kind == "command" else match.groups()
             found.append((line_start, order, kind, groups))
@@ -195,6 +213,12 @@ def scan(buffer: bytes, native: bool = True) -> tuple[list[Line], WholeRows]:
 
 
 def top_rank(buffer: bytes, start: int, end: int) -> int:
-    """The highest rank number of the '#  Rank N ... Pid' lines between START and END (-1 where none)."""
-    numbers = RANK.findall(buffer, start, end)
-    return max(map(int, numbers)) if numbers else -1
+    """The rank of the last '#  Rank N ... Pid' line between START and END (nccl-tests lists the ranks in order, so
+    this is the highest, also in lists cut to a few ranks); -1 where there is none."""
+    at = buffer.rfind(b"Rank ", start, end)
+    while at >= 0:
+        match = RANK.match(buffer, at, end)
+        if match:
+            return int(match.group(1))
+        at = buffer.rfind(b"Rank ", start, at)
+    return -1
