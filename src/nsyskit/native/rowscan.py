@@ -40,7 +40,9 @@ def find(buffer: bytes, needle: bytes) -> list[int] | None:
     at, following = 0, ctypes.c_int64(0)
     while at < len(buffer):
         out = np.empty(BATCH, np.int64)
-        written = compiled[3](buffer, len(buffer), needle, len(needle), at, BATCH, out.ctypes.data, ctypes.byref(following))
+        written = compiled[3](
+            buffer, len(buffer), needle, len(needle), at, BATCH, out.ctypes.data, ctypes.byref(following)
+        )
         offsets += out[:written].tolist()
         at = following.value
     return offsets
