@@ -177,7 +177,29 @@ static int text_code(Texts *texts, const unsigned char *p, int n) {
     return texts->count++;
 }
 
+/* A decimal as strtod reads it. Clinger's fast path first: up to 15 significant digits and a power of ten up to
+ * 22 are both exact doubles, so one IEEE multiplication or division gives the correctly rounded value, as strtod
+ * (and Python's float) do; anything else goes to strtod. */
 static double number(const unsigned char *p, int n) {
+    static const double powers[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    int i = 0, negative = 0, digits = 0, scale = 0;
+    uint64_t mantissa = 0;
+    if (i < n && (p[i] == '-' || p[i] == '+')) negative = p[i++] == '-';
+    for (; i < n && is_digit(p[i]); i++, digits++) mantissa = mantissa * 10 + (uint64_t)(p[i] - '0');
+    if (i < n && p[i] == '.')
+        for (i++; i < n && is_digit(p[i]); i++, digits++, scale--) mantissa = mantissa * 10 + (uint64_t)(p[i] - '0');
+    if (i < n && (p[i] == 'e' || p[i] == 'E') && digits) {
+        int j = i + 1, sign = 1, exponent = 0, seen = 0;
+        if (j < n && (p[j] == '+' || p[j] == '-')) sign = p[j++] == '-' ? -1 : 1;
+        for (; j < n && is_digit(p[j]) && exponent < 1000; j++, seen++) exponent = exponent * 10 + (p[j] - '0');
+        if (seen && j == n) i = j, scale += sign * exponent;
+    }
+    if (i == n && digits && digits <= 15 && scale >= -22 && scale <= 22) {
+        double value = (double)mantissa;
+        value = scale < 0 ? value / powers[-scale] : value * powers[scale];
+        return negative ? -value : value;
+    }
     char copy[64];
     if (n >= (int)sizeof copy) n = sizeof copy - 1;
     memcpy(copy, p, (size_t)n);

@@ -151,29 +151,31 @@ def _rows_by_regex(buffer: bytes) -> tuple[WholeRows, list[int]]:
 
 def _rows_by_c(buffer: bytes) -> tuple[WholeRows, list[int]] | None:
     """The same as _rows_by_regex from the C helper (native/rowscan.c); None where it cannot run here."""
+    import numpy as np
+
     from nsyskit.native import rowscan
 
     found = rowscan.scan_rows(buffer)
     if found is None:
         return None
-    other = found["flags"] == rowscan.OTHER
+    flags = found["flags"]
+    other = flags == rowscan.OTHER
     whole = ~other
-    texts = found["texts"]
-    codes = found["codes"][whole]
-    nums, ints = found["nums"][whole], found["ints"][whole]
+    codes, nums, ints = found["codes"][whole], found["nums"][whole], found["ints"][whole]
+    flags = flags[whole]
+    texts = np.array([*found["texts"], ""], dtype=object)  # the last: no redop column
+    redop_codes = np.where(flags & 1, codes[:, 1], len(texts) - 1)
     rows = WholeRows(
         starts=found["starts"][whole].tolist(),
         lines=found["lines"][whole].tolist(),
-        flags=found["flags"][whole].tolist(),
+        flags=flags.tolist(),
         sizes=ints[:, 0].tolist(),
         counts=ints[:, 1].tolist(),
         roots=ints[:, 2].tolist(),
-        types=[texts[c] for c in codes[:, 0].tolist()],
-        redops=[
-            texts[c] if f & 1 else "" for c, f in zip(codes[:, 1].tolist(), found["flags"][whole].tolist(), strict=True)
-        ],
-        numbers=[nums[:, column].tolist() for column in range(6)],
-        checks=[[texts[c] for c in codes[:, 2].tolist()], [texts[c] for c in codes[:, 3].tolist()]],
+        types=texts[codes[:, 0]].tolist(),
+        redops=texts[redop_codes].tolist(),
+        numbers=nums.T.tolist(),
+        checks=[texts[codes[:, 2]].tolist(), texts[codes[:, 3]].tolist()],
     )
     return rows, found["starts"][other].tolist()
 
