@@ -90,7 +90,8 @@ class _Scanner:
         self.region = 0  # where the open test's preamble starts: its '#  Rank' lines lie between here and its table
         self.at = 0  # the line number of the line being read
         self.counted = (0, 1)  # (offset, line number there): line numbers are counted forward only
-        self.texts: dict[bytes, str] = {}
+        kinds = ("start", "nthread", "command", "header", "row", "avg", "oob", "failure", "oom")
+        self.handlers = {kind: getattr(self, "on_" + kind) for kind in kinds}
 
     def number(self, start: int) -> int:
         """The 1-based line number of the line starting at START (lines come in file order)."""
@@ -98,13 +99,6 @@ class _Scanner:
         line += self.buffer.count(b"\n", offset, start)
         self.counted = (start, line)
         return line
-
-    def text(self, raw: bytes) -> str:
-        """A short field's text, made once per distinct value ('float', 'sum', '0', 'N/A')."""
-        made = self.texts.get(raw)
-        if made is None:
-            made = self.texts[raw] = raw.decode("ascii", "replace")
-        return made
 
     def whole_rows(self, rows: WholeRows, first: int, last: int) -> None:
         """Rows FIRST to LAST found whole on their line (most rows): straight into the open table where their
@@ -192,7 +186,7 @@ class _Scanner:
 
     def feed(self, line: Line) -> None:
         self.at = self.number(line.start)
-        getattr(self, "on_" + line.kind)(line)
+        self.handlers[line.kind](line)
 
     def on_start(self, line: Line) -> None:
         self.close_test()
