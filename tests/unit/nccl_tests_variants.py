@@ -44,7 +44,10 @@ HEADERS = {
     ),
 }
 HEAD_COLUMNS = {"L2": 5, "L3": 5, "L1-redop": 4, "L1-none": 3, "L1-root": 4, "L1-both": 5}
-FACTORS = {"all_reduce": 1.875, "all_gather": 0.9375, "broadcast": 1.0, "sendrecv": 1.0}  # 16 ranks
+# busbw / algbw at 16 ranks (nccl-tests' PERFORMANCE.md): 2(n-1)/n, (n-1)/n, 1
+FACTORS = {"all_reduce": 1.875, "all_gather": 0.9375, "reduce_scatter": 0.9375, "alltoall": 0.9375, "broadcast": 1.0,
+           "reduce": 1.0, "sendrecv": 1.0}  # fmt: skip
+UNCHECKED_IN_PLACE = ("sendrecv", "alltoall")  # their in-place #wrong cells print N/A
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,7 @@ def measurements(op: str = "all_reduce", sizes: int = 12, start: int = 8, wrong:
             us = 20.0 + size / 2e4 + 3.7 * placement + index * 0.13
             algbw = size / us / 1e3
             busbw = algbw * FACTORS.get(op, 1.0)
-            check = "N/A" if wrong == "N/A" or (placement and op == "sendrecv") else wrong
+            check = "N/A" if wrong == "N/A" or (placement and op in UNCHECKED_IN_PLACE) else wrong
             rows_out.append((_time(us), f"{algbw:.2f}", f"{busbw:.2f}", check))
         rows.append(Measured(size, size // 4, rows_out[0], rows_out[1]))
         size *= step
@@ -125,8 +128,8 @@ def write_test(output: Output, op: str = "all_reduce", layout: str = "L2", rows:
     output.add(*(f"#  Rank {r:2d} Group  0 Pid {1000 + r:6d} on     node-a device {r % 8:2d} [0000:1b:00] NVIDIA H100"
                  for r in range(ranks)))  # fmt: skip
     output.add("#", *HEADERS[layout])
-    redop = "none" if op in ("all_gather", "broadcast") and layout in ("L2", "L3") else "sum"
-    root = 0 if op == "broadcast" else -1
+    redop = "none" if op in ("all_gather", "broadcast", "alltoall") and layout in ("L2", "L3") else "sum"
+    root = 0 if op in ("broadcast", "reduce") else -1
     for row in rows:
         if between:
             output.add(between)

@@ -206,3 +206,27 @@ def test_windows_line_ends_change_nothing(tmp_path):
     rows = write_test(output, layout="L2")
     (test,) = _read(tmp_path, output.text().replace("\n", "\r\n")).tests
     assert _read_numbers(test) == _numbers(rows) and test.avg_busbw == 67.9217
+
+
+@pytest.mark.parametrize("op", ["all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce",
+                                "sendrecv"])  # fmt: skip
+def test_an_output_that_never_names_its_binary_gets_the_operation_its_rows_show(tmp_path, op):
+    output = Output()
+    write_test(output, op, banner=False)
+    (test,) = _read(tmp_path, output.text(), name="run-17.log").tests
+    assert (test.op, test.name_source) == (op, "inferred")
+
+
+def test_a_file_named_after_its_test_names_it(tmp_path):
+    output = Output()
+    write_test(output, "alltoall", banner=False)
+    (test,) = _read(tmp_path, output.text(), name="nccl_alltoall-16gpu.out").tests
+    assert (test.op, test.name_source) == ("alltoall", "file name")
+
+
+def test_when_the_rows_cannot_tell_the_test_stays_unnamed(tmp_path):
+    """Validation off: sendrecv and a 2-rank all_reduce print the same factor and N/A checks alike."""
+    output = Output()
+    write_test(output, "sendrecv", banner=False, rows=measurements("sendrecv", wrong="N/A"))
+    (test,) = _read(tmp_path, output.text(), name="run.log").tests
+    assert test.op is None and test.label == "unnamed test"

@@ -122,3 +122,44 @@ def test_a_file_without_a_table_gives_one_line_naming_it_and_a_nonzero_exit(name
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and name in lines[0], done.stderr
     assert done.stdout.strip() == ""
+
+
+def _sources() -> list[dict[str, str]]:
+    import csv
+
+    with open(need(TESTS_DIR / "SOURCES.tsv")) as stream:
+        return list(csv.DictReader(stream, delimiter="\t"))
+
+
+# Where SOURCES.tsv's summary and the file's own text disagree, the text wins (and says why here).
+SOURCES_SAYS_OTHERWISE = {
+    # "all_gather (2 runs)": its second command line (line 142) runs ./build/all_reduce_perf, and that table follows
+    "ssbandjl_nccl-tests_log-nccl_test_for_u20_log.log": {"all_gather", "all_reduce"},
+}
+
+
+def test_every_test_is_the_operation_its_source_says():
+    """The op of each test (banner, command line, file name, or inferred from the rows) against SOURCES.tsv's
+    'collectives' column, written by whoever collected the files, not by this reader."""
+    need(TESTS_DIR)
+    checked = 0
+    for source in _sources():
+        ops = {test.op for test in read_file(TESTS_DIR / source["filename"]).tests}
+        if not ops:
+            continue
+        said = {re.sub(r"\s*\(.*", "", part).strip() for part in source["collectives"].split(",")}
+        assert ops == SOURCES_SAYS_OTHERWISE.get(source["filename"], said), source["filename"]
+        checked += 1
+    assert checked >= 35
+
+
+def test_every_rank_count_is_the_one_its_source_says():
+    need(TESTS_DIR)
+    checked = 0
+    for source in _sources():
+        ranks = [t.ranks for t in read_file(TESTS_DIR / source["filename"]).tests if t.ranks]
+        said = re.match(r"(\d+) ", source["ranks"])
+        if ranks and said and "its own 1-rank job" not in source["ranks"]:
+            assert max(ranks) == int(said.group(1)), source["filename"]
+            checked += 1
+    assert checked >= 30

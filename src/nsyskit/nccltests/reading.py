@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from nsyskit.errors import NoNcclTestsTable
 from nsyskit.nccltests.inputs import read_bytes, resolve
-from nsyskit.nccltests.model import OPS, OTHER_TESTS, FileResult, NcclTest
+from nsyskit.nccltests.model import FileResult, NcclTest
+from nsyskit.nccltests.naming import name_tests
 from nsyskit.nccltests.table import read_buffer
-
-# Op names as file names spell them, longest first so 'reduce_scatter' wins over 'reduce'.
-_NAME_WORDS = sorted(
-    [(op, op) for op in (*OPS, *OTHER_TESTS)]
-    + [("allreduce", "all_reduce"), ("allgather", "all_gather"), ("reducescatter", "reduce_scatter"),
-       ("all2all", "alltoall"), ("bcast", "broadcast")],
-    key=lambda pair: -len(pair[0]),
-)  # fmt: skip
 
 
 @dataclass
@@ -33,21 +25,10 @@ class Reading:
         return [test for result in self.files for test in result.tests]
 
 
-def name_from_file(test: NcclTest, path: Path) -> None:
-    """Name a test the file never names after its file name (all_reduce.out, nccl_alltoall.log), if it says one."""
-    stem = path.name.lower()
-    for word, op in _NAME_WORDS:
-        if re.search(rf"(?<![a-z]){word}(?![a-z])", stem.replace("-", "_")):
-            test.name, test.name_source = f"{op}_perf", "file name"
-            return
-
-
 def read_file(path: Path) -> FileResult:
-    """One file's tests, failures and warnings (a test its output never names is named after the file)."""
+    """One file's tests, failures and warnings (a test its output never names: after the file, else its rows)."""
     result = read_buffer(read_bytes(path), str(path))
-    unnamed = [test for test in result.tests if test.name is None]
-    if len(result.tests) == 1 and unnamed:
-        name_from_file(unnamed[0], path)
+    name_tests(result.tests, path)
     return result
 
 

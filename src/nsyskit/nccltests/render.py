@@ -44,8 +44,10 @@ def test_title(test: NcclTest) -> str:
     facts = [test.op or "operation unknown"]
     if test.ranks:
         facts.append(f"{test.ranks} ranks")
-    if test.name_source in ("file name",):
+    if test.name_source == "file name":
         facts.append("name from the file name")
+    elif test.name_source == "inferred":
+        facts.append("operation inferred from busbw/algbw, redop, root and checks")
     return f"{test.label} ({', '.join(facts)}): {test.path}:{test.first_line}"
 
 

@@ -9,10 +9,11 @@ lines that start with one.
 from __future__ import annotations
 
 import bisect
+import gc
 import re
 from dataclasses import dataclass, field
 
-from nsyskit.nccltests.lines import NUM, WRONG, Line, line_text, scan, top_rank
+from nsyskit.nccltests.lines import NUM, WRONG, Line, WholeRows, scan, top_rank
 from nsyskit.nccltests.model import FileResult, NcclTest, Placement, Problem, Row, canonical_op
 
 _NUM, _WRONG = NUM.decode(), WRONG.decode()
@@ -82,14 +83,15 @@ class _Scanner:
         self.path, self.buffer = path, buffer
         self.test: NcclTest | None = None  # the test whose table is open (no average line yet)
         self.placements = 2
-        self.shape: tuple[bool, bool] | None = None  # (redop, root) columns of the open table, if the whole-row
-        # search's fields fit it (size count type [redop] [root], two placements); None: every row the slow way
+        self.shape = -1  # the open table's whole-row flags (1: redop, 2: root column), if whole rows' fields fit it
+        # (size count type [redop] [root], two placements); -1: every row the slow way
         self.pending: _Pending | None = None
         self.pre = _Preamble()
         self.region = 0  # where the open test's preamble starts: its '#  Rank' lines lie between here and its table
         self.at = 0  # the line number of the line being read
         self.counted = (0, 1)  # (offset, line number there): line numbers are counted forward only
-        self.texts: dict[bytes, str] = {}
+        kinds = ("start", "nthread", "command", "header", "row", "avg", "oob", "failure", "oom")
+        self.handlers = {kind: getattr(self, "on_" + kind) for kind in kinds}
 
     def number(self, start: int) -> int:
         """The 1-based line number of the line starting at START (lines come in file order)."""
@@ -98,43 +100,45 @@ class _Scanner:
         self.counted = (start, line)
         return line
 
-    def text(self, raw: bytes) -> str:
-        """A short field's text, made once per distinct value ('float', 'sum', '0', 'N/A')."""
-        made = self.texts.get(raw)
-        if made is None:
-            made = self.texts[raw] = raw.decode("ascii", "replace")
-        return made
-
-    def whole_rows(self, rows: list[tuple[int, tuple[bytes, ...]]], first: int, last: int) -> None:
-        """Rows FIRST to LAST the whole-row search split (most rows): straight into the open table where their
+    def whole_rows(self, rows: WholeRows, first: int, last: int) -> None:
+        """Rows FIRST to LAST found whole on their line (most rows): straight into the open table where their
         columns fit it, one at a time through on_row where not (no table open, a row's pieces pending)."""
         index = first
         while index < last:
-            start, fields = rows[index]
-            if self.test is None or self.pending is not None or (bool(fields[3]), bool(fields[4])) != self.shape:
+            if self.test is None or self.pending is not None or rows.flags[index] != self.shape:
+                start = rows.starts[index]
                 self.at = self.number(start)
-                self.on_row(Line("row", start, line_text(self.buffer, start)))
+                self.on_row(Line("row", start, self.buffer))
                 index += 1
                 continue
             index = self._append_rows(rows, index, last)
 
-    def _append_rows(self, rows: list[tuple[int, tuple[bytes, ...]]], index: int, last: int) -> int:
+    def _append_rows(self, rows: WholeRows, index: int, last: int) -> int:
         """Append whole rows from INDEX while their columns fit the open table; the index of the first left."""
-        append, shape, buffer, texts = self.test.rows.append, self.shape, self.buffer, self.texts
-        offset, line = self.counted
-        for start, (size, count, type_, redop, root, *cells) in rows[index:last]:
-            if (bool(redop), bool(root)) != shape:
-                break
-            line += buffer.count(b"\n", offset, start)
-            offset = start
-            out_wrong, in_wrong = texts.get(cells[3]) or self.text(cells[3]), texts.get(cells[7]) or self.text(cells[7])
-            append(Row(int(size), int(count), texts.get(type_) or self.text(type_),
-                       (texts.get(redop) or self.text(redop)).strip() or None, int(root) if root else None,
-                       Placement(float(cells[0]), float(cells[1]), float(cells[2]), out_wrong),
-                       Placement(float(cells[4]), float(cells[5]), float(cells[6]), in_wrong), line))  # fmt: skip
-            index += 1
-        self.counted = (offset, line)
-        return index
+        shape, flags = self.shape, rows.flags
+        stop = index
+        while stop < last and flags[stop] == shape:
+            stop += 1
+        has_redop, has_root = bool(shape & 1), bool(shape & 2)
+        columns = (
+            rows.sizes,
+            rows.counts,
+            rows.types,
+            rows.redops,
+            rows.roots,
+            *rows.numbers,
+            *rows.checks,
+            rows.lines,
+        )
+        self.test.rows.extend(
+            Row(size, count, type_, redop if has_redop else None, root if has_root else None,
+                Placement(out_time, out_algbw, out_busbw, out_check), Placement(in_time, in_algbw, in_busbw, in_check),
+                line)
+            for size, count, type_, redop, root, out_time, out_algbw, out_busbw, in_time, in_algbw, in_busbw,
+            out_check, in_check, line in zip(*(column[index:stop] for column in columns), strict=True)
+        )  # fmt: skip
+        self.counted = (rows.starts[stop - 1], rows.lines[stop - 1])
+        return stop
 
     def problem(self, line: int, message: str) -> Problem:
         return Problem(self.path, line, message)
@@ -150,7 +154,7 @@ class _Scanner:
         self.result.tests.append(test)
         self.test, self.placements = test, placements
         standard = layout[:3] == ("size", "count", "type") and layout[3:] in STANDARD_TAILS
-        self.shape = ("redop" in layout, "root" in layout) if standard and placements == 2 else None
+        self.shape = ("redop" in layout) | 2 * ("root" in layout) if standard and placements == 2 else -1
         return test
 
     def close_test(self, start: int | None = None) -> None:
@@ -182,7 +186,7 @@ class _Scanner:
 
     def feed(self, line: Line) -> None:
         self.at = self.number(line.start)
-        getattr(self, "on_" + line.kind)(line)
+        self.handlers[line.kind](line)
 
     def on_start(self, line: Line) -> None:
         self.close_test()
@@ -311,16 +315,26 @@ def _check_test(test: NcclTest, problem) -> None:
                                      "MPI=1 started by mpirun prints one table per process)"))  # fmt: skip
 
 
-def read_buffer(buffer: bytes, path: str) -> FileResult:
-    """The tests of one nccl-tests output (its bytes), with the failures and warnings found."""
+def read_buffer(buffer: bytes, path: str, native: bool = True) -> FileResult:
+    """The tests of one nccl-tests output (its bytes), with the failures and warnings found (NATIVE=False: the
+    whole rows found by the regex, not the C helper: the same result)."""
+    collecting = gc.isenabled()
+    gc.disable()  # 100,000s of new rows, none in a cycle: the collector's passes over them cost a third of the time
+    try:
+        return _read(buffer, path, native)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _read(buffer: bytes, path: str, native: bool) -> FileResult:
     scanner = _Scanner(path, buffer)
-    lines, rows = scan(buffer)
-    starts = [start for start, _ in rows]
+    lines, rows = scan(buffer, native)
     done = 0
     for line in lines:  # whole rows merged in, in file order
-        upto = bisect.bisect_left(starts, line.start, done)
+        upto = bisect.bisect_left(rows.starts, line.start, done)
         scanner.whole_rows(rows, done, upto)
         done = upto
         scanner.feed(line)
-    scanner.whole_rows(rows, done, len(rows))
+    scanner.whole_rows(rows, done, len(rows.starts))
     return scanner.finish()
