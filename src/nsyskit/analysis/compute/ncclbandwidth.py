@@ -77,11 +77,13 @@ def logged_sizes(rows: list[dict]) -> dict[tuple[str, float], int]:
     return {key: next(iter(ns)) for key, ns in found.items() if len(ns) == 1}
 
 
-def bandwidths(op: str, n: int, sizes: np.ndarray, durations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def bandwidths(
+    op: str, n: int, sizes: np.ndarray, durations: np.ndarray, bus: bool = True
+) -> tuple[np.ndarray, np.ndarray | None]:
     """(algbw, busbw) in GB/s of operations of `sizes` bytes (as NCCL states them) taking `durations` ns on the GPU:
-    bytes per ns is GB/s."""
+    bytes per ns is GB/s. `bus=False`: algbw only (None for busbw)."""
     algbw = sizes * float(size_factor(op, n)) / durations.astype(np.float64)
-    return algbw, algbw * bus_factor(op, n)
+    return algbw, algbw * bus_factor(op, n) if bus else None
 
 
 def quantiles(values: list[np.ndarray]) -> list[float]:

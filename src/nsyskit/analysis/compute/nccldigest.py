@@ -21,6 +21,7 @@ from nsyskit.analysis.compute.ncclbandwidth import (
     BANDWIDTH_COLUMNS,
     WorldSize,
     bandwidths,
+    bus_factor,
     communicator_sizes,
     quantiles,
     size_factor,
@@ -278,13 +279,19 @@ def size_summary(total: NcclRollup, world: WorldSize | None = None) -> Table:
     found = total.grouped_with_kinds()
     rows: dict[str, list] = {c: [] for c in SIZE_COLUMNS}
     bucket_rank = {label: i for i, (label, _, _) in enumerate(SIZE_BUCKETS)}
-    sizes_of: dict[tuple[int, str], tuple[np.ndarray, list[str]]] = {}  # (id(digest), op) -> (n, source) per kind
+    kinds = _AllKinds(total.digests)
+    sizes_of: dict[tuple[int, str], tuple] = {}  # (id(digest), op) -> (n, source) per kind, and the one pair or None
     for key in sorted(found, key=lambda k: (k[0], k[1], bucket_rank.get(k[2], 99))):
-        by_n: dict[tuple[int, bool], list] = {}
+        by_n: dict[tuple[int, str], list] = {}
         for part, row, values, codes in found[key]:
             if (id(part), key[0]) not in sizes_of:
-                sizes_of[id(part), key[0]] = communicator_sizes(part.kinds, key[0], world, total.logged)
-            n_kind, source_kind = sizes_of[id(part), key[0]]
+                n_kind, source_kind = communicator_sizes(part.kinds, key[0], world, total.logged)
+                pairs = set(zip(n_kind.tolist(), source_kind, strict=True))
+                sizes_of[id(part), key[0]] = n_kind, source_kind, next(iter(pairs)) if len(pairs) == 1 else None
+            n_kind, source_kind, only = sizes_of[id(part), key[0]]
+            if only is not None:  # the usual rank: every operation's n from one place
+                by_n.setdefault(only, []).append((part, row, values, codes, None))
+                continue
             used = np.flatnonzero(np.bincount(codes, minlength=len(part.kinds))) if len(codes) else np.empty(0, int)
             pairs = sorted({(int(n_kind[k]), source_kind[k]) for k in used.tolist()})
             for n, source in pairs:
@@ -293,7 +300,7 @@ def size_summary(total: NcclRollup, world: WorldSize | None = None) -> Table:
                 by_n.setdefault((n, source), []).append((part, row, values, codes, mask))
         whole = len(by_n) == 1 and all(m[4] is None for m in next(iter(by_n.values())))
         for (n, source), members in sorted(by_n.items()):
-            _size_row(rows, key, n, source, members, whole)
+            _size_row(rows, key, n, source, members, whole, kinds)
     return Table({
         **{k: np.asarray(rows[k], dtype=object) for k in TEXT_KEYS},
         **{k: np.asarray(rows[k], dtype=np.int64) for k in ("nranks", "count", "total_ns", "bw_count")},
@@ -301,33 +308,45 @@ def size_summary(total: NcclRollup, world: WorldSize | None = None) -> Table:
     })  # fmt: skip
 
 
-def _size_row(rows: dict[str, list], key: tuple, n: int, source: str, members: list, whole: bool) -> None:
+class _AllKinds:
+    """Every digest's kinds in one table (each digest's codes shifted by its offset): one lookup per row of the
+    sizes table, not one per rank."""
+
+    def __init__(self, digests: list[NcclDigest]) -> None:
+        counts = [len(d.kinds) for d in digests]
+        self.offset = dict(
+            zip(map(id, digests), np.r_[0, np.cumsum(counts)[:-1]].astype(np.int64).tolist(), strict=True)
+        )
+        self.size = np.concatenate([d.kinds["size_bytes"] for d in digests]) if digests else np.empty(0)
+        gpu = np.concatenate([d.kinds["gpu"] for d in digests]) if digests else np.empty(0, dtype=np.int64)
+        self.timed = (gpu == 1) & ~np.isnan(self.size)  # a bandwidth needs a known size and the GPU's time
+
+    def codes(self, members: list) -> np.ndarray:
+        """The members' kind codes (masked where they are), as indexes into this table."""
+        return np.concatenate([(codes if mask is None else codes[mask]).astype(np.int64) + self.offset[id(part)]
+                               for part, _row, _values, codes, mask in members])  # fmt: skip
+
+
+def _size_row(
+    rows: dict[str, list], key: tuple, n: int, source: str, members: list, whole: bool, kinds: _AllKinds
+) -> None:
     """Append the row of one (op, origin, bucket) and communicator size: `members` are (digest, row, durations, kind
     codes, mask of those of this n or None for all); `whole`: every operation of the group is this row's."""
+    arrays = [values if mask is None else values[mask] for _part, _row, values, _codes, mask in members]
+    durations, codes = np.concatenate(arrays).astype(np.int64), kinds.codes(members)
+    count = len(durations)
     if whole:  # the group's own sums, as the digests added them in the operations' order
-        count = sum(int(part.groups["count"][row]) for part, row, *_rest in members)
         nanos = sum(int(part.groups["total_ns"][row]) for part, row, *_rest in members)
         known = sum(int(part.groups["known"][row]) for part, row, *_rest in members)
         nbytes = float(np.sum([part.groups["bytes"][row] for part, row, *_rest in members]))
     else:
-        picked = [(values, part.kinds["size_bytes"][codes]) if mask is None else (values[mask], part.kinds["size_bytes"][codes[mask]])
-                  for part, _row, values, codes, mask in members]  # fmt: skip
-        count = sum(len(values) for values, _sizes in picked)
-        nanos = sum(int(values.sum(dtype=np.int64)) for values, _sizes in picked)
-        known = sum(int((~np.isnan(sizes)).sum()) for _values, sizes in picked)
-        nbytes = float(np.sum([np.nansum(sizes) for _values, sizes in picked]))
-    arrays = [values if mask is None else values[mask] for _part, _row, values, _codes, mask in members]
-    algbw, busbw = [], []
-    for part, _row, values, codes, mask in members:
-        size, gpu = part.kinds["size_bytes"][codes], part.kinds["gpu"][codes] == 1
-        timed = gpu & ~np.isnan(size) & (values > 0) & (True if mask is None else mask)
-        if timed.any():
-            alg, bus = bandwidths(key[0], n, size[timed], values[timed])
-            algbw.append(alg)
-            busbw.append(bus)
-    quantiles_of = [*quantiles(algbw), *quantiles(busbw)]
+        sizes = kinds.size[codes]
+        nanos, known, nbytes = int(durations.sum()), int((~np.isnan(sizes)).sum()), float(np.nansum(sizes))
+    timed = kinds.timed[codes] & (durations > 0)
+    algbw, _busbw = bandwidths(key[0], n, kinds.size[codes[timed]], durations[timed], bus=False)
+    alg = quantiles([algbw])  # busbw is algbw times one positive factor per row: its quantiles are alg's times it
     values_of = (*key, n, source, count, nanos, nanos / count, _middle(arrays, count), nbytes if known else np.nan,
-                 sum(len(a) for a in algbw), *quantiles_of)  # fmt: skip
+                 len(algbw), *alg, *(q * bus_factor(key[0], n) for q in alg))  # fmt: skip
     for column, value in zip(SIZE_COLUMNS, values_of, strict=True):
         rows[column].append(value)
 
