@@ -314,9 +314,7 @@ class _AllKinds:
 
     def __init__(self, digests: list[NcclDigest]) -> None:
         counts = [len(d.kinds) for d in digests]
-        self.offset = dict(
-            zip(map(id, digests), np.r_[0, np.cumsum(counts)[:-1]].astype(np.int64).tolist(), strict=True)
-        )
+        self.offset = dict(zip(map(id, digests), np.cumsum([0, *counts])[:-1].astype(np.int64).tolist(), strict=True))
         self.size = np.concatenate([d.kinds["size_bytes"] for d in digests]) if digests else np.empty(0)
         gpu = np.concatenate([d.kinds["gpu"] for d in digests]) if digests else np.empty(0, dtype=np.int64)
         self.timed = (gpu == 1) & ~np.isnan(self.size)  # a bandwidth needs a known size and the GPU's time
