@@ -14,7 +14,7 @@ from real_exports import decompress
 from rich.console import Console
 
 from nsyskit.analysis import compose, print_report, run_analysis, summarize
-from nsyskit.analysis.compute import nccldigest
+from nsyskit.analysis.compute import ncclcurve, nccldigest
 from nsyskit.analysis.compute.ncclbandwidth import WorldSize, bus_factor
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.parts import map_reports, merge_parts, read_part
@@ -200,7 +200,7 @@ def test_the_terminal_json_and_report_show_the_bandwidths(tmp_path):
     assert [row["busbw_median_gbps"] for row in data["nccl_sizes"]] == analysis.nccl_sizes["busbw_median_gbps"].tolist()
     page = html.read_text()
     assert "NCCL bus bandwidth against message size" in page and (run / "nccl_busbw.png").stat().st_size > 1000
-    by_size = {(r["op"], r["size_bytes"]): r for r in nccldigest.busbw_by_size(analysis.nccl).rows()}
+    by_size = {(r["op"], r["size_bytes"]): r for r in ncclcurve.busbw_by_size(analysis.nccl).rows()}
     for (op, size), row in by_size.items():
         n = row["nranks"]
         times = [

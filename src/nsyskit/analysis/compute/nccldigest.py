@@ -24,7 +24,6 @@ from nsyskit.analysis.compute.ncclbandwidth import (
     bus_factor,
     communicator_sizes,
     quantiles,
-    size_factor,
 )
 from nsyskit.analysis.compute.table import Table, rows_by_rank
 from nsyskit.analysis.read.records import factorize
@@ -309,8 +308,10 @@ def size_summary(total: NcclRollup, world: WorldSize | None = None) -> Table:
 
 
 class _AllKinds:
-    """Every digest's kinds in one table (each digest's codes shifted by its offset): one lookup per row of the
-    sizes table, not one per rank."""
+    """Every digest's kinds in one table (each digest's codes shifted by its offset): one lookup per batch of ranks
+    of a row of the sizes table, not one per rank."""
+
+    BATCH = 64  # ranks whose operations are looked up together (bounds the copies a 1,024-rank row makes)
 
     def __init__(self, digests: list[NcclDigest]) -> None:
         counts = [len(d.kinds) for d in digests]
@@ -319,10 +320,14 @@ class _AllKinds:
         gpu = np.concatenate([d.kinds["gpu"] for d in digests]) if digests else np.empty(0, dtype=np.int64)
         self.timed = (gpu == 1) & ~np.isnan(self.size)  # a bandwidth needs a known size and the GPU's time
 
-    def codes(self, members: list) -> np.ndarray:
-        """The members' kind codes (masked where they are), as indexes into this table."""
-        return np.concatenate([(codes if mask is None else codes[mask]).astype(np.int64) + self.offset[id(part)]
-                               for part, _row, _values, codes, mask in members])  # fmt: skip
+    def batches(self, members: list):
+        """(durations, kind codes into this table) of the members (masked where they are), BATCH ranks at a time."""
+        for start in range(0, len(members), self.BATCH):
+            chunk = [(values, codes) if mask is None else (values[mask], codes[mask])
+                     for _p, _r, values, codes, mask in members[start:start + self.BATCH]]  # fmt: skip
+            offsets = [self.offset[id(member[0])] for member in members[start : start + self.BATCH]]
+            yield (np.concatenate([values for values, _codes in chunk]).astype(np.int64),
+                   np.concatenate([codes.astype(np.int64) + at for (_v, codes), at in zip(chunk, offsets, strict=True)]))  # fmt: skip
 
 
 def _size_row(
@@ -331,47 +336,27 @@ def _size_row(
     """Append the row of one (op, origin, bucket) and communicator size: `members` are (digest, row, durations, kind
     codes, mask of those of this n or None for all); `whole`: every operation of the group is this row's."""
     arrays = [values if mask is None else values[mask] for _part, _row, values, _codes, mask in members]
-    durations, codes = np.concatenate(arrays).astype(np.int64), kinds.codes(members)
-    count = len(durations)
+    count = sum(map(len, arrays))
+    nanos, known, nbytes, pieces = 0, 0, 0.0, []
+    for durations, codes in kinds.batches(members):
+        sizes = kinds.size[codes]
+        if not whole:
+            nanos, known = nanos + int(durations.sum()), known + int((~np.isnan(sizes)).sum())
+            nbytes += float(np.nansum(sizes))
+        timed = kinds.timed[codes] & (durations > 0)
+        pieces.append(bandwidths(key[0], n, sizes[timed], durations[timed], bus=False)[0])
     if whole:  # the group's own sums, as the digests added them in the operations' order
         nanos = sum(int(part.groups["total_ns"][row]) for part, row, *_rest in members)
         known = sum(int(part.groups["known"][row]) for part, row, *_rest in members)
         nbytes = float(np.sum([part.groups["bytes"][row] for part, row, *_rest in members]))
-    else:
-        sizes = kinds.size[codes]
-        nanos, known, nbytes = int(durations.sum()), int((~np.isnan(sizes)).sum()), float(np.nansum(sizes))
-    timed = kinds.timed[codes] & (durations > 0)
-    algbw, _busbw = bandwidths(key[0], n, kinds.size[codes[timed]], durations[timed], bus=False)
-    alg = quantiles([algbw])  # busbw is algbw times one positive factor per row: its quantiles are alg's times it
+    algbw = np.concatenate(pieces) if pieces else np.empty(0)
+    del pieces
+    timed_count = len(algbw)
+    alg = quantiles([algbw], in_place=True)  # busbw is algbw times one positive factor per row: its quantiles too
     values_of = (*key, n, source, count, nanos, nanos / count, _middle(arrays, count), nbytes if known else np.nan,
-                 len(algbw), *alg, *(q * bus_factor(key[0], n) for q in alg))  # fmt: skip
+                 timed_count, *alg, *(q * bus_factor(key[0], n) for q in alg))  # fmt: skip
     for column, value in zip(SIZE_COLUMNS, values_of, strict=True):
         rows[column].append(value)
-
-
-def busbw_by_size(total: NcclRollup) -> Table:
-    """Per collective, nccl-tests size (bytes) and communicator size n: the count and median busbw (GB/s) of the
-    operations timed on the GPU, every origin together; sizes ascending (the bandwidth-against-size plot's lines)."""
-    world = total.world or WorldSize(max(1, len(total.by_rank)), "rank reports")
-    found: dict[tuple[str, float, int], list[np.ndarray]] = {}
-    for part in total.digests:
-        sizes, gpu = part.kinds["size_bytes"], part.kinds["gpu"] == 1
-        for op, values, codes in zip(part.groups["op"], part.group_durations(), part.group_kinds(), strict=True):
-            n_kind, _sources = communicator_sizes(part.kinds, str(op), world, total.logged)
-            for kind in np.flatnonzero(np.bincount(codes, minlength=len(sizes))).tolist():
-                if not gpu[kind] or np.isnan(sizes[kind]):
-                    continue
-                timed = values[(codes == kind) & (values > 0)]
-                _alg, bus = bandwidths(str(op), int(n_kind[kind]), np.full(len(timed), sizes[kind]), timed)
-                nccl_tests_size = float(sizes[kind]) * size_factor(str(op), int(n_kind[kind]))
-                found.setdefault((str(op), nccl_tests_size, int(n_kind[kind])), []).append(bus)
-    keys = sorted(k for k in found if sum(map(len, found[k])))
-    return Table({
-        "op": np.asarray([k[0] for k in keys], dtype=object), "size_bytes": np.asarray([k[1] for k in keys], dtype=np.float64),
-        "nranks": np.asarray([k[2] for k in keys], dtype=np.int64),
-        "count": np.asarray([sum(map(len, found[k])) for k in keys], dtype=np.int64),
-        "busbw_median_gbps": np.asarray([quantiles(found[k])[1] for k in keys], dtype=np.float64),
-    })  # fmt: skip
 
 
 def bucket_durations(total: NcclRollup) -> dict[str, list[np.ndarray]]:

@@ -267,7 +267,7 @@ def communication(analysis: Analysis, data: Callable[[], dict]) -> Section:
             console.print(f"  {note}", markup=False)
 
     def html(folder: Path, top: int) -> dict:
-        from nsyskit.analysis.compute.nccldigest import busbw_by_size
+        from nsyskit.analysis.compute.ncclcurve import busbw_by_size
         from nsyskit.analysis.present import plots
 
         png = plots.nccl_size_histograms(analysis.nccl)
