@@ -14,6 +14,7 @@ from nsyskit.analysis.compute import units
 from nsyskit.analysis.compute.metrics import RunView, per_rank, run_metrics, step_cv_by_rank
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.judge.finding import CATALOG, Finding, document, ordered, ranks_text
+from nsyskit.analysis.judge.mfu import low_mfu
 from nsyskit.errors import UsageError
 
 __all__ = ["RULES", "Finding", "explain", "find"]
@@ -249,7 +250,9 @@ def step_variance(view: RunView) -> Finding | None:
 
 
 Rule = Callable[[RunView], "Finding | None"]
-RULES: tuple[Rule, ...] = (exposed_communication, straggler, gpu_idle, small_messages, pageable_memcpy, step_variance)
+RULES: tuple[Rule, ...] = (
+    exposed_communication, straggler, gpu_idle, small_messages, pageable_memcpy, step_variance, low_mfu,
+)  # fmt: skip
 
 
 def explain(rule: str) -> str:
