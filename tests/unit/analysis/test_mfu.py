@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from real_exports import NAMES, PACKED, decompress
 from test_findings import MS, breakdown_table, steps_table, view
 
@@ -23,7 +24,10 @@ from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.judge import findings, mfu
 from nsyskit.analysis.read.reader import ExportReader
 from nsyskit.analysis.request import AnalyzeRequest
-from nsyskit.clusteranalysis import make_plan
+from nsyskit.clusteranalysis import AnalysisPlan, make_plan
+from nsyskit.config import load_config
+from nsyskit.k8s import analysis as k8s_analysis
+from nsyskit.slurm import analysis as slurm_analysis
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "Container-Root" / "nsyskit" / "workload"))
@@ -234,3 +238,16 @@ def test_bad_flags_are_one_line():
     assert (
         bad_flops.returncode != 0 and "--flops-per-step" in bad_flops.stderr and len(bad_flops.stderr.splitlines()) == 1
     )
+
+
+def test_the_slurm_and_kubernetes_merge_jobs_carry_the_flags():
+    run = Path("/fsx/reports/run-1")
+    request = AnalyzeRequest([str(run)], flops_per_step=3.0e12, dtype="fp16", gpu_model="A100-SXM")
+    plan = AnalysisPlan(run, [run / "x_rank_0.nsys-rep"], 1, merge_options=request.judge_words())
+    words = "--flops-per-step 3000000000000.0 --dtype fp16 --gpu-model A100-SXM"
+    slurm = slurm_analysis.scripts(load_config(ROOT, overrides={"SLURM_MODE": "host"}, environ={}), ROOT, plan)
+    assert words in slurm["merge.sbatch"]
+    k8s = {"REGISTRY": "r.example", "K8S_REPORT_PVC": "fsx", "K8S_SHARED_DIR": "/fsx", "K8S_NAMESPACE": "ml"}
+    _map, merge = yaml.safe_load_all(k8s_analysis.manifests(load_config(ROOT, overrides=k8s, environ={}), ROOT, plan))
+    command = merge["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert words in " ".join(command)
