@@ -10,6 +10,7 @@ from pathlib import Path
 
 from nsyskit.config import Config
 from nsyskit.errors import JOB_LABELS, ConfigErrors, JobFailed, JobInterrupted, NsyskitError, UsageError
+from nsyskit.launch import check_launchable
 from nsyskit.targets.base import Job, Outcome, Target
 
 __all__ = ["DeployResult", "Job", "Outcome", "Target", "choose", "deploy", "failure", "get", "run", "validate_targets"]
@@ -67,6 +68,8 @@ def rendered(target: Target, cfg: Config, root: Path, run_id: str | None, progre
 def deploy(target: Target, cfg: Config, root: Path, *, dry_run: bool = False, wait: bool = False,
            run_id: str | None = None, progress: bool = True) -> DeployResult:  # fmt: skip
     """validate -> render -> submit (unless dry_run) -> wait (with wait); JobFailed with the job's code when it fails."""
+    if not dry_run:  # a dry run renders anyway, so a machine without GPUs can preview a GPU job
+        check_launchable(cfg)
     job = rendered(target, cfg, root, run_id, progress)
     result = DeployResult(job, lines=job.lines)
     if dry_run:
@@ -116,6 +119,7 @@ def failure(target: Target, job: Job, outcome: Outcome, reports: Path | None = N
 def run(target: Target, cfg: Config, root: Path, run_id: str | None = None,
         progress: bool = True) -> tuple[DeployResult, Path | None]:  # fmt: skip
     """deploy and wait, then collect into REPORT_DIR/<run-id>/ (what 'invoke run' does); a failed job is collected too."""
+    check_launchable(cfg)  # before anything is made: no run folder, no job folder
     job = rendered(target, cfg, root, run_id, progress)
     with _interruptible(target, job):
         target.submit(cfg, job)
