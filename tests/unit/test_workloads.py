@@ -315,3 +315,13 @@ def test_a_run_json_from_before_the_workload_field_reads_as_the_ddp_example(tmp_
     (tmp_path / "run.json").write_text(json.dumps({**old, "nccl_tests": "all_reduce_perf"}))
     with pytest.raises(runrecord.RunRecordError, match="unexpected type"):
         runrecord.read_run(str(tmp_path))
+
+
+def test_a_local_nccl_tests_run_says_where_the_tables_are_instead_of_checksums(tmp_path):
+    from nsyskit.local.run import RunResult
+
+    files = {"reports": ["r_node0_rank0_w.nsys-rep"], "nccl_tests": ["nccl-tests/all_reduce_perf.out"]}
+    lines = RunResult("r", tmp_path, 0, 12.0, files=files).summary_lines()
+    assert "nccl-tests: 1 output(s) from rank 0: nccl-tests/all_reduce_perf.out" in lines
+    assert not any(line.startswith("ranks:") for line in lines)
+    assert any(line.startswith("ranks:") for line in RunResult("r", tmp_path, 0, 1.0, files={}).summary_lines())
