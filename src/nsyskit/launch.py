@@ -134,7 +134,7 @@ def _mpirun(cfg: Config, hostfile: str | None, report_dir: str, step: Step, mast
 
 def single_node_command(cfg: Config, job_id: str | None = None) -> list[str]:
     """What starts the ranks of a one-node run: torchrun for the example, mpirun on this host for the NCCL tests."""
-    if cfg.workload == "nccl-tests":  # MPI programs: mpirun starts them, with no ssh to other nodes
+    if workloads.needs_mpi(cfg.workload):  # MPI programs: mpirun starts them, with no ssh to other nodes
         return mpirun_command(cfg, None, master_addr="localhost", job_id=job_id)
     return torchrun_command(cfg)
 

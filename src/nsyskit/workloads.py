@@ -22,7 +22,9 @@ TEE = "/nsyskit/workload/rank0tee.py"  # rank 0 copies a test's output to a file
 OUTPUT_FOLDER = "nccl-tests"  # in the run folder: <test>.out, rank 0's output of each test
 BINARIES_FILE = PACKAGED / "Container-Root" / "nsyskit" / "install" / "nccl-tests-binaries.txt"
 TEST_SEPARATOR = ";"  # between tests in NCCL_TESTS (no test flag takes one; .env keeps it literally)
-MPI_LAUNCHED = True  # the image builds nccl-tests with MPI=1: one process per rank, started by mpirun or srun --mpi
+# Which workloads are MPI programs: the image builds nccl-tests with MPI=1 (one process per rank, started by mpirun or
+# srun --mpi), while the example's ranks meet through torch.distributed (torchrun on one node, MASTER_ADDR).
+MPI_PROGRAMS = ("nccl-tests",)
 
 # nccl-tests' options (v2.13's getopt: every one takes a value): short letter -> (long name, kind of value).
 OPTIONS = {
@@ -97,6 +99,11 @@ class NcclTest:
     def text(self) -> str:
         """The entry as NCCL_TESTS holds it."""
         return shlex.join([self.binary, *self.args])
+
+
+def needs_mpi(workload: str) -> bool:
+    """Whether WORKLOAD's ranks must be started by MPI (mpirun, srun --mpi=pmix): the NCCL tests, not the example."""
+    return workload in MPI_PROGRAMS
 
 
 @cache

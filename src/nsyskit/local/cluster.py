@@ -14,7 +14,7 @@ import docker
 from docker.errors import APIError, NotFound
 from docker.types import DeviceRequest
 
-from nsyskit import console, engine, launch
+from nsyskit import console, engine, launch, workloads
 from nsyskit.config import Config
 
 LABEL_RUN = "nsyskit.run"
@@ -36,7 +36,7 @@ def multi_node(cfg: Config) -> bool:
 
 def launcher_kind(cfg: Config) -> str:
     """What starts the ranks: mpirun across nodes (and for the NCCL tests, MPI programs), torchrun on one."""
-    return "mpirun" if multi_node(cfg) or cfg.workload == "nccl-tests" else "torchrun"
+    return "mpirun" if multi_node(cfg) or workloads.needs_mpi(cfg.workload) else "torchrun"
 
 
 def launcher_role(cfg: Config) -> str:

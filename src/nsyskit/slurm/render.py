@@ -11,6 +11,7 @@ from nsyskit.assets import kit_root
 from nsyskit.config import Config
 from nsyskit.launch import CONTAINER_REPORT_DIR, steps, wrapper_env
 from nsyskit.templates import render_template
+from nsyskit.workloads import needs_mpi
 
 TEMPLATE_DIR = "slurm"  # under the project root, beside k8s/
 JOB_NAME = "nsyskit"
@@ -67,8 +68,8 @@ def command_lines(words: list[str]) -> list[str]:
 
 
 def mpi_plugin(cfg: Config) -> str:
-    """srun --mpi: SLURM_MPI, except that the NCCL tests (MPI programs) get pmix while SLURM_MPI keeps its default none."""
-    if cfg.workload == "nccl-tests" and cfg.slurm_mpi == "none" and cfg.sources.get("SLURM_MPI", "default") == "default":
+    """srun --mpi: SLURM_MPI, except that MPI programs (the NCCL tests) get pmix while SLURM_MPI keeps its default none."""
+    if needs_mpi(cfg.workload) and cfg.slurm_mpi == "none" and cfg.sources.get("SLURM_MPI", "default") == "default":
         return "pmix"
     return cfg.slurm_mpi
 
