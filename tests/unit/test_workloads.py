@@ -161,6 +161,7 @@ def test_deploy_dry_run_without_gpus_still_renders_the_job(tmp_path):
     result = nsyskit(tmp_path, "deploy", "--k8s", "--dry-run", "--profile", "local-cpu", "--workload", "nccl-tests",
                      NSYSKIT_REGISTRY="127.0.0.1:5000")  # fmt: skip
     assert result.returncode == 0, result.stderr
+    assert "warning: a real deploy would stop before launching: GPUS_PER_NODE=0" in result.stderr  # said, not refused
     (mpijob,) = (tmp_path / "jobs").glob("k8s-*/mpijob.yaml")
     launcher = yaml.safe_load(mpijob.read_text())["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]
     command = shlex.join(launcher["containers"][0]["command"])
