@@ -3,8 +3,9 @@
 # against the image's CUDA, NCCL and MPI for the gencodes in NCCL_TESTS_GENCODE; binaries go to
 # /opt/nccl-tests/bin and onto PATH: those named in nccl-tests-binaries.txt beside this script (the list
 # the kit checks NCCL_TESTS against; a listed one the build lacks is a warning, all_reduce_perf an error).
-# The compilers are installed and removed in this step when the base image has none. Source: NCCL_TESTS_URL (https://, file:// or a path; default GitHub's tag
-# tarball) verified against NCCL_TESTS_SHA256. Idempotent: an existing build of the tag is kept.
+# The compilers are installed and removed in this step when the base image has none. Source:
+# NCCL_TESTS_URL (https://, file:// or a path; default GitHub's tag tarball) verified against
+# NCCL_TESTS_SHA256. Idempotent: an existing build of the tag is kept.
 
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
