@@ -48,15 +48,15 @@ def _paths(path: str | None) -> list[str]:
         "slurm_max_parallel": "With --slurm/--k8s: at most this many map elements at once (the array's %N, the Job's "
         "parallelism); default: no cap.",
         "dry_run": "With --slurm/--k8s: check and render the jobs into RUN/analysis-jobs/ only; submit nothing.",
-        "explain": "Print what a findings rule measures, when it fires (its thresholds) and what to try, e.g. "
-        "--explain sync_stall ('all': every rule); reads no report.",
+        "explain": "PATH is a findings rule: print what it measures, when it fires (its thresholds) and what to try, "
+        "e.g. 'invoke analyze --explain sync_stall' ('all': every rule); reads no report.",
         "profile": PROFILE_HELP,
     },
 )
 def analyze(
-    c, path="", json_=False, html=True, output=None, timeline=False, timeline_max_events=None, diff=None,
+    c, path=None, json_=False, html=True, output=None, timeline=False, timeline_max_events=None, diff=None,
     fail_on=None, fail_on_regression=None, straggler_pct=None, top=None, full_names=False, strict=False,
-    slurm=False, k8s=False, wait=False, slurm_max_parallel=None, dry_run=False, explain=None, profile=None,
+    slurm=False, k8s=False, wait=False, slurm_max_parallel=None, dry_run=False, explain=False, profile=None,
 ):  # fmt: skip
     """Findings first, then kernels, GPU breakdown and overlap, NVTX, NCCL sizes, ranks, NCCL logs; report.html, timeline."""
     from nsyskit.analyze import answer
@@ -66,14 +66,14 @@ def analyze(
     engine = "slurm" if slurm else "k8s" if k8s else None
     cluster = ClusterRequest(engine, load(c, profile), project_root(c)) if engine else None
     answer(AnalyzeRequest(
-        paths=split_paths(path) if explain else _paths(path), json=json_, html=html, output=output and Path(output), timeline=timeline,
+        paths=[] if explain else _paths(path), json=json_, html=html, output=output and Path(output), timeline=timeline,
         timeline_max_events=_int_flag("--timeline-max-events", timeline_max_events),
         straggler_pct=number_flag("--straggler-pct", straggler_pct, None),
         top=int(number_flag("--top", top, DEFAULT_TOP, integer=True, low=1)), full_names=full_names, strict=strict,
         diff=_paths(diff) if diff else None, fail_on=fail_on,
         fail_on_regression=number_flag("--fail-on-regression", fail_on_regression, None),
         cluster=cluster, wait=wait, max_parallel=_int_flag("--slurm-max-parallel", slurm_max_parallel),
-        dry_run=dry_run, explain=explain,
+        dry_run=dry_run, explain=path if explain else None,
     ))  # fmt: skip
 
 

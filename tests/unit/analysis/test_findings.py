@@ -247,6 +247,7 @@ def test_find_orders_findings_by_time_at_stake_and_finds_nothing_in_a_healthy_ru
             "busy_ns": 60,
             "compute_ns": 50,
             "comm_ns": 20,
+            "compute_comm_overlap_ns": 10,
             "exposed_comm_ns": 10 if r else 30,
         }
         for r in range(2)
@@ -259,9 +260,10 @@ def test_find_orders_findings_by_time_at_stake_and_finds_nothing_in_a_healthy_ru
     assert [f.rule for f in found] == ["step_variance", "gpu_idle", "exposed_comm"]
     assert [f.at_stake_ns for f in found] == pytest.approx([0.25 * MS, 8.0, 4.0])
     healthy = [
-        {"rank": r, "window_ns": 100, "busy_ns": 95, "compute_ns": 90, "comm_ns": 10, "exposed_comm_ns": 2}
+        {"rank": r, "window_ns": 100, "busy_ns": 95, "compute_ns": 90, "comm_ns": 10, "compute_comm_overlap_ns": 8,
+         "exposed_comm_ns": 2}
         for r in range(2)
-    ]
+    ]  # fmt: skip
     assert findings.find(gpu_view(healthy)) == []
 
 
@@ -341,3 +343,14 @@ def test_explain_prints_each_rule_s_measure_thresholds_and_advice_and_names_the_
     typo = nsyskit("--explain", "stragler")
     assert typo.returncode == 1 and typo.stdout == ""
     assert typo.stderr.strip().splitlines() == [f"error: --explain 'stragler': no such rule; fix: one of: {', '.join(sorted(CATALOG))}"]
+
+
+def test_gpu_idle_names_the_causes_that_explain_it_and_what_stays_unexplained():
+    idle = findings.Finding("gpu_idle", "warning", "GPUs idle 40.0%", 40.0, 20.0, "", evidence={"idle_ns_per_step": 4 * MS})
+    sync = findings.Finding("sync_stall", "warning", "t", 1.0, 0.0, "", evidence={findings.IDLE_EXPLAINED: 1.5 * MS})
+    loader = findings.Finding("data_loading", "warning", "t", 1.0, 0.0, "", evidence={findings.IDLE_EXPLAINED: 2 * MS})
+    other = findings.Finding("straggler", "warning", "t", 1.0, 0.0, "")
+    told = findings.explain_idle(idle, [idle, sync, loader, other])
+    assert told.title == "GPUs idle 40.0%; per step, explained by data_loading 2.00 ms, sync_stall 1.50 ms; 500 us unexplained"
+    assert told.evidence["idle_unexplained_ns_per_step"] == 0.5 * MS
+    assert findings.explain_idle(idle, [idle, other]) == idle  # no cause found: as it was

@@ -44,6 +44,8 @@ class RunView:
     memcpy: Table | None = None
     window_source: str = "none"  # 'profile_window', 'warm-up dropped' or 'none'
     evidence: Table | None = None  # every rank's evidence rows for the findings (compute.evidence.pivot reads them)
+    nccl_sizes: Table | None = None  # per op, origin and size bucket: count, time, median (nccldigest.size_summary)
+    top_kernels: Table | None = None  # every kernel name's GPU time over all ranks (result.combine_kernel_summaries)
     ranks_table: Table | None = None  # the ranks table (analyzers.cross_rank): its straggler flags are the verdict
     straggler_pct: float = 5.0  # the threshold those flags used
     inputs: Mapping[str, Any] = field(default_factory=dict)  # what the request gives the rules (AnalyzeRequest.judge_inputs)
@@ -110,6 +112,8 @@ def view_of(analysis, inputs: Mapping[str, Any] | None = None) -> RunView:
         memcpy=analysis.memcpy,
         window_source=how,
         evidence=analysis.evidence,
+        nccl_sizes=analysis.nccl_sizes,
+        top_kernels=analysis.top_kernels,
         ranks_table=analysis.ranks,
         straggler_pct=getattr(analysis, "straggler_pct", 5.0),
         inputs=dict(inputs or {}),

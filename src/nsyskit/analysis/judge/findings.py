@@ -6,6 +6,8 @@ order a reader should see them. Thresholds are module constants so that docs/ana
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -13,6 +15,7 @@ import numpy as np
 from nsyskit.analysis.compute import units
 from nsyskit.analysis.compute.metrics import RunView, per_rank, run_metrics, step_cv_by_rank
 from nsyskit.analysis.compute.table import Table
+from nsyskit.analysis.judge import commcauses, gpuwork
 from nsyskit.analysis.judge.finding import CATALOG, Finding, document, ordered, ranks_text
 from nsyskit.errors import UsageError
 
@@ -249,7 +252,10 @@ def step_variance(view: RunView) -> Finding | None:
 
 
 Rule = Callable[[RunView], "Finding | None"]
-RULES: tuple[Rule, ...] = (exposed_communication, straggler, gpu_idle, small_messages, pageable_memcpy, step_variance)
+RULES: tuple[Rule, ...] = (
+    exposed_communication, straggler, gpu_idle, small_messages, pageable_memcpy, step_variance,
+    gpuwork.tensor_cores_unused, commcauses.nccl_outlier, commcauses.serialized_streams,
+)  # fmt: skip
 
 
 def explain(rule: str) -> str:
@@ -259,6 +265,30 @@ def explain(rule: str) -> str:
     return CATALOG[rule].text()
 
 
+# A cause's finding that explains GPU idle time says how much, per step, in this evidence key.
+IDLE_EXPLAINED = "gpu_idle_explained_ns_per_step"
+
+
 def find(view: RunView, rules: tuple[Rule, ...] = RULES) -> list[Finding]:
-    """Every finding the rules make about the run, by time at stake per step (finding.ordered)."""
-    return ordered([f for f in (rule(view) for rule in rules) if f is not None])
+    """Every finding the rules make about the run, by time at stake per step (finding.ordered); gpu_idle says
+    which of the other findings explain its idle time and how much stays unexplained."""
+    found = [f for f in (rule(view) for rule in rules) if f is not None]
+    return ordered([explain_idle(f, found) if f.rule == "gpu_idle" else f for f in found])
+
+
+def explain_idle(idle: Finding, found: list[Finding]) -> Finding:
+    """gpu_idle with the causes found beside it that explain its idle time (their IDLE_EXPLAINED evidence, capped
+    at the idle time), and the part no cause explains."""
+    per_step = idle.evidence.get("idle_ns_per_step", float("nan"))
+    causes = [(f.rule, f.evidence[IDLE_EXPLAINED]) for f in found if f.evidence.get(IDLE_EXPLAINED, 0) > 0]
+    if not causes or math.isnan(per_step):
+        return idle
+    causes.sort(key=lambda c: -c[1])
+    explained = min(sum(ns for _rule, ns in causes), per_step)
+    named = ", ".join(f"{rule} {units.duration(ns)}" for rule, ns in causes)
+    unexplained = per_step - explained
+    return dataclasses.replace(
+        idle, title=f"{idle.title}; per step, explained by {named}; {units.duration(unexplained)} unexplained",
+        evidence={**idle.evidence, "idle_explained_ns_per_step": explained, "idle_unexplained_ns_per_step": unexplained,
+                  **{f"explained_by_{rule}_ns_per_step": ns for rule, ns in causes}},
+    )  # fmt: skip
