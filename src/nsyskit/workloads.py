@@ -52,7 +52,7 @@ class ExampleSettings(Protocol):
     profiler: str
 
 
-class TestSpecError(ValueError):
+class NcclTestsProblem(ValueError):
     """What is wrong with NCCL_TESTS and how to fix it (the config loader adds the key and the value)."""
 
     def __init__(self, problem: str, fix: str) -> None:
@@ -148,37 +148,37 @@ def _size(value: str) -> int | None:
 
 
 def _check_value(entry: str, letter: str, value: str) -> None:
-    """A TestSpecError when the value of option -LETTER is not of its kind."""
+    """A NcclTestsProblem when the value of option -LETTER is not of its kind."""
     long, kind = OPTIONS[letter]
     if kind == "size" and _size(value) is None:
-        raise TestSpecError(f"{entry}: -{letter} ({long}) {value!r} is not a size",
+        raise NcclTestsProblem(f"{entry}: -{letter} ({long}) {value!r} is not a size",
                             "give bytes with an optional K, M or G, e.g. -b 8 -e 2G")  # fmt: skip
     if kind in ("count", "number") and not value.isdigit():
-        raise TestSpecError(f"{entry}: -{letter} ({long}) {value!r} is not a whole number",
+        raise NcclTestsProblem(f"{entry}: -{letter} ({long}) {value!r} is not a whole number",
                             f"give a whole number, e.g. -{letter} 1")  # fmt: skip
     if kind == "count" and int(value) < 1:
-        raise TestSpecError(f"{entry}: -{letter} ({long}) must be 1 or more", f"e.g. -{letter} 1")
+        raise NcclTestsProblem(f"{entry}: -{letter} ({long}) must be 1 or more", f"e.g. -{letter} 1")
     if kind == "word" and not value:
-        raise TestSpecError(
+        raise NcclTestsProblem(
             f"{entry}: -{letter} ({long}) has no value", f"e.g. -{letter} {'sum' if letter == 'o' else 'float'}"
         )
 
 
 def _check_flags(entry: str, args: list[str]) -> None:
-    """A TestSpecError for the first flag nccl-tests would not take: unknown, without its value, or of the wrong kind."""
+    """A NcclTestsProblem for the first flag nccl-tests would not take: unknown, without its value, or of the wrong kind."""
     index = 0
     while index < len(args):
         word = args[index]
         letter, value = _split_option(word)
         if letter in ("h", "?help"):
-            raise TestSpecError(f"{entry}: {word} prints the help and runs no test", f"remove {word}")
+            raise NcclTestsProblem(f"{entry}: {word} prints the help and runs no test", f"remove {word}")
         if letter is None or letter not in OPTIONS:
             what = f"the unknown option {word}" if letter else f"the stray word {word!r}"
-            raise TestSpecError(f"{entry} has {what}",
+            raise NcclTestsProblem(f"{entry} has {what}",
                                 "use nccl-tests' options, e.g. -b 8 -e 2G -f 2 -g 1 (see the binary's -h)")  # fmt: skip
         if value is None:
             if index + 1 >= len(args):
-                raise TestSpecError(f"{entry}: {word} has no value", f"give one, e.g. {word} 1")
+                raise NcclTestsProblem(f"{entry}: {word} has no value", f"give one, e.g. {word} 1")
             value, index = args[index + 1], index + 1
         _check_value(entry, letter, value)
         index += 1
@@ -189,20 +189,20 @@ def _parse_entry(text: str, entry: str) -> tuple[str, list[str]]:
     try:
         words = shlex.split(text)
     except ValueError as exc:
-        raise TestSpecError(f"{entry} does not split into words ({exc})", "balance the quotes") from None
+        raise NcclTestsProblem(f"{entry} does not split into words ({exc})", "balance the quotes") from None
     binary, args = words[0], words[1:]
     known = installed_binaries()
     if binary not in known:
         guess = difflib.get_close_matches(binary.rsplit("/", 1)[-1], known, n=1, cutoff=0.6)
         hint = f"did you mean {guess[0]}? " if guess else ""
         path = " (a path: give the name alone, the image puts them on PATH)" if "/" in binary else ""
-        raise TestSpecError(f"{entry} names {binary}, which the image does not install{path}",
+        raise NcclTestsProblem(f"{entry} names {binary}, which the image does not install{path}",
                             f"{hint}use one of: {', '.join(known)}")  # fmt: skip
     _check_flags(entry, args)
     test = NcclTest(binary, binary, tuple(args))
     low, high = _size(test.option("b", "32M")), _size(test.option("e", "32M"))
     if low is not None and high is not None and low > high:
-        raise TestSpecError(f"{entry}: -b (minbytes) is larger than -e (maxbytes)", "use -b <= -e, e.g. -b 8 -e 2G")
+        raise NcclTestsProblem(f"{entry}: -b (minbytes) is larger than -e (maxbytes)", "use -b <= -e, e.g. -b 8 -e 2G")
     return binary, args
 
 

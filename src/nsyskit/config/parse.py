@@ -342,6 +342,6 @@ def nccl_tests(raw: str) -> str:
     """NCCL tests separated by ';', each a binary the image installs and nccl-tests' flags; returned as '; '-joined text."""
     try:
         tests = workloads.parse_tests(raw)
-    except workloads.TestSpecError as exc:
+    except workloads.NcclTestsProblem as exc:
         raise Problem(exc.problem, exc.fix) from None
     return "; ".join(test.text() for test in tests)
