@@ -251,3 +251,10 @@ def test_the_slurm_and_kubernetes_merge_jobs_carry_the_flags():
     _map, merge = yaml.safe_load_all(k8s_analysis.manifests(load_config(ROOT, overrides=k8s, environ={}), ROOT, plan))
     command = merge["spec"]["template"]["spec"]["containers"][0]["command"]
     assert words in " ".join(command)
+
+
+def test_at_512_ranks_the_finding_is_one_line_naming_how_many():
+    steps = {r: (1000 if r % 2 else 400) * MS for r in range(512)}  # odd ranks 20.2% MFU, even ones 50.5%
+    found = mfu.low_mfu(mfu_view(steps, {r: H100 for r in steps}, {"flops_per_step": 2.0e14}))
+    assert found.ranks == tuple(range(1, 512, 2)) and "\n" not in found.title
+    assert "on 256 of 512 ranks (1, 3, 5, 7, ...)" in found.title
