@@ -18,6 +18,7 @@ class Reading:
 
     files: list[FileResult] = field(default_factory=list)
     without_table: list[FileResult] = field(default_factory=list)
+    named: set[str] = field(default_factory=set)  # the files named one by one (not found in a folder)
 
     @property
     def tests(self) -> list[NcclTest]:
@@ -57,7 +58,7 @@ def no_table_error(result: FileResult) -> NoNcclTestsTable:
 def read_paths(arguments: list[str]) -> Reading:
     """Read every file the arguments name; in run folders, only the files that hold a table or a failure."""
     named, in_folders = resolve(arguments)
-    reading = Reading()
+    reading = Reading(named={str(path) for path in named})
     for path in named:
         result = read_file(path)
         (reading.files if result.tests else reading.without_table).append(result)
