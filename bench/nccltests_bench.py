@@ -79,6 +79,7 @@ def same_columns(ours: str, theirs: str) -> str:
     """Whether both printed the same rows and averages (numbers compared as numbers: '0.00' is 0.0)."""
 
     def numbers(text: str) -> list[tuple]:
+        """Each printed line as numbers ('avg' kept as the word)."""
         return [tuple(w if w == "avg" else float(w) for w in line.split()) for line in text.splitlines()]
 
     mine, awk = numbers(ours), numbers(theirs)
@@ -88,6 +89,7 @@ def same_columns(ours: str, theirs: str) -> str:
 
 
 def main() -> None:
+    """Write the input, run both readers interleaved, print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mb", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=3)

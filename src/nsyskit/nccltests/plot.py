@@ -19,6 +19,7 @@ def _size_label(size: float, _position=None) -> str:
 
 
 def _label(test: NcclTest, tests: list[NcclTest], side: str) -> str:
+    """A line's legend: the test, with its file and line where two tests share a name."""
     named = [t for t in tests if t.label == test.label]
     where = f" ({test.path.rsplit('/', 1)[-1]}:{test.first_line})" if len(named) > 1 else ""
     return f"{side}{test.label}{where}"
