@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 import gc
+import itertools
 import re
 from dataclasses import dataclass, field
 
@@ -119,24 +120,16 @@ class _Scanner:
         stop = index
         while stop < last and flags[stop] == shape:
             stop += 1
-        has_redop, has_root = bool(shape & 1), bool(shape & 2)
-        columns = (
-            rows.sizes,
-            rows.counts,
-            rows.types,
-            rows.redops,
-            rows.roots,
-            *rows.numbers,
-            *rows.checks,
-            rows.lines,
-        )
-        self.test.rows.extend(
-            Row(size, count, type_, redop if has_redop else None, root if has_root else None,
-                Placement(out_time, out_algbw, out_busbw, out_check), Placement(in_time, in_algbw, in_busbw, in_check),
-                line)
-            for size, count, type_, redop, root, out_time, out_algbw, out_busbw, in_time, in_algbw, in_busbw,
-            out_check, in_check, line in zip(*(column[index:stop] for column in columns), strict=True)
-        )  # fmt: skip
+        part = slice(index, stop)
+        absent = itertools.repeat(None)  # a column the layout does not have
+        numbers = [column[part] for column in rows.numbers]
+        out = map(Placement, numbers[0], numbers[1], numbers[2], rows.checks[0][part])
+        inplace = map(Placement, numbers[3], numbers[4], numbers[5], rows.checks[1][part])
+        redops = rows.redops[part] if shape & 1 else absent
+        roots = rows.roots[part] if shape & 2 else absent
+        # map, not a generator: no Python frame per row (a third of the time of 150,000 rows)
+        self.test.rows.extend(map(Row, rows.sizes[part], rows.counts[part], rows.types[part], redops, roots, out, inplace,
+                                  rows.lines[part]))  # fmt: skip
         self.counted = (rows.starts[stop - 1], rows.lines[stop - 1])
         return stop
 
