@@ -51,7 +51,7 @@ def busbw_plot(tests: list[NcclTest], baseline: list[NcclTest] | None = None) ->
         "nccl-tests bus bandwidth by message size" + (f" (first {MAX_LINES}; {left} more)" if left > 0 else "")
     )
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(loc="upper left", fontsize=8)
+    ax.legend(loc="best", fontsize=8)
     buffer = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buffer, format="png", dpi=DPI)
