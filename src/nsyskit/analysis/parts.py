@@ -272,7 +272,10 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
     if not parts:
         raise next(AnalysisError(p, unreadable[p.name].partition(": ")[2]) for p in paths)
     # Each part's rank in the run: a rank nothing names is numbered here over every part's reports (see number_reports)
-    ranks, numbered_note = number_reports([_listing(header) for _path, header, _results in parts])
+    headers = [header for _path, header, _results in parts]
+    lists = {tuple(header["reports"]): header for header in headers}  # one per map: each part of a map lists the run
+    owned = [(header["report"], header["rank"], header.get("rank_known", True)) for header in headers]
+    ranks, numbered_note = number_reports(owned, [_listing(header) for header in lists.values()])
     for _path, header, results in parts:
         _give_rank(header, results, ranks[header["report"]])
     by_rank: dict[int, Path] = {}
@@ -287,8 +290,8 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
     first = parts[0][1]
     # By rank, not by path: maps running side by side may each have seen another's report as .nsys-rep or .sqlite.
     listed: dict[str, str] = {}  # every report some map listed, one per stem
-    for _path, header, _results in parts:
-        for report in header["reports"]:
+    for reports in lists:
+        for report in reports:
             listed.setdefault(str(Path(report).with_suffix("")), report)
     missing = sorted((report for report in listed.values() if ranks[report] not in by_rank), key=ranks.__getitem__)
     failed = [(header["rank"], header["report"], header["error"]) for _path, header, _r in parts if header.get("error")]
@@ -321,11 +324,10 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
 
 
 def _listing(header: dict[str, Any]) -> list[tuple[str, int, bool]]:
-    """(report, rank, whether the rank is named) for a part's own report and every report its map listed (parts
-    written before "named" name every rank)."""
+    """(report, rank, whether the rank is named) for every report a part's map listed (parts written before "named"
+    name every rank)."""
     named = header.get("named") or [True] * len(header["reports"])
-    listed = list(zip(header["reports"], header.get("ranks") or range(len(header["reports"])), named, strict=True))
-    return [(header["report"], header["rank"], header.get("rank_known", True)), *listed]
+    return list(zip(header["reports"], header.get("ranks") or range(len(header["reports"])), named, strict=True))
 
 
 def _give_rank(header: dict[str, Any], results: list[dict[str, Any]], rank: int) -> None:

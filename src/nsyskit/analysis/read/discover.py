@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 
@@ -83,26 +84,28 @@ def number_unnamed(unnamed: list[Path], claimed: set[int]) -> list[tuple[int, Pa
     return [(next(free), file, False) for file in sorted(unnamed)]
 
 
-def number_reports(listings: list[list[tuple[str, int, bool]]]) -> tuple[dict[str, int], str]:
-    """Every report that maps listed -> its rank in the run, from each map's (report, rank, named) list; and a line
-    saying so when the ranks of reports that nothing names had to be numbered here ('' otherwise).
+def number_reports(
+    owned: list[tuple[str, int, bool]], listed: list[list[tuple[str, int, bool]]]
+) -> tuple[dict[str, int], str]:
+    """Every report the parts hold or their maps listed -> its rank in the run; and a line saying so when the ranks
+    of reports that nothing names had to be numbered here ('' otherwise).
 
-    A named rank (rank_N in the name, run.json) is kept. The others are numbered by number_unnamed over all the
-    reports, as 'invoke analyze' of the same files numbers them: reports mapped each on its own all said rank 0.
+    `owned`: each part's (report, rank, whether named); `listed`: each map's list of them (once per map). A named rank
+    (rank_N in the name, run.json) is kept. The others are numbered by number_unnamed over all the reports, as
+    'invoke analyze' of the same files numbers them: reports mapped each on its own all said rank 0.
     """
     stems: dict[str, str] = {}  # one report per stem, as discover keeps one file per stem
     named: dict[str, int] = {}
-    for listing in listings:
-        for report, rank, is_named in listing:
-            stem = str(Path(report).with_suffix(""))
-            stems.setdefault(stem, report)
-            if is_named:
-                named.setdefault(stem, rank)
+    for report, rank, is_named in itertools.chain(owned, *listed):
+        stem = str(Path(report).with_suffix(""))
+        stems.setdefault(stem, report)
+        if is_named:
+            named.setdefault(stem, rank)
     unnamed = [Path(stems[stem]) for stem in stems if stem not in named]
     numbered = {str(path): rank for rank, path, _named in number_unnamed(unnamed, set(named.values()))}
     by_stem = {stem: named[stem] if stem in named else numbered[stems[stem]] for stem in stems}
-    ranks = {report: by_stem[str(Path(report).with_suffix(""))] for listing in listings for report, _r, _n in listing}
-    if not unnamed or len({tuple(report for report, _r, _n in listing[1:]) for listing in listings}) == 1:
+    ranks = {report: by_stem[str(Path(report).with_suffix(""))] for report, _r, _n in itertools.chain(owned, *listed)}
+    if not unnamed or len(listed) == 1:
         return ranks, ""  # no unnamed report, or one map listed them all and numbered them as this does
     shown = ", ".join(f"{path.name} = rank {numbered[str(path)]}" for path in sorted(unnamed)[:8])
     shown += f" and {len(unnamed) - 8} more" if len(unnamed) > 8 else ""
