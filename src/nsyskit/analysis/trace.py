@@ -17,8 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from nsyskit.analysis.compute import analyzers, nccl, nccldigest
-from nsyskit.analysis.compute.metrics import comm_share_by_rank, view_of, window_steps, windowed_ranks
+from nsyskit.analysis.compute import (
+    analyzers,
+    commcauses,  # noqa: F401  (registers its evidence extractors)
+    evidence,
+    nccl,
+    nccldigest,
+)
+from nsyskit.analysis.compute.metrics import comm_share_by_rank, per_rank, view_of, window_steps, windowed_ranks
 from nsyskit.analysis.compute.projection import project
 from nsyskit.analysis.compute.result import Analysis, combine_kernel_summaries, concat, with_rank
 from nsyskit.analysis.compute.table import Table
@@ -39,7 +45,7 @@ __all__ = [
 ]
 
 # The per-rank tables of analyze_file's results (all but the kernel summary carry a rank column).
-TABLE_KEYS = ("kernel_summary", "breakdown", "memcpy", "nvtx", "nvtx_gpu", "steps")  # and "nccl": its NcclDigest
+TABLE_KEYS = ("kernel_summary", "breakdown", "memcpy", "nvtx", "nvtx_gpu", "steps", "evidence")  # and "nccl": its NcclDigest
 RANKED_KEYS = TABLE_KEYS[1:]
 MAX_WORKERS = 8  # files analyzed at once: bounds peak memory (~0.3 GB per 2M-kernel rank)
 NVTX_GPU_TOP = 15  # user ranges shown in the NVTX GPU projection besides the example's
@@ -183,6 +189,15 @@ class RankTrace:
         """NCCL operations with message sizes, timed on the GPU where the trace has the launches."""
         return nccl.nccl_operations(self.nvtx, self.kernels, self.kernel_names, self.launches, self.grouped_texts)
 
+    def evidence_inputs(self, window: Table, breakdown: Table, operations: Table) -> evidence.RankInputs:
+        """This rank's tables as the findings' extractors read them (compute.evidence)."""
+        return evidence.RankInputs(
+            rank=self.rank, kernels=self.kernels, kernel_names=self.kernel_names, nvtx=self.nvtx,
+            nvtx_labels=self.nvtx_labels, launches=self.launches,
+            memcpys=self.memcpys, memsets=self.memsets, steps=window, breakdown=breakdown,
+            nccl_operations=operations, reader=self.reader, pid=self.pid,
+        )  # fmt: skip
+
     def results(self) -> dict[str, Any]:
         """Every per-rank analysis (tables carry a rank column; `summary` feeds the ranks table)."""
         self.kernels, self.kernel_names, self.memcpys, self.memsets  # noqa: B018  (read before two threads use them)
@@ -194,8 +209,10 @@ class RankTrace:
             nvtx_summary, nvtx_gpu, steps = self.nvtx_summary(), self.nvtx_gpu(), self.steps()
             # The rank's window steps, as the run's view finds them (its own 'profile_window' range or warm-up)
             in_window, _how = window_steps(with_rank(rank, steps), windowed_ranks(with_rank(rank, nvtx_summary)))
-            nccl_digest, memcpy = nccldigest.digest(self.nccl_operations(), in_window), self.memcpy_by_kind()
+            operations = self.nccl_operations()
+            nccl_digest, memcpy = nccldigest.digest(operations, in_window), self.memcpy_by_kind()
             kernel_summary, breakdown = kernel_tables.result()
+            found = evidence.rank_evidence(self.evidence_inputs(in_window, breakdown, operations))
         window = int(breakdown["window_ns"].sum()) if len(breakdown) else 0
         busy = int(breakdown["busy_ns"].sum()) if len(breakdown) else 0
         comm = int(breakdown["comm_ns"].sum()) if len(breakdown) else 0
@@ -212,6 +229,7 @@ class RankTrace:
             "nvtx_gpu": with_rank(rank, nvtx_gpu),
             "steps": with_rank(rank, steps),
             "nccl": nccl_digest,
+            "evidence": found,
             "summary": {
                 "rank": rank,
                 "host": self.host,
@@ -306,9 +324,13 @@ def merge(
     if unprofiled_line:  # the ranks the run ran without nsys: absent from every table, named so no one reads them as idle
         analysis.warnings.append(unprofiled_line)
     # The ranks table's comm share is the findings' (on a CPU run: of the window's step time, not of GPU busy time).
-    shares = comm_share_by_rank(view_of(analysis))
+    view = view_of(analysis)
+    shares = comm_share_by_rank(view)
     summaries = [{**r["summary"], "comm_share_pct": shares.get(r["rank"], r["summary"]["comm_share_pct"])} for r in results]
-    analysis.ranks = analyzers.cross_rank(summaries, straggler_pct)
+    # One verdict per concept: the table flags the stragglers the findings name, on the findings' measure
+    work = per_rank(view)
+    analysis.ranks = analyzers.cross_rank(summaries, straggler_pct, dict(zip(work["rank"].tolist(), work["work_ns"].tolist(), strict=True)))
+    analysis.straggler_pct = straggler_pct
     return analysis
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from nsyskit.analysis.compute import units
 from nsyskit.analysis.compute.metrics import RunView, run_metrics, view_of
@@ -22,10 +24,18 @@ class Summary:
     header: RunHeader
 
 
-def summarize(analysis, folder: Path) -> Summary:
-    """Findings, metrics and header of an Analysis whose outputs go to `folder`."""
-    view = view_of(analysis)
+def summarize(analysis, folder: Path, inputs: Mapping[str, Any] | None = None) -> Summary:
+    """Findings, metrics and header of an Analysis whose outputs go to `folder` (`inputs`: RunView.inputs)."""
+    view = view_of(analysis, inputs)
     return Summary(view, run_metrics(view), rules.find(view), run_header(analysis, Path(folder), view.window_source))
+
+
+def stake_text(finding: rules.Finding) -> str:
+    """'~12.3 ms/step at stake' (the estimate of what a fix gives back), or '' when the rule makes none."""
+    stake = finding.at_stake_ns
+    if not math.isfinite(stake) or stake <= 0:
+        return ""
+    return f"~{units.duration(stake)}/step at stake"
 
 
 def print_findings(summary: Summary, console) -> None:
@@ -38,7 +48,9 @@ def print_findings(summary: Summary, console) -> None:
     console.print(f"[bold]Findings[/bold] ({header.run_id}, {header.layout}, window: {summary.view.window_source})")
     for finding in summary.findings:
         color = "yellow" if finding.severity == "warning" else "cyan"
-        console.print(f"  [{color}]{finding.severity}[/{color}] {finding.title}  [dim]({finding.rule})[/dim]")
+        stake = stake_text(finding)
+        console.print(f"  [{color}]{finding.severity}[/{color}] {escape(finding.title)}"
+                      f"{'  [bold]' + stake + '[/bold]' if stake else ''}  [dim]({finding.rule})[/dim]")  # fmt: skip
     if not summary.findings:
         console.print("  [green]no rule fired[/green]")
     shown = [f"{name} {units.metric(name, v)}" for name, v in summary.metrics.items() if not math.isnan(v)]
