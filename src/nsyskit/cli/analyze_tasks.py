@@ -35,7 +35,7 @@ def _paths(path: str | None) -> list[str]:
 @task(
     positional=["path"],
     help={
-        "path": "Run folder (reports/<run-id>) or report files (.nsys-rep, .qdrep, .sqlite, .qdstrm; .ncu-rep; .pt.trace.json.gz), comma-separated.",
+        "path": "Run folder (reports/<run-id>) or report files (.nsys-rep, .qdrep, .sqlite, .qdstrm; .ncu-rep; .pt.trace.json.gz), comma-separated; a quoted pattern ('RUN/*-all-gather_*') takes the reports it matches.",
         "json": "Print the whole analysis (findings first) as JSON on stdout instead of tables (report.html is still written).",
         "html": "Write report.html, the PNG plots and analysis.json into the run folder (default: yes; --no-html skips).",
         "output": "Folder for report.html and the PNGs (default: the run folder, or the folder of the first report).",

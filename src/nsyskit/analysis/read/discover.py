@@ -16,6 +16,7 @@ RANK_IN_NAME = re.compile(r"(?:^|[_\-.])rank[_\-.]?(\d+)", re.IGNORECASE)
 REPORT_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".qdstrm")
 OUTPUT_DIR_NAMES = {"analysis", "analysis-parts", "analysis-jobs"}  # folders the kit writes below a run folder
 MAX_RANK = (1 << 63) - 1
+GLOB = re.compile(r"[*?\[]")  # a path with these is a pattern (quoted, so the shell left it to us)
 
 
 def discover(paths: list[str | Path]) -> list[tuple[int, Path]]:
@@ -46,6 +47,12 @@ def discover_named(paths: list[str | Path]) -> list[tuple[int, Path, bool]]:
                 )
         elif path.exists():
             candidates = [path]
+        elif GLOB.search(str(given)):  # a pattern: one test's reports of a several-test run, a subset of ranks
+            candidates = sorted(p for p in Path(path.anchor or ".").glob(str(path.relative_to(path.anchor or ".")))
+                                if p.suffix in REPORT_SUFFIXES)  # fmt: skip
+            if not candidates:
+                raise ReportFileError(path, "the pattern matches no .nsys-rep, .qdrep, .sqlite or .qdstrm report",
+                                      "check the pattern (quote it so the shell leaves it to nsyskit)")  # fmt: skip
         else:
             raise ReportFileError(path, "no such file or folder", "check the path")
         for candidate in candidates:
@@ -68,11 +75,7 @@ def discover_named(paths: list[str | Path]) -> list[tuple[int, Path, bool]]:
                 file, f"rank {rank} in its name is beyond a 64-bit integer", "rename it to rank_<N> with N a real rank"
             )
         if rank in claimed:
-            raise AnalysisError(
-                file,
-                f"claims rank {rank}, as {claimed[rank]} does",
-                "pass one report per rank (move or rename one of them)",
-            )
+            raise AnalysisError(file, f"claims rank {rank}, as {claimed[rank]} does", _one_per_rank_fix(file, paths))
         claimed[rank] = file
     return sorted([(rank, file, True) for rank, file in claimed.items()] + number_unnamed(unclaimed, set(claimed)))
 
@@ -111,6 +114,20 @@ def number_reports(
     shown += f" and {len(unnamed) - 8} more" if len(unnamed) > 8 else ""
     return ranks, (f"{len(unnamed)} reports whose names and run.json give no rank were mapped apart: numbered in the "
                    f"order of their sorted names, as 'invoke analyze' numbers them: {shown}")  # fmt: skip
+
+
+def _one_per_rank_fix(file: Path, paths: list[str | Path]) -> str:
+    """How to pass one report per rank: for a run of several NCCL tests (each rank has a report per test), one
+    test's reports by a pattern; otherwise move or rename one of the two."""
+    for given in paths:
+        folder = Path(given)
+        record = run_record(folder) if folder.is_dir() else None
+        tests = getattr(record, "nccl_tests", None) or []
+        if len(tests) > 1:
+            tags = [str(t.get("name", "")).replace("_perf", "").replace("_", "-") for t in tests if isinstance(t, dict)]
+            return (f"{folder} holds the reports of {len(tests)} NCCL tests ({', '.join(tags)}): analyze one test's "
+                    f"reports at a time, e.g. invoke analyze '{folder}/*-{tags[0]}_*'")  # fmt: skip
+    return "pass one report per rank (move or rename one of them)"
 
 
 def _preference(path: Path) -> int:
