@@ -67,8 +67,8 @@ class AnalysisPlan:
         words = ["analyze-merge", str(self.parts), "--output", str(self.run)]
         if self.straggler_pct is not None:
             words += ["--straggler-pct", f"{self.straggler_pct:g}"]
-        return [*words, *(["--timeline"] if self.timeline else []), *(["--strict"] if self.strict else []),
-                *self.merge_options]  # fmt: skip
+        words += self.merge_options  # the findings' inputs (--flops-per-step ...): the merge judges as 'analyze' would
+        return [*words, *(["--timeline"] if self.timeline else []), *(["--strict"] if self.strict else [])]
 
     def _timeline_words(self) -> list[str]:
         if not self.timeline:
@@ -84,10 +84,9 @@ def elements_for(reports: int) -> int:
 
 def make_plan(
     run: Path, max_parallel: int | None = None, timeline: bool = False, timeline_max_events: int | None = None,
-    straggler_pct: float | None = None, strict: bool = False, fabric: list[str] | None = None,
+    straggler_pct: float | None = None, strict: bool = False,
 ) -> AnalysisPlan:  # fmt: skip
-    """The plan of analyzing the run folder `run` on a cluster (its reports found as 'invoke analyze' finds them);
-    `fabric`: nccl-tests outputs the merge compares the collectives with (paths the merge job can read)."""
+    """The plan of analyzing the run folder `run` on a cluster (its reports found as 'invoke analyze' finds them)."""
     from nsyskit.analysis.read.discover import discover
 
     run = Path(run).resolve()
@@ -96,9 +95,8 @@ def make_plan(
     reports = [path for _rank, path in discover([run])]
     if max_parallel is not None and max_parallel < 1:
         raise UsageError(f"--slurm-max-parallel {max_parallel}", fix="give 1 or more (elements running at once)")
-    fabric_words = ["--fabric", ",".join(str(Path(p).resolve()) for p in fabric)] if fabric else []
     return AnalysisPlan(run, reports, elements_for(len(reports)), max_parallel, timeline, timeline_max_events,
-                        straggler_pct, strict, fabric_words)  # fmt: skip
+                        straggler_pct, strict)  # fmt: skip
 
 
 def words(command: str) -> list[str]:

@@ -21,6 +21,8 @@ VARIANTS = {
     "sidecar-injector": (None, {"REGISTRY": ECR, "K8S_PROFILER": "devtools-sidecar-injector", "EFA_METRICS": "false",
                                 "K8S_INJECTOR_IMAGE": f"{ECR}/nsight-systems-cli:2024.6.1"}),
     "nsight-operator": (None, {"REGISTRY": ECR, "K8S_PROFILER": "nsight-operator", "EFA_METRICS": "false", "K8S_REPORT_VOLUME": "pvc", "K8S_REPORT_PVC": "fsx-claim"}),
+    # WORKLOAD=nccl-tests with two tests: one mpirun each, in order, in the launcher.
+    "nccl-tests": (None, {"REGISTRY": ECR, "WORKLOAD": "nccl-tests", "NCCL_TESTS": "all_reduce_perf -b 8 -e 2G -f 2 -g 1; alltoall_perf -b 1M -e 1G -f 2 -g 1"}),
 }  # fmt: skip
 
 

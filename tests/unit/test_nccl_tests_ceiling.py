@@ -94,3 +94,16 @@ def test_paths_without_a_table_raise_one_line_naming_the_file(tmp_path):
     path.write_text("nothing here\n")
     with pytest.raises(NoNcclTestsTable, match=f"^{path}: no nccl-tests table"):
         ceiling_from([path])
+
+
+def test_a_run_folder_with_one_failed_test_still_gives_the_others(tmp_path):
+    """In a nccl-tests run folder, one test that failed before its table does not hide the ones that ran."""
+    folder = tmp_path / "run" / "nccl-tests"
+    folder.mkdir(parents=True)
+    output = Output()
+    write_test(output, "all_reduce")
+    (folder / "all_reduce_perf.out").write_text(output.text())
+    (folder / "alltoall_perf.out").write_text("node-a: Test NCCL failure common.cu:1279 'remote process exited'\n")
+    assert [t.op for t in measured_tests([tmp_path / "run"])] == ["all_reduce"]
+    with pytest.raises(NoNcclTestsTable, match="alltoall_perf.out: no nccl-tests table: the run failed at line 1"):
+        measured_tests([folder / "all_reduce_perf.out", folder / "alltoall_perf.out"])

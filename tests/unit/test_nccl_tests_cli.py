@@ -96,6 +96,11 @@ def test_a_run_folder_reads_the_tests_among_other_files(tmp_path):
     _file(run_dir, "nccl-tests/all_reduce_perf.out", {"op": "all_reduce", "banner": False})
     _file(run_dir, "nccl-tests/alltoall_perf.log", {"op": "alltoall", "banner": False})
     (run_dir / "rank0.log").write_text("node-a:1:1 [0] NCCL INFO Init COMPLETE\n")
+    (run_dir / "logs").mkdir()  # the launcher's log echoes rank 0's output: the same tables, read once
+    launcher = "\n".join(
+        f"[1,0]<stdout>:{line}" for line in (run_dir / "nccl-tests/all_reduce_perf.out").read_text().splitlines()
+    )
+    (run_dir / "logs" / "launcher.log").write_text("+ mpirun -np 16 ...\n" + launcher + "\n")
     (run_dir / "report-rank0.nsys-rep").write_bytes(b"\0\1\2 binary")
     (run_dir / "run.json").write_text("{}")
     done = run(str(run_dir), "--json")

@@ -21,6 +21,7 @@ from nsyskit.analysis.compute import (
     analyzers,
     commcauses,  # noqa: F401  (registers its evidence extractors)
     evidence,
+    modelflops,  # noqa: F401  (registers its evidence extractor)
     nccl,
     ncclbandwidth,
     nccldigest,

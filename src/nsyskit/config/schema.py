@@ -6,9 +6,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from nsyskit import workloads
 from nsyskit.config import k8s_parse as kp
 from nsyskit.config import parse as p
 from nsyskit.config import slurm_parse as sp
+from nsyskit.workloads import WORKLOADS
 
 # K8S_MEMORY, K8S_SHM_SIZE, K8S_HUGEPAGES=auto. GPU nodes: the p4d/p5 sizes. CPU: the local-cpu example (tiny model,
 # 2 ranks under nsys) peaked at 0.8 GiB in its container (cgroup max_usage); 512Mi + 768Mi a rank leaves 2.5x that.
@@ -83,6 +85,8 @@ class Config:
     batch_size: int = setting("8", p.positive_int, "run", "Micro-batch size per rank.")
     seq_len: int = setting("1024", p.positive_int, "run", "Sequence length of the synthetic token batches.")
     steps: int = setting("50", p.positive_int, "run", "Training steps.")
+    workload: str = setting("ddp", p.choice(*WORKLOADS), "run", "What the ranks run: ddp (the DDP Hugging Face example) or nccl-tests (NCCL_TESTS, one launch per test, each rank under the same nsys wrapper; needs GPUs).")
+    nccl_tests: str = setting(workloads.DEFAULT_TESTS, p.nccl_tests, "run", "The NCCL tests WORKLOAD=nccl-tests runs, separated by ';', in order: a binary the image installs (all_reduce_perf, all_gather_perf, ...; nccl-tests-binaries.txt) and its flags; -g x -t GPUs per rank. Rank 0's output of each goes to nccl-tests/<binary>.out in the run folder.")
 
     # --- profile: what nsys records ---
     profiler: str = setting("nsys", p.choice("nsys", "ncu", "torch"), "profile", "What profiles the selected ranks: nsys (Nsight Systems timeline), ncu (Nsight Compute per kernel, NCU_* settings), torch (the PyTorch profiler in the example, one Kineto trace per rank, analyzed with HTA).")
@@ -125,7 +129,7 @@ class Config:
     slurm_account: str = setting("", sp.slurm_name, "slurm", "sbatch --account (empty: your default account).")
     slurm_time_limit: str = setting("01:00:00", sp.slurm_time, "slurm", "sbatch --time: minutes, HH:MM:SS or D-HH:MM:SS (empty: the partition's default).")
     slurm_exclusive: bool = setting("true", p.boolean, "slurm", "sbatch --exclusive: whole nodes, so no other job disturbs the profile.")
-    slurm_mpi: str = setting("none", sp.slurm_name, "slurm", "srun --mpi plugin. none (default): the example's ranks find each other through torch.distributed (MASTER_ADDR), not MPI, so no plugin is needed; pmix: for MPI programs (nccl-tests), needs Slurm's mpi/pmix plugin and libpmix on every node (Debian: libpmix-dev); pmi2: Slurm's own PMI-2, for MPI builds without PMIx; empty: the cluster's MpiDefault.")
+    slurm_mpi: str = setting("none", sp.slurm_name, "slurm", "srun --mpi plugin. none (default): the example's ranks find each other through torch.distributed (MASTER_ADDR), not MPI, so no plugin is needed (WORKLOAD=nccl-tests uses pmix while this is left at its default); pmix: for MPI programs (nccl-tests), needs Slurm's mpi/pmix plugin and libpmix on every node (Debian: libpmix-dev); pmi2: Slurm's own PMI-2, for MPI builds without PMIx; empty: the cluster's MpiDefault.")
     slurm_shared_dir: str = setting("/fsx", sp.node_folder, "slurm", "Shared file system at the same path on every node (FSx for Lustre on ParallelCluster); Pyxis mounts it at the same path. Keep the project on it: the job folder jobs/<id>/ must be visible from the nodes at the same path.")
     slurm_container_image: str = setting("registry", sp.container_image, "slurm", "What Pyxis runs: registry (the pushed REGISTRY/IMAGE:TAG, given as REGISTRY#IMAGE:TAG), sqsh (the file SLURM_SQSH made by 'invoke enroot-import'), an absolute .sqsh path, or any enroot URI Pyxis takes: docker://[USER@][REGISTRY#]IMAGE[:TAG] (docker:// may be left out), dockerd://IMAGE[:TAG] (the nodes' Docker daemon: a locally built image, e.g. dockerd://nsyskit:latest) or podman://IMAGE[:TAG].")
     slurm_sqsh: str = setting("", sp.sqsh_path, "slurm", "Squashfs image 'invoke enroot-import' writes and SLURM_CONTAINER_IMAGE=sqsh runs (empty: SLURM_SHARED_DIR/enroot/IMAGE+TAG.sqsh).")
@@ -160,6 +164,11 @@ class Config:
     def uses_gpu(self) -> bool:
         """True when the run uses GPUs (NCCL), False on CPU (gloo)."""
         return self.gpus_per_node > 0
+
+    @property
+    def nccl_test_list(self) -> tuple[workloads.NcclTest, ...]:
+        """The tests of NCCL_TESTS, in order (validated when the config was loaded)."""
+        return workloads.parse_tests(self.nccl_tests)
 
     @property
     def needs_gpu_counters(self) -> bool:

@@ -3,7 +3,8 @@
 API (what `invoke nccl-tests` and `invoke analyze --fabric` use):
 
 - `measured_tests(paths) -> list[NcclTest]`: the tests in files, globs or run folders (a folder: every text file
-  under it that holds a table). Raises `NoNcclTestsTable` (one line naming the file) where nothing holds one.
+  under it that holds a table). Raises `NoNcclTestsTable` (one line naming the file) for a file named one by one
+  that holds no table, and where nothing holds one (a folder's failed outputs beside good ones do not raise).
   A test has `op` (nccl-tests' name: all_reduce, all_gather, reduce_scatter, alltoall, broadcast, reduce,
   sendrecv; None where the output never names its binary), `rows` (each: `size` in bytes as nccl-tests
   prints it, `count`, `type`, `redop`, `root`, `out_of_place` and `in_place` with `time_us`, `algbw`, `busbw`
@@ -55,10 +56,13 @@ __all__ = [
 
 
 def measured_tests(paths: list[str | Path]) -> list[NcclTest]:
-    """The tests in PATHS (files, globs, run folders); NoNcclTestsTable names the first file without a table."""
+    """The tests in PATHS (files, globs, run folders). NoNcclTestsTable names the first file named one by one that
+    holds no table, or the first failed output of a folder where none holds a table; a folder's failed outputs
+    beside good ones stay in read_paths' answer (each test also keeps its own failures)."""
     reading = read_paths([str(p) for p in paths])
-    if reading.without_table:
-        raise no_table_error(reading.without_table[0])
+    named = [result for result in reading.without_table if result.path in reading.named]
+    if named or (reading.without_table and not reading.tests):
+        raise no_table_error((named or reading.without_table)[0])
     return reading.tests
 
 

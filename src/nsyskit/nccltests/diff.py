@@ -70,6 +70,7 @@ class Diff:
 
 
 def _key(test: NcclTest) -> str:
+    """What pairs tests across the two sides: the operation, else the label."""
     return test.op or test.label
 
 

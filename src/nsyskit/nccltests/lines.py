@@ -180,11 +180,16 @@ def _rows_by_c(buffer: bytes) -> tuple[WholeRows, list[int]] | None:
     return rows, found["starts"][other].tolist()
 
 
-def _keyword_matches(buffer: bytes, pattern: re.Pattern, literal: bytes, native: bool):
-    """PATTERN's matches in BUFFER: where the C helper finds its literal, else by the regex's own search."""
+def _keyword_offsets(buffer: bytes) -> dict[str, list[int]] | None:
+    """Where each keyword's literal occurs (the C helper's memmem), or None where the helper is absent."""
     from nsyskit.native import rowscan
 
-    offsets = rowscan.find(buffer, literal) if native else None
+    found = {kind: rowscan.find(buffer, literal) for kind, literal in LITERALS.items()}
+    return None if any(offsets is None for offsets in found.values()) else found
+
+
+def _keyword_matches(buffer: bytes, pattern: re.Pattern, offsets: list[int] | None):
+    """PATTERN's matches in BUFFER: at the offsets of its literal, else by the regex's own search."""
     if offsets is None:
         yield from pattern.finditer(buffer)
         return
@@ -195,12 +200,23 @@ def _keyword_matches(buffer: bytes, pattern: re.Pattern, literal: bytes, native:
 
 
 def scan(buffer: bytes, native: bool = True) -> tuple[list[Line], WholeRows]:
-    """(the lines that matter but whole rows, in file order; the whole rows). NATIVE=False: the regex only."""
-    made = _rows_by_c(buffer) if native else None
+    """(the lines that matter but whole rows, in file order; the whole rows). NATIVE=False: the regex only.
+
+    With the C helper, the keywords are looked for on a second thread while the rows are read (both C calls
+    release the GIL): two cores cut the wall time of the two passes."""
+    offsets: dict[str, list[int]] | None = None
+    made = None
+    if native:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1) as pool:
+            keywords = pool.submit(_keyword_offsets, buffer)
+            made = _rows_by_c(buffer)
+            offsets = keywords.result()
     rows, others = made if made is not None else _rows_by_regex(buffer)
     found: list[tuple[int, int, str, tuple[bytes, ...]]] = [(start, -1, "row", ()) for start in others]
     for order, (kind, pattern) in enumerate(KEYWORDS.items()):
-        for match in _keyword_matches(buffer, pattern, LITERALS[kind], native):
+        for match in _keyword_matches(buffer, pattern, offsets[kind] if offsets else None):
             line_start = buffer.rfind(b"\n", 0, match.start()) + 1
             groups = _command_name(buffer, match.start()) if kind == "command" else match.groups()
             found.append((line_start, order, kind, groups))

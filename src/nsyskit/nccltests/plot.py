@@ -19,6 +19,7 @@ def _size_label(size: float, _position=None) -> str:
 
 
 def _label(test: NcclTest, tests: list[NcclTest], side: str) -> str:
+    """A line's legend: the test, with its file and line where two tests share a name."""
     named = [t for t in tests if t.label == test.label]
     where = f" ({test.path.rsplit('/', 1)[-1]}:{test.first_line})" if len(named) > 1 else ""
     return f"{side}{test.label}{where}"
@@ -50,7 +51,7 @@ def busbw_plot(tests: list[NcclTest], baseline: list[NcclTest] | None = None) ->
         "nccl-tests bus bandwidth by message size" + (f" (first {MAX_LINES}; {left} more)" if left > 0 else "")
     )
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(loc="upper left", fontsize=8)
+    ax.legend(loc="best", fontsize=8)
     buffer = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buffer, format="png", dpi=DPI)

@@ -18,6 +18,7 @@ class Reading:
 
     files: list[FileResult] = field(default_factory=list)
     without_table: list[FileResult] = field(default_factory=list)
+    named: set[str] = field(default_factory=set)  # the files named one by one (not found in a folder)
 
     @property
     def tests(self) -> list[NcclTest]:
@@ -54,18 +55,33 @@ def no_table_error(result: FileResult) -> NoNcclTestsTable:
     return NoNcclTestsTable(result.path, problem, fix)
 
 
+def _fingerprint(test: NcclTest) -> tuple:
+    """What makes two tables the same measurement: every row's size and both busbw, and the average."""
+    return (test.avg_busbw, tuple((r.size, r.out_of_place.busbw, r.in_place and r.in_place.busbw) for r in test.rows))
+
+
+def _workload_outputs_first(path: Path) -> tuple[int, str]:
+    """Folder files in reading order: the workload's own outputs (under nccl-tests/) before logs that echo them."""
+    return (0 if "nccl-tests" in path.parts[:-1] else 1, str(path))
+
+
 def read_paths(arguments: list[str]) -> Reading:
-    """Read every file the arguments name; in run folders, only the files that hold a table or a failure."""
+    """Read every file the arguments name; in run folders, only the files that hold a table or a failure, and each
+    table once (a launcher's log repeats rank 0's output that the workload also keeps as nccl-tests/NAME.out)."""
     named, in_folders = resolve(arguments)
-    reading = Reading()
+    reading = Reading(named={str(path) for path in named})
     for path in named:
         result = read_file(path)
         (reading.files if result.tests else reading.without_table).append(result)
-    for path in in_folders:
+    seen = {_fingerprint(test) for test in reading.tests}
+    for path in sorted(in_folders, key=_workload_outputs_first):
         result = read_file(path)
+        repeated = [test for test in result.tests if _fingerprint(test) in seen]
+        result.tests = [test for test in result.tests if test not in repeated]
+        seen |= {_fingerprint(test) for test in result.tests}
         if result.tests:
             reading.files.append(result)
-        elif result.all_failures():
+        elif result.all_failures() and not repeated:
             reading.without_table.append(result)
     if not named and not reading.files and not reading.without_table:
         folders = ", ".join(str(a) for a in arguments)

@@ -22,6 +22,7 @@ def number(value: float | None, digits: int = 2) -> str:
 
 
 def _table(title: str, columns: list[str], rows: list[list[str]], caption: str = "") -> Table:
+    """A rich table of text cells (never markup), text columns left-aligned."""
     from rich.table import Table
     from rich.text import Text
 
@@ -34,6 +35,7 @@ def _table(title: str, columns: list[str], rows: list[list[str]], caption: str =
 
 
 def _cells(placement: Placement | None) -> list[str]:
+    """One placement's time, algbw, busbw and check cells ('-' where the row has none)."""
     if placement is None:
         return ["-", "-", "-", "-"]
     return [number(placement.time_us), number(placement.algbw), number(placement.busbw), placement.wrong]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 import subprocess
 import sys
 from pathlib import Path
@@ -147,7 +148,9 @@ def test_the_commands_take_fabric_on_analyze_and_on_the_merge(tmp_path):
     assert [f["rule"] for f in mine["findings"]] == [f["rule"] for f in theirs["findings"]]
     missing = _nsyskit("analyze", str(run), "--no-html", "--fabric", str(tmp_path / "nowhere.out"))
     assert missing.returncode != 0 and len(missing.stderr.strip().splitlines()) == 1 and "nowhere.out" in missing.stderr
-    plan = make_plan(run, fabric=[str(fabric)])
+    # on a cluster the merge job gets --fabric with the paths made absolute (it runs elsewhere)
+    words = AnalyzeRequest([str(run)], fabric=[str(fabric)]).judge_words()
+    plan = replace(make_plan(run), merge_options=words)
     assert plan.merge_arguments()[-2:] == ["--fabric", str(fabric.resolve())]
 
 
