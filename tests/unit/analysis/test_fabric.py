@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import replace
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
