@@ -239,6 +239,12 @@ def rollup_of_ops(ops: Table | None, window_steps: Table) -> NcclRollup:
 CONCAT_BYTES = 256 << 20  # a group's durations up to this size are joined for the median; larger ones are searched
 
 
+def median_of(arrays: list[np.ndarray]) -> float:
+    """The median of several sorted arrays' values together (a group's durations over every rank), exactly."""
+    count = sum(len(a) for a in arrays)
+    return _middle([a for a in arrays if len(a)], count) if count else float("nan")
+
+
 def _middle(arrays: list[np.ndarray], count: int) -> float:
     """The median of the values of several sorted arrays (count in all), exactly as of one sorted array of them."""
     low, high = (count - 1) // 2, count // 2
