@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from nsyskit.analysis.compute import analyzers, nccl, nccldigest
+from nsyskit.analysis.compute import analyzers, counters, nccl, nccldigest
 from nsyskit.analysis.compute.metrics import comm_share_by_rank, view_of, window_steps, windowed_ranks
 from nsyskit.analysis.compute.projection import project
 from nsyskit.analysis.compute.result import Analysis, combine_kernel_summaries, concat, with_rank
@@ -39,10 +39,11 @@ __all__ = [
 ]
 
 # The per-rank tables of analyze_file's results (all but the kernel summary carry a rank column).
-TABLE_KEYS = ("kernel_summary", "breakdown", "memcpy", "nvtx", "nvtx_gpu", "steps")  # and "nccl": its NcclDigest
+TABLE_KEYS = ("kernel_summary", "breakdown", "memcpy", "nvtx", "nvtx_gpu", "steps", *counters.TABLES)  # and "nccl": its NcclDigest
 RANKED_KEYS = TABLE_KEYS[1:]
 MAX_WORKERS = 8  # files analyzed at once: bounds peak memory (~0.3 GB per 2M-kernel rank)
 NVTX_GPU_TOP = 15  # user ranges shown in the NVTX GPU projection besides the example's
+COUNTERS_VARIABLE = "NSYSKIT_COUNTERS"  # 0: the sampled counters (GPU, EFA, NIC metrics) are not read
 
 
 @dataclass
@@ -63,6 +64,12 @@ class RankTrace:
     def kernels(self):
         """The rank's CUDA kernels (empty on CPU-only reports); with correlation ids when NVTX needs the launches."""
         return self.reader.kernels(self.pid, correlation=len(self.nvtx) > 0 and self.reader.has_launches())
+
+    @cached_property
+    def counter_series(self):
+        """The counters sampled beside the trace that belong to this rank (all of the file's unless it holds several
+        ranks: see analyze_file); none when NSYSKIT_COUNTERS=0."""
+        return [] if os.environ.get(COUNTERS_VARIABLE) == "0" else self.reader.counters()
 
     @cached_property
     def kernel_names(self) -> dict[int, str]:
@@ -183,6 +190,20 @@ class RankTrace:
         """NCCL operations with message sizes, timed on the GPU where the trace has the launches."""
         return nccl.nccl_operations(self.nvtx, self.kernels, self.kernel_names, self.launches, self.grouped_texts)
 
+    def counter_tables(self, in_window: Table) -> dict[str, Table]:
+        """The counter tables over the rank's window (compute/counters.py); a line when none was sampled inside it."""
+        tables = counters.rank_tables(self.counter_series, self.kernels, analyzers.nccl_name_ids(self.kernel_names),
+                                      in_window)  # fmt: skip
+        if self.counter_series and not len(tables["counters"]):
+            spans = [(int(s.start.min()), int(s.end.max())) for s in self.counter_series if len(s.start)]
+            sampled = f"{min(a for a, _b in spans)}-{max(b for _a, b in spans)} ns" if spans else "no time"
+            self.reader.warn(
+                f"{self.source}: {len(self.counter_series)} counter series (GPU/EFA/NIC metrics) hold no sample "
+                f"inside the analyzed window (samples cover {sampled}); the counter tables leave them out; fix: "
+                "sample during the profiled steps (nsys --gpu-metrics-devices / --nic-metrics with the capture range)"
+            )  # fmt: skip
+        return tables
+
     def results(self) -> dict[str, Any]:
         """Every per-rank analysis (tables carry a rank column; `summary` feeds the ranks table)."""
         self.kernels, self.kernel_names, self.memcpys, self.memsets  # noqa: B018  (read before two threads use them)
@@ -195,6 +216,7 @@ class RankTrace:
             # The rank's window steps, as the run's view finds them (its own 'profile_window' range or warm-up)
             in_window, _how = window_steps(with_rank(rank, steps), windowed_ranks(with_rank(rank, nvtx_summary)))
             nccl_digest, memcpy = nccldigest.digest(self.nccl_operations(), in_window), self.memcpy_by_kind()
+            counter_tables = self.counter_tables(in_window)
             kernel_summary, breakdown = kernel_tables.result()
         window = int(breakdown["window_ns"].sum()) if len(breakdown) else 0
         busy = int(breakdown["busy_ns"].sum()) if len(breakdown) else 0
@@ -212,6 +234,7 @@ class RankTrace:
             "nvtx_gpu": with_rank(rank, nvtx_gpu),
             "steps": with_rank(rank, steps),
             "nccl": nccl_digest,
+            **{name: with_rank(rank, table) for name, table in counter_tables.items()},
             "summary": {
                 "rank": rank,
                 "host": self.host,
@@ -241,6 +264,7 @@ def analyze_file(rank: int, path: Path) -> list[dict[str, Any]]:
             if "kernels" in whole.__dict__ and "pid" in whole.kernels.extra:  # each process's share of those read
                 for trace in traces:
                     trace.__dict__["kernels"] = whole.kernels.take(whole.kernels.extra["pid"] == trace.pid)
+            _share_counters(whole.counter_series, traces)
         results = []
         for offset, trace in enumerate(traces):
             trace.rank = rank + offset
@@ -251,6 +275,16 @@ def analyze_file(rank: int, path: Path) -> list[dict[str, Any]]:
         return results
     finally:
         reader.close()
+
+
+def _share_counters(series: list, traces: list[RankTrace]) -> None:
+    """A file of several ranks: each GPU's metrics go to the rank whose kernels ran on that GPU, the rest (network
+    counters, GPUs no rank used) to the file's first rank: each series is shown once."""
+    owner = {}
+    for trace in reversed(traces):  # the first rank using a GPU owns it
+        owner.update({int(d): trace for d in distinct(trace.kernels.device)})
+    for trace in traces:
+        trace.__dict__["counter_series"] = [s for s in series if owner.get(s.device_id, traces[0]) is trace]
 
 
 def analyze_run(
