@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from nsyskit.analysis.compute import analyzers, counters, nccl, nccldigest
+from nsyskit.analysis.compute import analyzers, counters, evidence, nccl, nccldigest
 from nsyskit.analysis.compute.metrics import comm_share_by_rank, view_of, window_steps, windowed_ranks
 from nsyskit.analysis.compute.projection import project
 from nsyskit.analysis.compute.result import Analysis, combine_kernel_summaries, concat, with_rank
@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 # The per-rank tables of analyze_file's results (all but the kernel summary carry a rank column).
-TABLE_KEYS = ("kernel_summary", "breakdown", "memcpy", "nvtx", "nvtx_gpu", "steps", *counters.TABLES)  # and "nccl": its NcclDigest
+TABLE_KEYS = ("kernel_summary", "breakdown", "memcpy", "nvtx", "nvtx_gpu", "steps", "evidence", *counters.TABLES)  # and "nccl"
 RANKED_KEYS = TABLE_KEYS[1:]
 MAX_WORKERS = 8  # files analyzed at once: bounds peak memory (~0.3 GB per 2M-kernel rank)
 NVTX_GPU_TOP = 15  # user ranges shown in the NVTX GPU projection besides the example's
@@ -204,6 +204,15 @@ class RankTrace:
             )  # fmt: skip
         return tables
 
+    def evidence_inputs(self, window: Table, breakdown: Table, operations: Table) -> evidence.RankInputs:
+        """This rank's tables as the findings' extractors read them (compute.evidence)."""
+        return evidence.RankInputs(
+            rank=self.rank, kernels=self.kernels, kernel_names=self.kernel_names, nvtx=self.nvtx,
+            nvtx_labels=self.nvtx_labels, launches=self.launches,
+            memcpys=self.memcpys, memsets=self.memsets, steps=window, breakdown=breakdown,
+            nccl_operations=operations, reader=self.reader, pid=self.pid,
+        )  # fmt: skip
+
     def results(self) -> dict[str, Any]:
         """Every per-rank analysis (tables carry a rank column; `summary` feeds the ranks table)."""
         self.kernels, self.kernel_names, self.memcpys, self.memsets  # noqa: B018  (read before two threads use them)
@@ -215,9 +224,11 @@ class RankTrace:
             nvtx_summary, nvtx_gpu, steps = self.nvtx_summary(), self.nvtx_gpu(), self.steps()
             # The rank's window steps, as the run's view finds them (its own 'profile_window' range or warm-up)
             in_window, _how = window_steps(with_rank(rank, steps), windowed_ranks(with_rank(rank, nvtx_summary)))
-            nccl_digest, memcpy = nccldigest.digest(self.nccl_operations(), in_window), self.memcpy_by_kind()
+            operations = self.nccl_operations()
+            nccl_digest, memcpy = nccldigest.digest(operations, in_window), self.memcpy_by_kind()
             counter_tables = self.counter_tables(in_window)
             kernel_summary, breakdown = kernel_tables.result()
+            found = evidence.rank_evidence(self.evidence_inputs(in_window, breakdown, operations))
         window = int(breakdown["window_ns"].sum()) if len(breakdown) else 0
         busy = int(breakdown["busy_ns"].sum()) if len(breakdown) else 0
         comm = int(breakdown["comm_ns"].sum()) if len(breakdown) else 0
@@ -234,6 +245,7 @@ class RankTrace:
             "nvtx_gpu": with_rank(rank, nvtx_gpu),
             "steps": with_rank(rank, steps),
             "nccl": nccl_digest,
+            "evidence": found,
             **{name: with_rank(rank, table) for name, table in counter_tables.items()},
             "summary": {
                 "rank": rank,

@@ -41,6 +41,7 @@ class RunView:
     nccl: NcclRollup | None = None  # the ranks' NCCL operations added up (nsyskit.analysis.compute.nccldigest)
     memcpy: Table | None = None
     window_source: str = "none"  # 'profile_window', 'warm-up dropped' or 'none'
+    evidence: Table | None = None  # every rank's evidence rows for the findings (compute.evidence.pivot reads them)
 
     @property
     def ranks(self) -> np.ndarray:
@@ -102,6 +103,7 @@ def view_of(analysis) -> RunView:
         nccl=analysis.nccl,
         memcpy=analysis.memcpy,
         window_source=how,
+        evidence=analysis.evidence,
     )
 
 

@@ -7,13 +7,15 @@ order a reader should see them. Thresholds are module constants so that docs/ana
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from nsyskit.analysis.compute import units
 from nsyskit.analysis.compute.analyzers import over_the_others, stragglers
 from nsyskit.analysis.compute.metrics import RunView, per_rank, run_metrics, step_cv_by_rank
+from nsyskit.analysis.judge.finding import Finding, ordered
+
+__all__ = ["RULES", "Finding", "find"]
 
 EXPOSED_COMM_PCT = 10.0  # communication not hidden by compute, % of the GPU window
 CPU_COMM_SHARE_PCT = 20.0  # CPU runs (no GPU intervals to overlap): communication % of step time
@@ -23,26 +25,6 @@ SMALL_MESSAGE_PCT = 50.0  # share of NCCL time spent on messages under 64 KB
 STEP_CV_PCT = 10.0  # stddev / mean of the window's step times on one rank
 PAGEABLE_MEMCPY_COUNT = 0  # more pageable (unpinned) host copies than this: any one is worth a line
 SLOW_COPY_KINDS = ("HtoD", "DtoH")
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One statement about the run: the rule that fired, how bad, a title with its number, what to do."""
-
-    rule: str
-    severity: str  # 'warning' (costs time now) or 'info' (worth a look)
-    title: str
-    value: float
-    threshold: float
-    advice: str
-
-    def to_json(self) -> dict:
-        """The finding as JSON data (NaN values as None)."""
-        data = asdict(self)
-        for key in ("value", "threshold"):
-            if isinstance(data[key], float) and np.isnan(data[key]):
-                data[key] = None
-        return data
 
 
 def exposed_communication(view: RunView) -> Finding | None:
@@ -172,6 +154,5 @@ RULES: tuple[Rule, ...] = (exposed_communication, straggler, gpu_idle, small_mes
 
 
 def find(view: RunView, rules: tuple[Rule, ...] = RULES) -> list[Finding]:
-    """Every finding the rules make about the run, warnings first."""
-    found = [f for f in (rule(view) for rule in rules) if f is not None]
-    return sorted(found, key=lambda f: f.severity != "warning")
+    """Every finding the rules make about the run, by time at stake per step (finding.ordered)."""
+    return ordered([f for f in (rule(view) for rule in rules) if f is not None])

@@ -28,6 +28,14 @@ def summarize(analysis, folder: Path) -> Summary:
     return Summary(view, run_metrics(view), rules.find(view), run_header(analysis, Path(folder), view.window_source))
 
 
+def stake_text(finding: rules.Finding) -> str:
+    """'~12.3 ms/step at stake' (the estimate of what a fix gives back), or '' when the rule makes none."""
+    stake = finding.at_stake_ns
+    if not math.isfinite(stake) or stake <= 0:
+        return ""
+    return f"~{units.duration(stake)}/step at stake"
+
+
 def print_findings(summary: Summary, console) -> None:
     """The findings (or that none fired) and the window's metrics: the first thing on the terminal."""
     from rich.markup import escape
@@ -38,7 +46,9 @@ def print_findings(summary: Summary, console) -> None:
     console.print(f"[bold]Findings[/bold] ({header.run_id}, {header.layout}, window: {summary.view.window_source})")
     for finding in summary.findings:
         color = "yellow" if finding.severity == "warning" else "cyan"
-        console.print(f"  [{color}]{finding.severity}[/{color}] {finding.title}  [dim]({finding.rule})[/dim]")
+        stake = stake_text(finding)
+        console.print(f"  [{color}]{finding.severity}[/{color}] {escape(finding.title)}"
+                      f"{'  [bold]' + stake + '[/bold]' if stake else ''}  [dim]({finding.rule})[/dim]")  # fmt: skip
     if not summary.findings:
         console.print("  [green]no rule fired[/green]")
     shown = [f"{name} {units.metric(name, v)}" for name, v in summary.metrics.items() if not math.isnan(v)]

@@ -19,7 +19,8 @@ from nsyskit.analysis.compute import units
 from nsyskit.analysis.compute.metrics import METRICS
 from nsyskit.analysis.compute.result import Analysis
 from nsyskit.analysis.compute.table import Table
-from nsyskit.analysis.judge.summary import Summary, print_findings
+from nsyskit.analysis.judge.finding import ranks_text
+from nsyskit.analysis.judge.summary import Summary, print_findings, stake_text
 from nsyskit.analysis.present.perrank import more_note, ranks_that_matter, spread_line
 from nsyskit.analysis.present.terminal import BREAKDOWN_SHOWN, TEXT_COLUMNS, displayed, fmt, header, rich_table
 
@@ -135,7 +136,8 @@ def findings(summary: Summary) -> Section:
 
     def html(folder: Path, top: int) -> dict:
         rows = [
-            {**f.to_json(), "threshold_text": units.percent(f.threshold) if f.rule != "pageable_memcpy" else f"{f.threshold:.0f}"}
+            {**f.to_json(), "threshold_text": units.percent(f.threshold) if f.rule != "pageable_memcpy" else f"{f.threshold:.0f}",
+             "stake_text": stake_text(f), "where": ranks_text(f.ranks, len(summary.view.ranks)) if f.ranks else ""}
             for f in summary.findings
         ]  # fmt: skip
         metrics = [
