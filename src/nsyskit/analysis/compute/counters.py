@@ -113,7 +113,9 @@ def _table(names: tuple[str, ...], rows: list[tuple]) -> Table:
     if not rows:
         return Table({name: np.empty(0, dtype=object if name in _TEXT else np.float64) for name in names})
     columns = list(zip(*rows, strict=True))
-    return Table({name: np.array(col, dtype=object if name in _TEXT else None) for name, col in zip(names, columns, strict=True)})
+    return Table(
+        {name: np.array(col, dtype=object if name in _TEXT else None) for name, col in zip(names, columns, strict=True)}
+    )
 
 
 _TEXT = {"kind", "device", "metric", "unit", "total_unit"}
@@ -218,8 +220,9 @@ def rank_tables(series: list[Series], kernels, nccl_ids: np.ndarray, steps: Tabl
                 "counter_steps": _table(STEP_COLUMNS, [])}  # fmt: skip
     busy = {int(d): union(kernels.start[kernels.device == d], kernels.end[kernels.device == d])
             for d in np.unique(kernels.device)} if len(kernels) else {}  # fmt: skip
-    is_nccl = np.isin(kernels.extra["name"], nccl_ids) if len(kernels) and "name" in kernels.extra else np.zeros(0, bool)
+    is_nccl = (
+        np.isin(kernels.extra["name"], nccl_ids) if len(kernels) and "name" in kernels.extra else np.zeros(0, bool)
+    )
     nccl = union(kernels.start[is_nccl], kernels.end[is_nccl]) if is_nccl.any() else (np.empty(0, np.int64),) * 2
     return {"counters": counter_stats(series, window, busy, nccl), "counter_bins": counter_bins(series, window),
             "counter_steps": step_totals(series, steps)}  # fmt: skip
-

@@ -14,7 +14,8 @@ from nsyskit.analysis.compute.table import Table
 JSON_ROWS = 100  # rows per table in analysis.json / --json; the count of the rest is in "more_rows"
 TABLES = ("top_kernels", "breakdown", "memcpy", "nvtx", "nvtx_gpu", "steps", "nccl_sizes", "ranks", "counters",
           "counter_steps")  # fmt: skip
-UNBOUNDED = ("breakdown", "steps", "ranks", "memcpy", "top_kernels", "nccl_sizes", "counters")  # every row: a diff reads them
+# every row: a diff reads them
+UNBOUNDED = ("breakdown", "steps", "ranks", "memcpy", "top_kernels", "nccl_sizes", "counters")
 
 
 @dataclass

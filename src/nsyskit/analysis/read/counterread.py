@@ -125,7 +125,9 @@ def _types(export: ExportFile) -> dict[int, tuple[int, list[str]]]:
     types = {int(t): (int(s), [as_text(f.get("Name", "")) for f in _json(d).get("Fields", []) if isinstance(f, dict)])
              for t, s, d in export.query(f"SELECT typeId, sourceId{data} FROM GENERIC_EVENT_TYPES")}  # fmt: skip
     if "GENERIC_EVENT_TYPE_FIELDS" in export.tables:
-        rows = export.query("SELECT typeId, fieldIdx, fieldNameId FROM GENERIC_EVENT_TYPE_FIELDS ORDER BY typeId, fieldIdx")
+        rows = export.query(
+            "SELECT typeId, fieldIdx, fieldNameId FROM GENERIC_EVENT_TYPE_FIELDS ORDER BY typeId, fieldIdx"
+        )
         strings = export.strings(np.array([r[2] for r in rows if isinstance(r[2], int)], dtype=np.int64))
         by_type: dict[int, dict[int, str]] = {}
         for type_id, index, name_id in rows:
@@ -209,7 +211,9 @@ def _has_json(export: ExportFile, type_id: int) -> bool:
     """Whether the events of `type_id` carry their values as JSON `data` (read instead of GENERIC_EVENT_DATA)."""
     if "data" not in export.columns("GENERIC_EVENTS"):
         return False
-    found = export.query(f"SELECT EXISTS (SELECT 1 FROM GENERIC_EVENTS WHERE typeId = {int(type_id)} AND data IS NOT NULL)")
+    found = export.query(
+        f"SELECT EXISTS (SELECT 1 FROM GENERIC_EVENTS WHERE typeId = {int(type_id)} AND data IS NOT NULL)"
+    )
     return bool(found[0][0])
 
 
@@ -250,7 +254,9 @@ def nic_metrics(export: ExportFile) -> list[Series]:
             "SELECT m.globalId, i.name FROM NIC_ID_MAP m JOIN TARGET_INFO_NIC_INFO i ON i.nicId = m.nicId")}  # fmt: skip
     rows = export.query('SELECT globalId, portId, metricsListId, metricsIdx, start, "end", value FROM NET_NIC_METRIC '
                         'ORDER BY globalId, portId, metricsListId, metricsIdx, start')  # fmt: skip
-    good = [r for r in rows if all(isinstance(v, int) for v in r[:6]) and isinstance(r[6], (int, float)) and r[5] > r[4]]
+    good = [
+        r for r in rows if all(isinstance(v, int) for v in r[:6]) and isinstance(r[6], (int, float)) and r[5] > r[4]
+    ]
     if len(good) < len(rows):
         export.warn(f"{export.path}: {len(rows) - len(good)} of {len(rows)} NET_NIC_METRIC rows have no number or "
                     "end before they start and were left out; fix: re-export the report")  # fmt: skip
