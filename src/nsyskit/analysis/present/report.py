@@ -22,7 +22,7 @@ import numpy as np
 
 from nsyskit.analysis.compute.result import Analysis
 from nsyskit.analysis.judge.summary import Summary
-from nsyskit.analysis.present import sections
+from nsyskit.analysis.present import counterview, sections
 from nsyskit.analysis.present.grouping import grouped
 from nsyskit.analysis.present.sections import Section
 from nsyskit.errors import NsyskitError
@@ -84,8 +84,8 @@ def nccl_logs(analysis: Analysis, folder: Path) -> NcclLogAnalysis | None:
 
 
 def compose(analysis: Analysis, summary: Summary, folder: Path, full_names: bool = False) -> Report:
-    """The report's sections: findings, kernels, GPU breakdown and overlap, NVTX, NCCL message sizes, ranks, and
-    the NCCL logs' section when the run folder holds NCCL logs."""
+    """The report's sections: findings, kernels, GPU breakdown and overlap, NVTX, NCCL message sizes, ranks, the
+    sampled counters, and the NCCL logs' section when the run folder holds NCCL logs."""
     data = functools.cache(analysis.to_json)  # computed once, and only when JSON is written
     shown = [
         sections.findings(summary),
@@ -94,6 +94,7 @@ def compose(analysis: Analysis, summary: Summary, folder: Path, full_names: bool
         sections.nvtx(analysis, data),
         sections.communication(analysis, data),
         sections.ranks(analysis, summary, data),
+        counterview.section(analysis, data),
     ]
     logs = nccl_logs(analysis, folder)
     if logs is not None:
