@@ -42,6 +42,7 @@ class RunView:
     memcpy: Table | None = None
     window_source: str = "none"  # 'profile_window', 'warm-up dropped' or 'none'
     evidence: Table | None = None  # every rank's evidence rows for the findings (compute.evidence.pivot reads them)
+    counters: Table | None = None  # the sampled counters per rank, device and metric (compute.counters)
 
     @property
     def ranks(self) -> np.ndarray:
@@ -104,6 +105,7 @@ def view_of(analysis) -> RunView:
         memcpy=analysis.memcpy,
         window_source=how,
         evidence=analysis.evidence,
+        counters=getattr(analysis, "counters", None),
     )
 
 

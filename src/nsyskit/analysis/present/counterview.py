@@ -34,7 +34,9 @@ MAX_MAP_ROWS = 64  # devices drawn per heat map; the others are in the bins of a
 def _key_order(table: Table) -> np.ndarray:
     """Network counters first, then the metrics the maps draw, then the rest; by rank and device within."""
     first = np.array([0 if kind != "gpu" else 1 for kind in table["kind"]])
-    mapped = np.array([next((i for i, p in enumerate(MAPPED) if re.search(p, m)), len(MAPPED)) for m in table["metric"]])
+    mapped = np.array(
+        [next((i for i, p in enumerate(MAPPED) if re.search(p, m)), len(MAPPED)) for m in table["metric"]]
+    )
     return np.lexsort((table["metric"].astype(str), table["device"].astype(str), table["rank"], mapped, first))
 
 
@@ -50,7 +52,9 @@ def summary(table: Table) -> Table:
                      float(mine["mean"][high]), label[high], float(mine["max"].max())))  # fmt: skip
     columns = list(zip(*rows, strict=True)) if rows else [[] for _ in SUMMARY_SHOWN]
     text = {"kind", "metric", "unit", "lowest", "highest"}
-    return Table({n: np.array(c, dtype=object if n in text else None) for n, c in zip(SUMMARY_SHOWN, columns, strict=True)})
+    return Table(
+        {n: np.array(c, dtype=object if n in text else None) for n, c in zip(SUMMARY_SHOWN, columns, strict=True)}
+    )
 
 
 def terminal_table(table: Table, top: int) -> tuple[Table, list[str], str]:
@@ -64,7 +68,9 @@ def terminal_table(table: Table, top: int) -> tuple[Table, list[str], str]:
 
 def _key_order_summary(table: Table) -> np.ndarray:
     first = np.array([0 if kind != "gpu" else 1 for kind in table["kind"]])
-    mapped = np.array([next((i for i, p in enumerate(MAPPED) if re.search(p, m)), len(MAPPED)) for m in table["metric"]])
+    mapped = np.array(
+        [next((i for i, p in enumerate(MAPPED) if re.search(p, m)), len(MAPPED)) for m in table["metric"]]
+    )
     return np.lexsort((table["metric"].astype(str), mapped, first))
 
 
@@ -80,6 +86,8 @@ def heat_map_png(bins: Table, metric: str, unit: str) -> bytes | None:
     names, width, means = heat_map(bins, metric)
     if not names:
         return None
+    import io
+
     from nsyskit.analysis.present import plots
 
     plt = plots.plt
@@ -93,23 +101,29 @@ def heat_map_png(bins: Table, metric: str, unit: str) -> bytes | None:
     ax.set_xlabel(f"time into each rank's window (s), bins of {width / 1e6:g} ms{more}")
     ax.set_title(metric)
     fig.colorbar(image, ax=ax, label=unit or "value")
-    return plots._png(fig)
+    buffer = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buffer, format="png", dpi=plots.DPI)
+    plt.close(fig)
+    return buffer.getvalue()
 
 
 def section(analysis: Analysis, data: Callable[[], dict]):
     """The counters section: the terminal table, report.html's heat maps and tables, analysis.json's tables."""
-    from nsyskit.analysis.present.sections import Section, _print, figure, table_data
+    from nsyskit.analysis.present.sections import Section, figure, table_data
 
     table = analysis.counters if analysis.counters is not None else Table({})
     steps = analysis.counter_steps
 
     def terminal(console: Console, top: int) -> None:
         if not len(table):
-            _print(console, TITLE, None, None, None, empty=NONE)
+            console.print(f"{TITLE}: {NONE}", markup=False)
             return
+        from nsyskit.analysis.present.terminal import rich_table
+
         shown, columns, note = terminal_table(table, top)
         title = f"{TITLE}, time-weighted over each rank's window" + (f" ({note})" if note else "")
-        _print(console, title, shown, columns, top)
+        console.print(rich_table(title, shown, columns, top))
 
     def html(folder: Path, top: int) -> dict[str, Any]:
         if not len(table):
