@@ -114,7 +114,8 @@ class RankTrace:
         Kernels already given (a process's share of the whole file's) are kept; `with_pid` reads their globalPids.
         """
         wants_correlation = self.reader.has_launches() and self.reader.has_nvtx_ranges()
-        side = [ExportReader(self.reader.path) for _ in range(2)]
+        wants_counters = "counter_series" not in self.__dict__ and os.environ.get(COUNTERS_VARIABLE) != "0"
+        side = [ExportReader(self.reader.path) for _ in range(3 if wants_counters else 2)]
 
         def copies_and_calls():  # the CUDA API calls of every thread when the pages give them (filtered below)
             copies = side[1].memcpys(self.pid), side[1].memsets(self.pid)
@@ -133,9 +134,11 @@ class RankTrace:
             return grouped, analyzers.nvtx_labels(nvtx, grouped)
 
         try:
-            with ThreadPoolExecutor(max_workers=2) as pool:
+            with ThreadPoolExecutor(max_workers=len(side)) as pool:
                 labels = pool.submit(ranges_and_labels)
                 second = pool.submit(copies_and_calls)
+                # the counters' scan and parse (SQLite and numpy, mostly without the GIL) beside the rest
+                counted = pool.submit(side[2].counters) if wants_counters else None
                 if "kernels" not in self.__dict__:
                     self.__dict__["kernels"] = self.reader.kernels(self.pid, correlation=wants_correlation, with_pid=with_pid)
                 nvtx = self.__dict__["nvtx"] = ranges.result()
@@ -143,6 +146,8 @@ class RankTrace:
                 if wants_correlation:
                     self.__dict__["launches"] = side[1].launches(self.kernels, nvtx.thread, runtime)
                 self.__dict__["grouped_texts"], self.__dict__["nvtx_labels"] = labels.result()
+                if counted is not None:
+                    self.__dict__["counter_series"] = counted.result()
         finally:
             for reader in side:
                 for warning in reader.warnings:
@@ -217,18 +222,19 @@ class RankTrace:
     def results(self) -> dict[str, Any]:
         """Every per-rank analysis (tables carry a rank column; `summary` feeds the ranks table)."""
         self.kernels, self.kernel_names, self.memcpys, self.memsets  # noqa: B018  (read before two threads use them)
-        with ThreadPoolExecutor(max_workers=1) as pool:
+        with ThreadPoolExecutor(max_workers=2) as pool:
             # The kernel tables are numpy over every kernel (sorts and reductions release the GIL): they run beside
-            # the NVTX and NCCL tables, whose per-text work holds it.
+            # the NVTX and NCCL tables, whose per-text work holds it; so do the counters' (numpy over the samples).
             kernel_tables = pool.submit(lambda: (self.kernel_summary(), self.breakdown()))
             rank = self.rank
             nvtx_summary, nvtx_gpu, steps = self.nvtx_summary(), self.nvtx_gpu(), self.steps()
             # The rank's window steps, as the run's view finds them (its own 'profile_window' range or warm-up)
             in_window, _how = window_steps(with_rank(rank, steps), windowed_ranks(with_rank(rank, nvtx_summary)))
+            counted = pool.submit(self.counter_tables, in_window)
             operations = self.nccl_operations()
             nccl_digest, memcpy = nccldigest.digest(operations, in_window), self.memcpy_by_kind()
-            counter_tables = self.counter_tables(in_window)
             kernel_summary, breakdown = kernel_tables.result()
+            counter_tables = counted.result()
             found = evidence.rank_evidence(self.evidence_inputs(in_window, breakdown, operations))
         window = int(breakdown["window_ns"].sum()) if len(breakdown) else 0
         busy = int(breakdown["busy_ns"].sum()) if len(breakdown) else 0

@@ -38,11 +38,53 @@ def is_rate(unit: str) -> bool:
     return unit.endswith("/s")
 
 
-def _clip(series: Series, low: int, high: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The samples holding for some time inside [low, high): their clipped starts, ends and values."""
-    start, end = np.maximum(series.start, low), np.minimum(series.end, high)
-    keep = (end > start) & ~np.isnan(series.value)
-    return start[keep], end[keep], series.value[keep]
+class _Clipped:
+    """The samples of one timing (series of a device sampled together share their time arrays) clipped to a window:
+    which hold some time inside it, their clipped [start, end), and what depends on the times only, computed once."""
+
+    def __init__(self, start: np.ndarray, end: np.ndarray, low: int, high: int) -> None:
+        clipped_start, clipped_end = np.maximum(start, low), np.minimum(end, high)
+        self.keep = clipped_end > clipped_start
+        self.start, self.end = clipped_start[self.keep], clipped_end[self.keep]
+        self.weight = (self.end - self.start).astype(np.float64)
+        self._inside: dict[int, np.ndarray] = {}
+        self._at: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def inside(self, union: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        """How long each sample lies inside the disjoint sorted intervals `union`."""
+        key = id(union[0])
+        if key not in self._inside:
+            self._inside[key] = _covered(*union, self.end) - _covered(*union, self.start)
+        return self._inside[key]
+
+    def integral(self, value: np.ndarray, at: np.ndarray) -> np.ndarray:
+        """The integral of the samples' `value` from the first sample to each point of `at` (one searchsorted per
+        set of points, whatever the number of series sharing these times)."""
+        key = id(at)
+        if key not in self._at:
+            k = np.searchsorted(self.start, at, side="right")  # samples starting at or before each point
+            self._at[key] = (k, np.where(k > 0, np.maximum(self.end[k - 1] - at, 0), 0))
+        k, tail = self._at[key]
+        full = np.r_[0.0, np.cumsum(value * self.weight)]
+        return full[k] - np.where(k > 0, value[k - 1], 0.0) * tail
+
+
+def _timings(series: list[Series], low: int, high: int) -> list[tuple[_Clipped, np.ndarray]]:
+    """Each series' clipped timing (shared by the series with the same time arrays) and its values inside."""
+    shared: dict[tuple[int, int], _Clipped] = {}
+    out = []
+    for one in series:
+        key = (id(one.start), id(one.end))
+        if key not in shared:
+            shared[key] = _Clipped(one.start, one.end, low, high)
+        clipped = shared[key]
+        value = one.value[clipped.keep]
+        if np.isnan(value).any():  # a field missing from some events: those samples apart, in a timing of its own
+            good = ~np.isnan(value)
+            clipped = _Clipped(clipped.start[good], clipped.end[good], low, high)
+            value = value[good]
+        out.append((clipped, value))
+    return out
 
 
 def _integral(start: np.ndarray, end: np.ndarray, value: np.ndarray, at: np.ndarray) -> np.ndarray:
@@ -58,25 +100,29 @@ def _covered(union_start: np.ndarray, union_end: np.ndarray, at: np.ndarray) -> 
     return _integral(union_start, union_end, np.ones(len(union_start)), at)
 
 
-def _quantile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
-    """The smallest value below which at least q of the weight lies."""
+SMALL_INTEGERS = 1 << 16  # counters valued 0..65535 in whole numbers (percentages): quantiles by counting
+
+
+def _quantiles(values: np.ndarray, weights: np.ndarray, qs: tuple[float, ...]) -> list[float]:
+    """For each q, the smallest value below which at least q of the weight lies."""
+    if values.min() >= 0 and values.max() < SMALL_INTEGERS and (values == np.floor(values)).all():
+        cumulative = np.cumsum(np.bincount(values.astype(np.int64), weights=weights))  # per whole value: exact sums
+        return [float(np.searchsorted(cumulative, q * cumulative[-1], side="left")) for q in qs]
     order = np.argsort(values, kind="stable")
-    cumulative = np.cumsum(weights[order])
-    return float(values[order][min(np.searchsorted(cumulative, q * cumulative[-1], side="left"), len(values) - 1)])
+    cumulative, ordered = np.cumsum(weights[order]), values[order]
+    return [float(ordered[min(np.searchsorted(cumulative, q * cumulative[-1], side="left"), len(values) - 1)])
+            for q in qs]  # fmt: skip
 
 
-def _mean_over(start, end, value, union: tuple[np.ndarray, np.ndarray]) -> float:
-    """The time-weighted mean of the samples over the part of their time inside `union` (NaN when none is)."""
-    if not len(union[0]):
-        return np.nan
-    inside = _covered(*union, end) - _covered(*union, start)
+def _mean_inside(value: np.ndarray, inside: np.ndarray) -> float:
+    """The mean of `value` weighted by the time each sample lies inside a set of intervals (NaN when none does)."""
     total = inside.sum()
     return float((value * inside).sum() / total) if total > 0 else np.nan
 
 
 def counter_stats(
     series: list[Series], window: tuple[int, int], busy: dict[int, tuple[np.ndarray, np.ndarray]],
-    nccl: tuple[np.ndarray, np.ndarray],
+    nccl: tuple[np.ndarray, np.ndarray], timings: list | None = None,
 ) -> Table:  # fmt: skip
     """One row per series sampled inside the window: mean, p50, p95, max (time-weighted) and the rest (see module).
 
@@ -85,19 +131,18 @@ def counter_stats(
     low, high = window
     rows = []
     every = _every(busy)
-    for one in series:
-        start, end, value = _clip(one, low, high)
+    for one, (clipped, value) in zip(series, timings or _timings(series, low, high), strict=True):
         if not len(value):
             continue
-        weight = end - start
-        covered = int(weight.sum())
+        weight = clipped.weight
+        covered, moved = float(weight.sum()), float((value * weight).sum())
         rate = is_rate(one.unit)
-        rows.append((one.kind, one.device, one.metric, one.unit, len(value), covered,
-                     float((value * weight).sum() / covered), _quantile(value, weight, 0.5),
-                     _quantile(value, weight, 0.95), float(value.max()),
-                     float((value * weight).sum() / NS_PER_S) if rate else np.nan, one.unit[:-2] if rate else "",
-                     _mean_over(start, end, value, busy.get(one.device_id, every) if one.device_id >= 0 else every),
-                     _mean_over(start, end, value, nccl), low, high))  # fmt: skip
+        kernels = busy.get(one.device_id, every) if one.device_id >= 0 else every
+        rows.append((one.kind, one.device, one.metric, one.unit, len(value), int(covered), moved / covered,
+                     *_quantiles(value, weight, (0.5, 0.95)), float(value.max()),
+                     moved / NS_PER_S if rate else np.nan, one.unit[:-2] if rate else "",
+                     _mean_inside(value, clipped.inside(kernels)) if len(kernels[0]) else np.nan,
+                     _mean_inside(value, clipped.inside(nccl)) if len(nccl[0]) else np.nan, low, high))  # fmt: skip
     return _table(STAT_COLUMNS, rows)
 
 
@@ -121,7 +166,7 @@ def _table(names: tuple[str, ...], rows: list[tuple]) -> Table:
 _TEXT = {"kind", "device", "metric", "unit", "total_unit"}
 
 
-def counter_bins(series: list[Series], window: tuple[int, int]) -> Table:
+def counter_bins(series: list[Series], window: tuple[int, int], timings: list | None = None) -> Table:
     """Per series and time bin of the window: value x time (value_ns), time covered and the max of the samples."""
     low, high = window
     width = bin_width(high - low)
@@ -129,20 +174,21 @@ def counter_bins(series: list[Series], window: tuple[int, int]) -> Table:
     edges = low + width * np.arange(count + 1, dtype=np.int64)
     edges[-1] = min(edges[-1], high)
     parts = []
-    for one in series:
-        start, end, value = _clip(one, low, high)
+    spread: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    for one, (clipped, value) in zip(series, timings or _timings(series, low, high), strict=True):
         if not len(value):
             continue
-        sums = np.diff(_integral(start, end, value, edges))
-        covered = np.diff(_integral(start, end, np.ones(len(value)), edges))
-        first, last = (start - low) // width, (end - 1 - low) // width
-        spans = last - first + 1
-        where = np.repeat(first, spans) + (np.arange(spans.sum()) - np.repeat(np.cumsum(spans) - spans, spans))
+        sums = np.diff(clipped.integral(value, edges))
+        if id(clipped) not in spread:  # the bins each sample of this timing overlaps, and the time covered per bin
+            first, last = (clipped.start - low) // width, (clipped.end - 1 - low) // width
+            spans = last - first + 1
+            where = np.repeat(first, spans) + (np.arange(spans.sum()) - np.repeat(np.cumsum(spans) - spans, spans))
+            spread[id(clipped)] = (spans, where, np.diff(clipped.integral(np.ones(len(value)), edges)))
+        spans, where, covered = spread[id(clipped)]
         highest = np.full(count, -np.inf)
         np.maximum.at(highest, where, np.repeat(value, spans))
         held = covered > 0
-        bins = np.flatnonzero(held)
-        parts.append((one, bins, sums[held], covered[held], highest[held]))
+        parts.append((one, np.flatnonzero(held), sums[held], covered[held], highest[held]))
     n = sum(len(p[1]) for p in parts)
 
     def text(pick) -> np.ndarray:
@@ -224,5 +270,7 @@ def rank_tables(series: list[Series], kernels, nccl_ids: np.ndarray, steps: Tabl
         np.isin(kernels.extra["name"], nccl_ids) if len(kernels) and "name" in kernels.extra else np.zeros(0, bool)
     )
     nccl = union(kernels.start[is_nccl], kernels.end[is_nccl]) if is_nccl.any() else (np.empty(0, np.int64),) * 2
-    return {"counters": counter_stats(series, window, busy, nccl), "counter_bins": counter_bins(series, window),
+    timings = _timings(series, *window)  # clipped once for the stats and the bins
+    return {"counters": counter_stats(series, window, busy, nccl, timings),
+            "counter_bins": counter_bins(series, window, timings),
             "counter_steps": step_totals(series, steps)}  # fmt: skip

@@ -153,8 +153,8 @@ def gpu_metrics_json(export: ExportFile) -> list[Series]:
                         "timeline and were left out; fix: re-export the report with a current nsys")  # fmt: skip
             continue
         times, values = _json_events(export, type_id, fields)
-        device = type_id & DEVICE_MASK
-        series += [Series(GPU, f"GPU {device}", name, unit_of(name), times, held(times), values[:, i], device)
+        device, ends = type_id & DEVICE_MASK, held(times)  # one time array for all: the analysis shares its work
+        series += [Series(GPU, f"GPU {device}", name, unit_of(name), times, ends, values[:, i], device)
                    for i, name in enumerate(fields)]  # fmt: skip
     return series
 
@@ -201,8 +201,8 @@ def efa_metrics(export: ExportFile) -> list[Series]:
             times, values = _data_events(export, type_id, len(fields))
         if times is None or not len(times):
             continue
-        device = f"EFA {type_id & DEVICE_MASK}"
-        series += [Series(EFA, device, name, "B/s", times, held(times), values[:, i])
+        device, ends = f"EFA {type_id & DEVICE_MASK}", held(times)
+        series += [Series(EFA, device, name, "B/s", times, ends, values[:, i])
                    for i, name in enumerate(fields) if name.endswith(RATE_SUFFIX)]  # fmt: skip
     return series
 
