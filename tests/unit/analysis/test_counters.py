@@ -166,3 +166,19 @@ def test_merge_of_parts_equals_one_process(tmp_path):
         for cell in range(cells):
             expected = held_mean(planted[r], low + cell * width, min(low + (cell + 1) * width, high))
             assert means[r][cell] == pytest.approx(expected, rel=1e-12), (label, cell)
+
+
+def test_a_file_of_two_ranks_gives_each_its_own_gpus_metrics(tmp_path):
+    """torchrun ranks recorded in one file: GPU 1's metrics go to the process whose kernels ran on GPU 1, the EFA
+    counters (the node's) to the file's first rank; each series is shown once."""
+    from nsys_fixtures import Kernel
+
+    kernels = [Kernel(10 * MS, 90 * MS, "gemm", device=0, pid=100), Kernel(10 * MS, 90 * MS, "gemm", device=1, pid=200)]
+    path = write_export(tmp_path / "two.sqlite", Export(kernels=kernels, version="2024.6.1"))
+    sm = {0: [(0, 20), (100 * MS, 0)], 1: [(0, 70), (100 * MS, 0)]}
+    add_counters(path, Counters(gpu={SM: sm}, efa={0: [(0, {EFA_FIELDS[0]: 1e9}), (100 * MS, {})]}))
+    counters = analyze_run([path]).counters
+    assert row(counters, rank=0, device="GPU 0")["mean"] == 20.0
+    assert row(counters, rank=1, device="GPU 1")["mean"] == 70.0
+    assert set(counters["device"][counters["rank"] == 1]) == {"GPU 1"}
+    assert row(counters, device="EFA 0", metric=EFA_FIELDS[0])["rank"] == 0
