@@ -283,7 +283,9 @@ def analyze_file(rank: int, path: Path) -> list[dict[str, Any]]:
             if "kernels" in whole.__dict__ and "pid" in whole.kernels.extra:  # each process's share of those read
                 for trace in traces:
                     trace.__dict__["kernels"] = whole.kernels.take(whole.kernels.extra["pid"] == trace.pid)
-            _share_counters(whole.counter_series, traces)
+            devices = [distinct(trace.kernels.device) for trace in traces]
+            for trace, mine in zip(traces, counters.shares(whole.counter_series, devices), strict=True):
+                trace.__dict__["counter_series"] = mine
         results = []
         for offset, trace in enumerate(traces):
             trace.rank = rank + offset
@@ -294,16 +296,6 @@ def analyze_file(rank: int, path: Path) -> list[dict[str, Any]]:
         return results
     finally:
         reader.close()
-
-
-def _share_counters(series: list, traces: list[RankTrace]) -> None:
-    """A file of several ranks: each GPU's metrics go to the rank whose kernels ran on that GPU, the rest (network
-    counters, GPUs no rank used) to the file's first rank: each series is shown once."""
-    owner = {}
-    for trace in reversed(traces):  # the first rank using a GPU owns it
-        owner.update({int(d): trace for d in distinct(trace.kernels.device)})
-    for trace in traces:
-        trace.__dict__["counter_series"] = [s for s in series if owner.get(s.device_id, traces[0]) is trace]
 
 
 def analyze_run(

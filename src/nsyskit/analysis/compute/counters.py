@@ -274,3 +274,16 @@ def rank_tables(series: list[Series], kernels, nccl_ids: np.ndarray, steps: Tabl
     return {"counters": counter_stats(series, window, busy, nccl, timings),
             "counter_bins": counter_bins(series, window, timings),
             "counter_steps": step_totals(series, steps)}  # fmt: skip
+
+
+def shares(series: list[Series], devices: list[np.ndarray]) -> list[list[Series]]:
+    """A file of several ranks (`devices`: the GPUs each rank's kernels ran on): each GPU's metrics go to the first
+    rank that used that GPU, the rest (network counters, GPUs no rank used) to the file's first rank; each series
+    once."""
+    owner: dict[int, int] = {}
+    for index in reversed(range(len(devices))):
+        owner.update(dict.fromkeys((int(d) for d in devices[index]), index))
+    out: list[list[Series]] = [[] for _ in devices]
+    for one in series:
+        out[owner.get(one.device_id, 0)].append(one)
+    return out
