@@ -27,8 +27,9 @@ def test_tensor_cores_idle_while_the_gpu_is_busy(tmp_path, busy_pct, fires):
     assert ("tensor_cores_idle" in found) is fires
     if fires:
         finding = found["tensor_cores_idle"]
-        assert finding.value == pytest.approx(busy_pct) and finding.ranks == (0,)
-        assert "rank 0 GPU 0" in finding.title and finding.threshold == counterfindings.TENSOR_ACTIVE_PCT
+        assert finding.value == pytest.approx(100 - busy_pct) and finding.ranks == (0,)  # idle share while busy
+        assert finding.evidence["tensor_active_while_busy_pct"] == pytest.approx(busy_pct)
+        assert "rank 0 GPU 0" in finding.title and finding.threshold == 100 - counterfindings.TENSOR_ACTIVE_PCT
 
 
 @pytest.mark.parametrize(("rate", "fires"), [(1 * GB, True), (10 * GB, False)])
@@ -39,7 +40,8 @@ def test_nic_far_under_line_rate_while_nccl_runs(tmp_path, rate, fires):
     assert ("nic_under_line_rate" in found) is fires
     if fires:
         finding = found["nic_under_line_rate"]
-        assert finding.value == pytest.approx(rate * 100 / 12.5e9)
+        assert finding.value == pytest.approx(100 - rate * 100 / 12.5e9)  # the unused share of the line rate
+        assert finding.evidence["line_rate_pct"] == pytest.approx(rate * 100 / 12.5e9)
         assert finding.evidence["busiest_bytes_per_s"] == pytest.approx(rate)
 
 

@@ -82,6 +82,8 @@ def test_a_wide_run_with_counters_stays_within_the_limits(real_exports_dir, tmp_
     assert len(lines) <= 250, "\n".join(lines)
     assert "Findings" in lines[0] or "finding" in lines[0].lower(), lines[:3]
     head = "\n".join(lines[:40])
-    assert "tensor cores active 3.0%" in head and "EFA 0 carried 97" in head
+    assert (
+        "tensor cores idle 97.0% of the time the GPU runs kernels (active 3.0%)" in head and "EFA 0 carried 97" in head
+    )
     table = [line for line in lines if "per metric here" in line]
     assert len(table) == 1 and "9,216 device rows" in table[0]

@@ -1,6 +1,8 @@
 """The findings the sampled counters support (findings.py lists these rules among the others): tensor cores idle
 while the GPU is busy, NIC throughput far under line rate while NCCL kernels run, one EFA device carrying most of a
 node's traffic. Each reads the counters table (compute/counters.py: per rank, device and metric, over the window).
+As every rule's, a finding's value lies above its threshold: the idle share of the tensor cores, the unused share
+of the line rate, the busiest EFA device's share.
 """
 
 from __future__ import annotations
@@ -50,15 +52,15 @@ def tensor_cores_idle(view: RunView) -> Finding | None:
     if not len(under):
         return None
     order = under[np.argsort(busy[under], kind="stable")]
-    value = float(busy[under].mean())
+    active = float(busy[under].mean())
     return Finding(
         "tensor_cores_idle", "warning",
-        f"tensor cores active {units.percent(value)} of the time the GPU runs kernels on {len(under)} of "
-        f"{len(rows)} GPUs (lowest: {_labels(rows, order)})",
-        value, TENSOR_ACTIVE_PCT,
+        f"tensor cores idle {units.percent(100 - active)} of the time the GPU runs kernels (active "
+        f"{units.percent(active)}) on {len(under)} of {len(rows)} GPUs (lowest: {_labels(rows, order)})",
+        100 - active, 100 - TENSOR_ACTIVE_PCT,
         "the math runs on the CUDA cores: train in bf16/fp16 (torch.autocast) or allow TF32 "
         "(torch.backends.cuda.matmul.allow_tf32), keep matmul dimensions multiples of 8",
-        evidence={"tensor_active_while_busy_pct": value, "gpus_under": float(len(under)), "gpus": float(len(rows))},
+        evidence={"tensor_active_while_busy_pct": active, "gpus_under": float(len(under)), "gpus": float(len(rows))},
         ranks=tuple(sorted({int(r) for r in rows["rank"][under]})),
     )  # fmt: skip
 
@@ -99,16 +101,16 @@ def nic_under_line_rate(view: RunView) -> Finding | None:
     share = devices["rate"][used] * 100.0 / line
     if share.max() >= LINE_RATE_PCT:
         return None
-    value = float(share.mean())
+    used_pct = float(share.mean())
     return Finding(
         "nic_under_line_rate", "info",
-        f"network devices move {units.percent(value)} of line rate ({line * 8 / 1e9:g} Gb/s) while NCCL kernels run "
+        f"network devices use {units.percent(used_pct)} of line rate ({line * 8 / 1e9:g} Gb/s) while NCCL kernels run "
         f"(busiest: {units.size(float(devices['rate'][used].max()))}/s; {_labels(devices, used)})",
-        value, LINE_RATE_PCT,
+        100 - used_pct, 100 - LINE_RATE_PCT,
         "the fabric is not what NCCL waits on: look at message sizes and NCCL's channels and transport in the NCCL "
         "log (NCCL_DEBUG=INFO: is the EFA/IB plugin in use, GPUDirect RDMA on?); if the line rate is not "
         f"{line * 8 / 1e9:g} Gb/s per device, set {LINE_RATE_VARIABLE}",
-        evidence={"line_rate_pct": value, "busiest_bytes_per_s": float(devices["rate"][used].max()),
+        evidence={"line_rate_pct": used_pct, "busiest_bytes_per_s": float(devices["rate"][used].max()),
                   "line_rate_bytes_per_s": line, "devices": float(len(used))},
         ranks=tuple(sorted({int(r) for r in devices["rank"][used]})),
     )  # fmt: skip
