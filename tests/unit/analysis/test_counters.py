@@ -182,3 +182,38 @@ def test_a_file_of_two_ranks_gives_each_its_own_gpus_metrics(tmp_path):
     assert row(counters, rank=1, device="GPU 1")["mean"] == 70.0
     assert set(counters["device"][counters["rank"] == 1]) == {"GPU 1"}
     assert row(counters, device="EFA 0", metric=EFA_FIELDS[0])["rank"] == 0
+
+
+def test_the_report_shows_heat_maps_step_bytes_and_one_terminal_table(tmp_path):
+    import io
+    import json
+
+    from rich.console import Console
+
+    from nsyskit.analysis.outputs import analyze, write
+    from nsyskit.analysis.present import report
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    sent = [(t * MS, (t + 10) * MS, 1_000_000) for t in range(0, 100, 10)]
+    counters = Counters(gpu={SM: {0: [(0, 50), (100 * MS, 0)]}, TENSOR: {0: [(0, 30), (100 * MS, 0)]}},
+                        nic={("mlx5_0", "IB: Bytes sent", "bytes"): sent})  # fmt: skip
+    export_with(folder / "rank_0.sqlite", counters, steps=4)
+    result = write(analyze([folder]))
+    html = result.report_html.read_text()
+    section = html[html.index('<section id="counters">') :]
+    assert section.count("data:image/png;base64,") == 3  # SM, tensor, NIC bytes: a heat map each
+    assert "What each network device moved per step" in section and "mlx5_0" in section
+    assert sorted(p.name for p in folder.glob("counters_*.png")) == [
+        "counters_0.png",
+        "counters_1.png",
+        "counters_2.png",
+    ]
+    data = json.loads((folder / "analysis.json").read_text())
+    assert len(data["counters"]) == 3 and len(data["counter_steps"]) == 3  # window steps 1-3
+    nic = next(r for r in data["counters"] if r["device"] == "mlx5_0")
+    assert (nic["mean"], nic["total"], nic["unit"]) == (1e8, 6e6, "bytes/s")  # 1 MB per 10 ms over steps 1-3
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    report.print_report(result.report, console)
+    text = console.file.getvalue()
+    assert text.count("Counters sampled beside the trace") == 1 and "IB: Bytes sent" in text

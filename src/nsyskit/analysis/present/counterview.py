@@ -75,10 +75,10 @@ def _key_order_summary(table: Table) -> np.ndarray:
 
 
 def mapped_metrics(table: Table) -> list[str]:
-    """The metrics to draw (MAPPED order, at most MAX_MAPS), among those sampled."""
+    """The metrics to draw (the first sampled of each MAPPED pattern, in its order, at most MAX_MAPS)."""
     names = list(dict.fromkeys(table["metric"].tolist()))
-    chosen = [n for pattern in MAPPED for n in names if re.search(pattern, n)]
-    return list(dict.fromkeys(chosen))[:MAX_MAPS]
+    chosen = [next((n for n in names if re.search(pattern, n)), None) for pattern in MAPPED]  # one per pattern
+    return [n for n in dict.fromkeys(chosen) if n is not None][:MAX_MAPS]
 
 
 def heat_map_png(bins: Table, metric: str, unit: str) -> bytes | None:
@@ -134,8 +134,9 @@ def section(analysis: Analysis, data: Callable[[], dict]):
             png = heat_map_png(analysis.counter_bins, metric, unit)
             figures += figure(f"{metric} over time per device", png, folder, f"counters_{index}.png")
         tables = [table_data(table.take(_key_order(table)), SHOWN, top, title="Per device (time-weighted)")]
-        if len(table) > top:
-            tables.insert(0, table_data(summary(table), SUMMARY_SHOWN, top, title="Per metric, over every device"))
+        whole = summary(table)
+        if len(table) > top and len(whole) < len(table):  # several devices per metric: their spread first
+            tables.insert(0, table_data(whole, SUMMARY_SHOWN, top, title="Per metric, over every device"))
         if steps is not None and len(steps):
             tables.append(table_data(steps, STEP_SHOWN, top, title="What each network device moved per step"))
         return {"figures": figures, "tables": tables}
