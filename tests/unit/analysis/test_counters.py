@@ -217,3 +217,14 @@ def test_the_report_shows_heat_maps_step_bytes_and_one_terminal_table(tmp_path):
     report.print_report(result.report, console)
     text = console.file.getvalue()
     assert text.count("Counters sampled beside the trace") == 1 and "IB: Bytes sent" in text
+
+
+def test_samples_without_their_names_table_are_kept_named_by_their_ids(tmp_path):
+    import sqlite3
+
+    path = export_with(tmp_path / "r.sqlite", Counters(gpu={SM: {0: [(0, 40), (100 * MS, 0)]}}))
+    with sqlite3.connect(path) as con:
+        con.execute("DROP TABLE TARGET_INFO_GPU_METRICS")  # a partial export
+    counters = analyze_run([path]).counters
+    assert list(counters["metric"]) == ["<metric 0 of type 281479271678208 not in TARGET_INFO_GPU_METRICS>"]
+    assert counters["mean"][0] == 40.0 and counters["device"][0] == "GPU 0"

@@ -68,10 +68,12 @@ def unit_of(name: str) -> str:
 
 def gpu_metrics_table(export: ExportFile) -> list[Series]:
     """GPU_METRICS samples (nsys 2023.4+), named through TARGET_INFO_GPU_METRICS; the GPU is the typeId's low byte."""
-    if not {"GPU_METRICS", "TARGET_INFO_GPU_METRICS"} <= export.tables:
+    if "GPU_METRICS" not in export.tables:
         return []
-    names = {(int(t), int(m)): as_text(n) for t, m, n in export.query(
-        "SELECT DISTINCT typeId, metricId, metricName FROM TARGET_INFO_GPU_METRICS")}  # fmt: skip
+    names = {}  # without the names table the samples are kept, each metric named by its ids
+    if "TARGET_INFO_GPU_METRICS" in export.tables:
+        names = {(int(t), int(m)): as_text(n) for t, m, n in export.query(
+            "SELECT DISTINCT typeId, metricId, metricName FROM TARGET_INFO_GPU_METRICS")}  # fmt: skip
     rows = export.read_ints("GPU_METRICS", {"timestamp": "timestamp", "typeId": "typeId", "metricId": "metricId",
                                             "value": "value"}, ("timestamp", "typeId", "metricId", "value"))  # fmt: skip
     if not rows or not len(rows["timestamp"]):
@@ -159,14 +161,24 @@ def gpu_metrics_json(export: ExportFile) -> list[Series]:
     return series
 
 
+def _stamp(columns: set[str], prefix: str = "") -> str:
+    """A generic event's time in SQL: `timestamp`, else `rawTimestamp` where it is NULL or the column is missing."""
+    found = [prefix + c for c in ("timestamp", "rawTimestamp") if c in columns]
+    return f"coalesce({', '.join(found)})" if len(found) > 1 else "".join(found)
+
+
 def _json_events(export: ExportFile, type_id: int, fields: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """(time of each event of `type_id`, its values in field order: a row per event) from the JSON `data`, by time.
 
     The time is `timestamp`, or `rawTimestamp` where it is NULL (the old exports' session-time generic events).
     """
+    columns = export.columns("GENERIC_EVENTS")
+    stamp = _stamp(columns)
+    if "data" not in columns or not stamp:
+        return np.empty(0, dtype=np.int64), np.empty((0, len(fields)))
     # One scan, in the table's own order (no sort of the texts in SQLite): the times say the order
     count, stamps, text = export.query(
-        "SELECT count(*), group_concat(coalesce(timestamp, rawTimestamp), ','), CAST(group_concat(data, char(1)) AS "
+        f"SELECT count(*), group_concat({stamp}, ','), CAST(group_concat(data, char(1)) AS "
         f"BLOB) FROM GENERIC_EVENTS WHERE typeId = {int(type_id)} AND data IS NOT NULL"
     )[0]
     try:
@@ -220,8 +232,11 @@ def _has_json(export: ExportFile, type_id: int) -> bool:
 def _data_events(export: ExportFile, type_id: int, width: int) -> tuple[np.ndarray, np.ndarray]:
     """(time of each event of `type_id`, its values: a row per event, NaN where a field has none) from
     GENERIC_EVENT_DATA, each value the first non-NULL of intVal, uintVal, floatVal, doubleVal."""
+    stamp = _stamp(export.columns("GENERIC_EVENTS"), "e.")
+    if not stamp:
+        return np.empty(0, dtype=np.int64), np.empty((0, width))
     rows = export.query(
-        "SELECT e.genericEventId, coalesce(e.timestamp, e.rawTimestamp), d.fieldIdx, "
+        f"SELECT e.genericEventId, {stamp}, d.fieldIdx, "
         "coalesce(d.intVal, d.uintVal, d.floatVal, d.doubleVal) FROM GENERIC_EVENTS e JOIN GENERIC_EVENT_DATA d "
         f"ON d.genericEventId = e.genericEventId WHERE e.typeId = {int(type_id)}"
     )
@@ -244,10 +259,12 @@ def _data_events(export: ExportFile, type_id: int, width: int) -> tuple[np.ndarr
 def nic_metrics(export: ExportFile) -> list[Series]:
     """NET_NIC_METRIC intervals per NIC, port and metric; an amount (bytes, packets) per interval becomes a rate per
     second (its unit '<unit>/s'), a rate stays as it is."""
-    if not {"NET_NIC_METRIC", "TARGET_INFO_NETWORK_METRICS"} <= export.tables:
+    if "NET_NIC_METRIC" not in export.tables:
         return []
-    metrics = {(int(li), int(ix)): (as_text(n), as_text(u)) for li, ix, n, u in export.query(
-        "SELECT metricsListId, metricsIdx, name, unit FROM TARGET_INFO_NETWORK_METRICS")}  # fmt: skip
+    metrics = {}  # without the names table the samples are kept, each metric named by its ids
+    if "TARGET_INFO_NETWORK_METRICS" in export.tables:
+        metrics = {(int(li), int(ix)): (as_text(n), as_text(u)) for li, ix, n, u in export.query(
+            "SELECT metricsListId, metricsIdx, name, unit FROM TARGET_INFO_NETWORK_METRICS")}  # fmt: skip
     names: dict[int, str] = {}
     if {"NIC_ID_MAP", "TARGET_INFO_NIC_INFO"} <= export.tables:
         names = {int(g): as_text(n) for g, n in export.query(
