@@ -33,8 +33,9 @@ from nsyskit.analysis.trace import TABLE_KEYS, analyze_file, merge
 from nsyskit.errors import AnalysisError, NsyskitError, PartialAnalysis, UsageError
 
 # 2: a rank's NCCL operations as their digest (nsyskit.analysis.compute.nccldigest), not a table; 3: the digest's
-# sorted durations as steps (_steps); 4: each rank's evidence for the findings (compute.evidence)
-PART_FORMAT = 4
+# sorted durations as steps (_steps); 4: each rank's evidence for the findings (compute.evidence); 5: each rank's
+# sampled counters: their stats, time-bin sums and per-step totals (compute.counters)
+PART_FORMAT = 5
 NCCL_GROUPS, NCCL_DURATIONS = "nccl_groups", "nccl_durations"
 SUFFIX = ".part.npz"
 HEADER = "header"
