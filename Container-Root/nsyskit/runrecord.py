@@ -6,6 +6,8 @@ the host imports it as nsyskit.runrecord (src/nsyskit/runrecord.py links here). 
 
 Schema versions: 1 is every run.json written before the field existed (a local run's and Slurm collect's shapes,
 read through `RunRecord.from_dict`); 2 (SCHEMA_VERSION) is the one shape every target's collect writes now.
+Fields added within version 2 (workload, nccl_tests) are optional: readers of any version ignore keys they do not
+know, and a record without them reads as the DDP example's, the only workload there was before.
 """
 
 from __future__ import annotations
@@ -87,7 +89,13 @@ class RankStatus:
     exit_code: int = 0
     signal: str | None = None
     started: float = 0.0
-    ended: float = 0.0
+    ended: float = 0.0  # when the wrapper ended the rank (after the profiler wrote its report)
+    # When the rank's application ended, wall clock, taken by the wrapper as it happened (before the report was
+    # written): what orders the failures of a run. 0: not recorded (a wrapper before this field).
+    died: float = 0.0
+    # False in the status written when the application died, while the profiler still writes the report: exit_code
+    # and signal are what was seen then (0 with a note when not); True once the wrapper has ended.
+    final: bool = True
     report: str | None = None
     sqlite: str | None = None
     problems: list = field(default_factory=list)
@@ -173,6 +181,8 @@ class RunRecord:
     launcher: str = ""
     profiler: str = ""
     profile_ranks: str = ""
+    workload: str = "ddp"  # ddp (the DDP example) or nccl-tests; a run.json from before the field: ddp, the only one then
+    nccl_tests: list = field(default_factory=list)  # WORKLOAD=nccl-tests: {name, binary, args, output} per test, in order
     config: dict = field(default_factory=dict)  # setting -> {"value", "source"}
     ranks: list = field(default_factory=list)  # RankStatus, by rank
     checksums: dict = field(default_factory=dict)  # rank -> parameter checksum
@@ -232,6 +242,10 @@ class RunRecord:
                 values["profile_ranks"] = _setting(values.get("config"), "PROFILE_RANKS")
             if not values.get("profiler"):
                 values["profiler"] = _setting(values.get("config"), "PROFILER")
+            if not values.get("workload"):  # a record from before the field: its config's, else the DDP example
+                values["workload"] = _setting(values.get("config"), "WORKLOAD") or "ddp"
+            if not isinstance(values.get("nccl_tests", []), list):
+                raise TypeError(f"nccl_tests is {type(values['nccl_tests']).__name__}, not a list")
             return cls(**values, ranks=sorted(ranks, key=lambda s: s.rank), details=details)
         except RunRecordError:
             raise

@@ -33,6 +33,10 @@ VARIANTS = {
                           "SLURM_ACCOUNT": "ml-infra", "SLURM_TIME_LIMIT": "30", "SLURM_EXCLUSIVE": "false",
                           "SLURM_CONTAINER_MOUNTS": "/data:/data:ro", "PROFILE_RANKS": "local0", "SLURM_MPI": "pmi2"}),
     "host": ("local-cpu", {"SLURM_MODE": "host", "NODES": "2", "EFA_PER_NODE": "1", "EFA_METRICS": "true"}),
+    # WORKLOAD=nccl-tests: one srun per test (pmix while SLURM_MPI keeps its default); host mode with one test.
+    "pyxis-nccl-tests": (None, {"REGISTRY": ECR, "WORKLOAD": "nccl-tests",
+                                "NCCL_TESTS": "all_reduce_perf -b 8 -e 2G -f 2 -g 1; alltoall_perf -b 1M -e 1G -f 2 -g 1"}),
+    "host-nccl-tests": (None, {"SLURM_MODE": "host", "WORKLOAD": "nccl-tests", "SLURM_MPI": "pmi2", "EFA_PER_NODE": "4"}),
 }  # fmt: skip
 
 
@@ -54,7 +58,7 @@ def shellcheck() -> str:
     return shutil.which("shellcheck")
 
 
-@pytest.mark.parametrize("variant", ["pyxis", "host"])
+@pytest.mark.parametrize("variant", ["pyxis", "host", "pyxis-nccl-tests", "host-nccl-tests"])
 def test_golden_script(variant):
     assert_matches_golden({f"{variant}.sbatch": script(variant)}, GOLDEN / variant)
 
@@ -74,17 +78,24 @@ def sbatch_options(text: str) -> dict[str, str]:
 
 
 def srun_words(text: str) -> list[str]:
-    """The srun command of a script as the shell would split it."""
-    start = text.index("srun ")
-    return shlex.split(text[start:].replace("\\\n", " "))
+    """The (first) srun command of a script as the shell would split it: up to its last continued line."""
+    lines = text[text.index("srun ") :].splitlines()
+    end = next(i for i, line in enumerate(lines) if not line.endswith("\\"))
+    return shlex.split(" ".join(line.removesuffix("\\") for line in lines[: end + 1]))
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_each_task_runs_launch_rank_command(variant):
-    """The per-rank command comes from nsyskit.launch (one renderer), last on the srun line."""
-    words = srun_words(script(variant))
-    command = launch.rank_command(config(variant))
-    assert words[-len(command) :] == command
+    """The per-rank command comes from nsyskit.launch (one renderer), last on the srun line: one srun per step."""
+    cfg = config(variant)
+    report_dir = "/reports" if cfg.slurm_mode == "pyxis" else str(JOB_DIR / "reports")
+    sruns = [srun_words("srun " + chunk) for chunk in script(variant).split("\nsrun ")[1:]]
+    steps = launch.steps(cfg, report_dir)
+    assert len(sruns) == len(steps)
+    for words, step in zip(sruns, steps, strict=True):
+        assert words[-len(step.rank_command) :] == step.rank_command
+    if cfg.workload == "ddp":
+        assert steps[0].rank_command == launch.rank_command(cfg)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
@@ -181,6 +192,32 @@ def test_dry_run_renders_into_a_fresh_job_folder_and_records_it(tmp_path):
     assert second.lines[-1] == f"dry run: nothing submitted; submit with 'sbatch {script_path}'"
     with pytest.raises(NsyskitError, match="dry-run"):
         slurm.status(cfg, tmp_path, None)
+
+
+def test_a_dry_run_off_the_cluster_renders_prints_and_warns_what_a_submit_would_refuse(tmp_path):
+    # A laptop: SLURM_SHARED_DIR (the cluster's /fsx) is not here, nor the .sqsh. The preview still renders.
+    shutil.copytree(ROOT / "slurm", tmp_path / "slurm")
+    cfg = config("pyxis", SLURM_SHARED_DIR=str(tmp_path / "fsx"), SLURM_CONTAINER_IMAGE="sqsh")
+    with pytest.raises(ConfigErrors) as refused:  # a real submit refuses, before writing anything
+        targets.deploy(targets.get("slurm"), cfg, tmp_path)
+    assert not (tmp_path / "jobs").exists()
+    with pytest.raises(ConfigErrors):
+        targets.validate_targets(cfg, tmp_path, slurm=True)  # what 'invoke config --check --slurm' runs
+    result = targets.deploy(targets.get("slurm"), cfg, tmp_path, dry_run=True)
+    script_path = result.job.job_dir / "job.sbatch"
+    assert script_path.read_text().rstrip("\n") in result.lines and not result.job.submitted
+    assert result.warnings == [f"a real submit would refuse: {problem}" for problem in refused.value.errors]
+    assert [w.split("=")[0] for w in result.warnings] == ["a real submit would refuse: SLURM_SHARED_DIR",
+                                                          "a real submit would refuse: SLURM_CONTAINER_IMAGE"]
+    assert all("; fix: " in warning for warning in result.warnings)
+    assert result.lines[-1] == f"dry run: nothing submitted; submit with 'sbatch {script_path}' once the 2 warning(s) are fixed"
+
+
+def test_a_dry_run_the_k8s_checks_refuse_is_still_refused(tmp_path):
+    # Only Slurm previews despite its checks (they are about the cluster's paths); other targets keep refusing.
+    cfg = load_config(ROOT, overrides={"GPUS_PER_NODE": "3", "REGISTRY": ECR}, environ={})
+    with pytest.raises(ConfigErrors, match="GPUS_PER_NODE"):
+        targets.deploy(targets.get("k8s"), cfg, tmp_path, dry_run=True)
 
 
 # --- every image Pyxis takes; what the nodes need, checked before sbatch ----------------------------------------------

@@ -17,8 +17,15 @@ from typing import Any
 
 import numpy as np
 
-from nsyskit.analysis.compute import analyzers, counters, evidence, nccl, nccldigest
-from nsyskit.analysis.compute.metrics import comm_share_by_rank, view_of, window_steps, windowed_ranks
+from nsyskit.analysis.compute import (
+    analyzers,
+    commcauses,  # noqa: F401  (registers its evidence extractors)
+    counters,
+    evidence,
+    nccl,
+    nccldigest,
+)
+from nsyskit.analysis.compute.metrics import comm_share_by_rank, per_rank, view_of, window_steps, windowed_ranks
 from nsyskit.analysis.compute.projection import project
 from nsyskit.analysis.compute.result import Analysis, combine_kernel_summaries, concat, with_rank
 from nsyskit.analysis.compute.table import Table
@@ -198,16 +205,10 @@ class RankTrace:
 
     def counter_tables(self, in_window: Table) -> dict[str, Table]:
         """The counter tables over the rank's window (compute/counters.py); a line when none was sampled inside it."""
-        tables = counters.rank_tables(self.counter_series, self.kernels, analyzers.nccl_name_ids(self.kernel_names),
-                                      in_window)  # fmt: skip
+        names = analyzers.nccl_name_ids(self.kernel_names)
+        tables = counters.rank_tables(self.counter_series, self.kernels, names, in_window)
         if self.counter_series and not len(tables["counters"]):
-            spans = [(int(s.start.min()), int(s.end.max())) for s in self.counter_series if len(s.start)]
-            sampled = f"{min(a for a, _b in spans)}-{max(b for _a, b in spans)} ns" if spans else "no time"
-            self.reader.warn(
-                f"{self.source}: {len(self.counter_series)} counter series (GPU/EFA/NIC metrics) hold no sample "
-                f"inside the analyzed window (samples cover {sampled}); the counter tables leave them out; fix: "
-                "sample during the profiled steps (nsys --gpu-metrics-devices / --nic-metrics with the capture range)"
-            )  # fmt: skip
+            self.reader.warn(counters.outside_line(str(self.source), self.counter_series))
         return tables
 
     def evidence_inputs(self, window: Table, breakdown: Table, operations: Table) -> evidence.RankInputs:
@@ -351,9 +352,13 @@ def merge(
     if unprofiled_line:  # the ranks the run ran without nsys: absent from every table, named so no one reads them as idle
         analysis.warnings.append(unprofiled_line)
     # The ranks table's comm share is the findings' (on a CPU run: of the window's step time, not of GPU busy time).
-    shares = comm_share_by_rank(view_of(analysis))
+    view = view_of(analysis)
+    shares = comm_share_by_rank(view)
     summaries = [{**r["summary"], "comm_share_pct": shares.get(r["rank"], r["summary"]["comm_share_pct"])} for r in results]
-    analysis.ranks = analyzers.cross_rank(summaries, straggler_pct)
+    # One verdict per concept: the table flags the stragglers the findings name, on the findings' measure
+    work = per_rank(view)
+    analysis.ranks = analyzers.cross_rank(summaries, straggler_pct, dict(zip(work["rank"].tolist(), work["work_ns"].tolist(), strict=True)))
+    analysis.straggler_pct = straggler_pct
     return analysis
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from nsyskit.config import Config
 from nsyskit.errors import JOB_LABELS, ConfigErrors, JobFailed, JobInterrupted, NsyskitError, UsageError
+from nsyskit.launch import check_launchable, launch_problems
 from nsyskit.targets.base import Job, Outcome, Target
 
 __all__ = ["DeployResult", "Job", "Outcome", "Target", "choose", "deploy", "failure", "get", "run", "validate_targets"]
@@ -54,6 +55,7 @@ class DeployResult:
     job: Job
     outcome: Outcome | None = None
     lines: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # a dry run's: what a real submit would refuse, each with its fix
 
 
 def rendered(target: Target, cfg: Config, root: Path, run_id: str | None, progress: bool) -> Job:
@@ -64,14 +66,36 @@ def rendered(target: Target, cfg: Config, root: Path, run_id: str | None, progre
     return job
 
 
+def previewed(target: Target, cfg: Config, root: Path, run_id: str | None) -> DeployResult:
+    """A dry run: render, and where the target previews despite its checks (Slurm, whose checks are about the
+    cluster's paths, often previewed on a laptop), what a real submit would refuse becomes warnings."""
+    problems: list[str] = []
+    try:
+        target.validate(cfg, root)
+    except ConfigErrors as found:
+        if not getattr(target, "dry_run_previews", False):
+            raise
+        problems = [f"a real submit would refuse: {problem}" for problem in found.errors]
+    # The machines a real deploy would stop on (no GPU for the NCCL tests): said, but the job is rendered to review.
+    problems += [f"a real deploy would stop before launching: {problem}" for problem in launch_problems(cfg)]
+    job = target.render(cfg, root, run_id)
+    if job.preview:
+        job.lines.append(job.preview.rstrip("\n"))
+    hint = f"; submit with '{job.how_to_submit}'" if job.how_to_submit else ""
+    if hint and problems:
+        hint += f" once the {len(problems)} warning(s) are fixed"
+    job.lines.append("dry run: nothing submitted" + hint)
+    return DeployResult(job, lines=job.lines, warnings=problems)
+
+
 def deploy(target: Target, cfg: Config, root: Path, *, dry_run: bool = False, wait: bool = False,
            run_id: str | None = None, progress: bool = True) -> DeployResult:  # fmt: skip
     """validate -> render -> submit (unless dry_run) -> wait (with wait); JobFailed with the job's code when it fails."""
+    if dry_run:
+        return previewed(target, cfg, root, run_id)
+    check_launchable(cfg)  # before anything is made; a dry run (above) renders anyway, so a machine without GPUs can preview
     job = rendered(target, cfg, root, run_id, progress)
     result = DeployResult(job, lines=job.lines)
-    if dry_run:
-        job.lines.append("dry run: nothing submitted" + (f"; submit with '{job.how_to_submit}'" if job.how_to_submit else ""))
-        return result
     with _interruptible(target, job):
         target.submit(cfg, job)
         if wait or target.submit_waits:
@@ -116,6 +140,7 @@ def failure(target: Target, job: Job, outcome: Outcome, reports: Path | None = N
 def run(target: Target, cfg: Config, root: Path, run_id: str | None = None,
         progress: bool = True) -> tuple[DeployResult, Path | None]:  # fmt: skip
     """deploy and wait, then collect into REPORT_DIR/<run-id>/ (what 'invoke run' does); a failed job is collected too."""
+    check_launchable(cfg)  # before anything is made: no run folder, no job folder
     job = rendered(target, cfg, root, run_id, progress)
     with _interruptible(target, job):
         target.submit(cfg, job)

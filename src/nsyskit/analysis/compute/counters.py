@@ -287,3 +287,12 @@ def shares(series: list[Series], devices: list[np.ndarray]) -> list[list[Series]
     for one in series:
         out[owner.get(one.device_id, 0)].append(one)
     return out
+
+
+def outside_line(source: str, series: list[Series]) -> str:
+    """The one line for a report whose counters hold no sample inside its window: how many, and when they were."""
+    spans = [(int(s.start.min()), int(s.end.max())) for s in series if len(s.start)]
+    sampled = f"{min(a for a, _b in spans)}-{max(b for _a, b in spans)} ns" if spans else "no time"
+    return (f"{source}: {len(series)} counter series (GPU/EFA/NIC metrics) hold no sample inside the analyzed window "
+            f"(samples cover {sampled}); the counter tables leave them out; fix: sample during the profiled steps "
+            "(nsys --gpu-metrics-devices / --nic-metrics with the capture range)")  # fmt: skip

@@ -37,6 +37,7 @@ class Analysis:
     counters: Table | None = None  # the sampled counters' time-weighted stats per rank, device and metric
     counter_bins: Table | None = None  # their sums per time bin (the heat map), each rank's bins as it wrote them
     counter_steps: Table | None = None  # what each network counter moved per window step
+    straggler_pct: float = 5.0  # the threshold the ranks table's straggler flags used (the findings quote it)
     evidence: Table | None = None  # every rank's evidence for the findings (compute.evidence): rank, rule, key, value
     warnings: list[str] = field(default_factory=list)
     incomplete: list[str] = field(default_factory=list)  # the ranks left out and why: shown before anything else

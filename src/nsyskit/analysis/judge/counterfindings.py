@@ -15,7 +15,7 @@ import numpy as np
 from nsyskit.analysis.compute import units
 from nsyskit.analysis.compute.metrics import RunView
 from nsyskit.analysis.compute.table import Table
-from nsyskit.analysis.judge.finding import Finding, ranks_text
+from nsyskit.analysis.judge.finding import Finding, document, ranks_text
 
 TENSOR_ACTIVE_PCT = 10.0  # tensor cores active, % of the time the GPU's kernels run
 LINE_RATE_PCT = 25.0  # a network device's busiest direction while NCCL kernels run, % of its line rate
@@ -25,6 +25,31 @@ EFA_SHARE_PCT = 50.0  # one EFA device's share of its node's EFA bytes (and 1.5x
 TENSOR = re.compile(r"^Tensor (Pipe )?Active", re.IGNORECASE)
 BYTE_RATES = ("B/s", "bytes/s", "Bytes/s", "byte/s")
 SHOWN = 3  # devices named in a title
+
+TENSOR_DOC = document(
+    "tensor_cores_idle", "GPU metrics (nsys --gpu-metrics-devices): the tensor cores' activity ('Tensor Active') "
+    "averaged over the time each GPU's kernels run", f"it is under {TENSOR_ACTIVE_PCT:g}% on a GPU (the finding's "
+    f"value is the idle share, above {100 - TENSOR_ACTIVE_PCT:g}%)",
+    "the math runs on the CUDA cores: train in bf16/fp16 (torch.autocast) or allow TF32 "
+    "(torch.backends.cuda.matmul.allow_tf32), keep matmul dimensions multiples of 8",
+)  # fmt: skip
+LINE_DOC = document(
+    "nic_under_line_rate", "EFA and NIC byte counters (--enable efa_metrics, --nic-metrics): each device's busiest "
+    "direction averaged over the time the rank's NCCL kernels run, against its line rate "
+    f"({LINE_RATE_GBITS:g} Gb/s per device unless {LINE_RATE_VARIABLE} says otherwise)",
+    f"every device that carried traffic then stays under {LINE_RATE_PCT:g}% of line rate",
+    "the fabric is not what NCCL waits on: look at message sizes and NCCL's channels and transport in the NCCL log "
+    "(NCCL_DEBUG=INFO: is the EFA/IB plugin in use, GPUDirect RDMA on?); if the line rate differs, set "
+    f"{LINE_RATE_VARIABLE}",
+)  # fmt: skip
+EFA_DOC = document(
+    "efa_imbalance", "EFA byte counters: the bytes each EFA device of a node moved in the window (the report that "
+    "sampled them: the kit's local rank 0)", f"one device carried at least {EFA_SHARE_PCT:g}% of them (and 1.5x an "
+    "even share)",
+    "NCCL sends through one EFA device: check that the aws-ofi-nccl plugin sees every device (NCCL_DEBUG=INFO lists "
+    "them), that FI_EFA_* and NCCL_IB_HCA do not pin one, and that each GPU's nearest device is used "
+    "(NCCL_TOPO_FILE on instances without a topology)",
+)  # fmt: skip
 
 
 def _rows(view: RunView, keep) -> Table | None:
@@ -57,9 +82,7 @@ def tensor_cores_idle(view: RunView) -> Finding | None:
         "tensor_cores_idle", "warning",
         f"tensor cores idle {units.percent(100 - active)} of the time the GPU runs kernels (active "
         f"{units.percent(active)}) on {len(under)} of {len(rows)} GPUs (lowest: {_labels(rows, order)})",
-        100 - active, 100 - TENSOR_ACTIVE_PCT,
-        "the math runs on the CUDA cores: train in bf16/fp16 (torch.autocast) or allow TF32 "
-        "(torch.backends.cuda.matmul.allow_tf32), keep matmul dimensions multiples of 8",
+        100 - active, 100 - TENSOR_ACTIVE_PCT, TENSOR_DOC.advice,
         evidence={"tensor_active_while_busy_pct": active, "gpus_under": float(len(under)), "gpus": float(len(rows))},
         ranks=tuple(sorted({int(r) for r in rows["rank"][under]})),
     )  # fmt: skip
@@ -106,10 +129,7 @@ def nic_under_line_rate(view: RunView) -> Finding | None:
         "nic_under_line_rate", "info",
         f"network devices use {units.percent(used_pct)} of line rate ({line * 8 / 1e9:g} Gb/s) while NCCL kernels run "
         f"(busiest: {units.size(float(devices['rate'][used].max()))}/s; {_labels(devices, used)})",
-        100 - used_pct, 100 - LINE_RATE_PCT,
-        "the fabric is not what NCCL waits on: look at message sizes and NCCL's channels and transport in the NCCL "
-        "log (NCCL_DEBUG=INFO: is the EFA/IB plugin in use, GPUDirect RDMA on?); if the line rate is not "
-        f"{line * 8 / 1e9:g} Gb/s per device, set {LINE_RATE_VARIABLE}",
+        100 - used_pct, 100 - LINE_RATE_PCT, LINE_DOC.advice,
         evidence={"line_rate_pct": used_pct, "busiest_bytes_per_s": float(devices["rate"][used].max()),
                   "line_rate_bytes_per_s": line, "devices": float(len(used))},
         ranks=tuple(sorted({int(r) for r in devices["rank"][used]})),
@@ -142,10 +162,7 @@ def efa_imbalance(view: RunView) -> Finding | None:
         "efa_imbalance", "warning",
         f"{device} carried {units.percent(share)} of the EFA bytes of rank {rank}'s node ({count} EFA devices; "
         f"{ranks_text(fired)})",
-        share, EFA_SHARE_PCT,
-        "NCCL sends through one EFA device: check that the aws-ofi-nccl plugin sees every device (NCCL_DEBUG=INFO "
-        "lists them), that FI_EFA_* and NCCL_IB_HCA do not pin one, and that each GPU's nearest device is used "
-        "(NCCL_TOPO_FILE on instances without a topology)",
+        share, EFA_SHARE_PCT, EFA_DOC.advice,
         evidence={"top_device_share_pct": share, "efa_devices": float(count)}, ranks=tuple(fired),
     )  # fmt: skip
 
