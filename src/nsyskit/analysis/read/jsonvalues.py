@@ -2,8 +2,9 @@
 
 GPU metrics exports hold tens of thousands of objects like {"SM Active": "12", ...}: every key and value a quoted
 string, keys in the type's order. Those are read by numpy over the bytes (the quotes' positions give every value's
-span; integers are parsed column by column), ~10x faster than json.loads per object; anything else (numbers not
-quoted, escaped quotes, keys in another order per object, floats) goes through json.loads, with the same numbers.
+span; integers are parsed column by column), ~10x faster than json.loads per object, or by one C pass
+(native/jsonvals.c) where it is built; anything else (keys in another order per object, nested values) goes through
+json.loads, with the same numbers.
 """
 
 from __future__ import annotations
@@ -21,9 +22,28 @@ MAX_DIGITS = 18  # an int64 holds any 18-digit number
 def parse_values(
     text: bytes, count: int, fields: list[str], warn: Callable[[str], None], where: str = ""
 ) -> np.ndarray:
-    """A (count, len(fields)) float64 matrix: object i's value of field j (NaN where it has none or not a number)."""
+    """A (count, len(fields)) float64 matrix: object i's value of field j (NaN where it has none or not a number).
+
+    C first (native/jsonvals.c: objects whose keys are the first's, the first's keys the fields in order), then
+    numpy over the quotes, then json.loads: the same numbers each way."""
+    if _first_keys(text) == fields:
+        from nsyskit.native import jsonvals
+
+        found = jsonvals.values(text, count, len(fields))
+        if found is not None:
+            return found
     fast = _quoted_values(text, count, fields)
     return fast if fast is not None else _loaded_values(text, count, fields, warn, where)
+
+
+def _first_keys(text: bytes) -> list[str] | None:
+    """The keys of the first object, in order (None when it is not a JSON object)."""
+    end = text.find(SEPARATOR)
+    try:
+        first = json.loads(text[: end if end >= 0 else len(text)])
+    except ValueError:
+        return None
+    return list(first) if isinstance(first, dict) else None
 
 
 def _quoted_values(text: bytes, count: int, fields: list[str]) -> np.ndarray | None:
@@ -35,12 +55,7 @@ def _quoted_values(text: bytes, count: int, fields: list[str]) -> np.ndarray | N
     quotes = np.flatnonzero(raw == QUOTE)
     if len(quotes) != count * width * 4:
         return None
-    first_end = text.find(SEPARATOR)
-    try:
-        first = json.loads(text[: first_end if first_end >= 0 else len(text)])
-    except ValueError:
-        return None
-    if not isinstance(first, dict) or list(first) != fields:
+    if _first_keys(text) != fields:
         return None
     spans = quotes.reshape(count, width, 4)  # per key: key open, key close, value open, value close
     key_lengths = spans[:, :, 1] - spans[:, :, 0]
