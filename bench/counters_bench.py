@@ -36,6 +36,7 @@ def once(export: Path, counters: bool) -> float:
 
 
 def main() -> None:
+    """Time analyze with and without counters, alternating, and print both and their ratio."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("export", nargs="?", type=Path)
     parser.add_argument("--repeat", type=int, default=7)

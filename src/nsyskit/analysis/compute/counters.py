@@ -192,6 +192,7 @@ def counter_bins(series: list[Series], window: tuple[int, int], timings: list | 
     n = sum(len(p[1]) for p in parts)
 
     def text(pick) -> np.ndarray:
+        """A text column: each series' value, once per bin it has."""
         out = np.empty(n, dtype=object)
         out[:] = [v for p in parts for v in [pick(p[0])] * len(p[1])]
         return out

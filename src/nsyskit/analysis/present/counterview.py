@@ -67,6 +67,7 @@ def terminal_table(table: Table, top: int) -> tuple[Table, list[str], str]:
 
 
 def _key_order_summary(table: Table) -> np.ndarray:
+    """The per-metric rows: network counters first, then the mapped metrics, then the rest."""
     first = np.array([0 if kind != "gpu" else 1 for kind in table["kind"]])
     mapped = np.array(
         [next((i for i, p in enumerate(MAPPED) if re.search(p, m)), len(MAPPED)) for m in table["metric"]]
@@ -116,6 +117,7 @@ def section(analysis: Analysis, data: Callable[[], dict]):
     steps = analysis.counter_steps
 
     def terminal(console: Console, top: int) -> None:
+        """The one table, or the line saying how to record counters."""
         if not len(table):
             console.print(f"{TITLE}: {NONE}", markup=False)
             return
@@ -126,6 +128,7 @@ def section(analysis: Analysis, data: Callable[[], dict]):
         console.print(rich_table(title, shown, columns, top))
 
     def html(folder: Path, top: int) -> dict[str, Any]:
+        """The heat maps (written beside report.html too) and the tables."""
         if not len(table):
             return {"note": f"Counters: {NONE}"}
         figures = []
@@ -142,6 +145,7 @@ def section(analysis: Analysis, data: Callable[[], dict]):
         return {"figures": figures, "tables": tables}
 
     def json() -> dict:
+        """analysis.json's counters and counter_steps."""
         whole = data()
         return {name: whole[name] for name in ("counters", "counter_steps") if name in whole}
 
