@@ -30,8 +30,9 @@ TENSOR_DOC = document(
     "tensor_cores_idle", "GPU metrics (nsys --gpu-metrics-devices): the tensor cores' activity ('Tensor Active') "
     "averaged over the time each GPU's kernels run", f"it is under {TENSOR_ACTIVE_PCT:g}% on a GPU (the finding's "
     f"value is the idle share, above {100 - TENSOR_ACTIVE_PCT:g}%)",
-    "the math runs on the CUDA cores: train in bf16/fp16 (torch.autocast) or allow TF32 "
-    "(torch.backends.cuda.matmul.allow_tf32), keep matmul dimensions multiples of 8",
+    "the busy GPU does little matrix math on its tensor cores: either its time goes to other work (elementwise, "
+    "normalization, copies: the top kernels say; fuse them with torch.compile, grow the batch) or its matmuls run "
+    "on the CUDA cores (see tensor_cores_unused: bf16/fp16 with torch.autocast, or TF32)",
 )  # fmt: skip
 LINE_DOC = document(
     "nic_under_line_rate", "EFA and NIC byte counters (--enable efa_metrics, --nic-metrics): each device's busiest "
