@@ -85,3 +85,33 @@ def test_gpu_metric_percentiles_are_time_weighted(a100, counters):
     for q, column in ((0.5, "p50"), (0.95, "p95")):
         expected = next(v for (v, _w), cum in zip(by_value, held, strict=True) if cum >= q * held[-1])
         assert row[column][0] == expected
+
+
+def test_the_mean_while_kernels_run_is_over_the_union_of_the_kernels(a100, counters):
+    """busy_mean (what tensor_cores_idle reads): each sample weighted by the time it overlaps any kernel, computed
+    here by a plain walk over the kernels' union and the samples."""
+    con = sqlite3.connect(a100)
+    kernels = sorted(con.execute("SELECT start, end FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE end > start"))
+    union: list[list[int]] = []
+    for start, end in kernels:
+        if union and start <= union[-1][1]:
+            union[-1][1] = max(union[-1][1], end)
+        else:
+            union.append([start, end])
+    low, high = union[0][0], union[-1][1]
+    rows = con.execute(
+        "SELECT rawTimestamp, CAST(json_extract(data, '$.\"Tensor Active\"') AS REAL) FROM GENERIC_EVENTS ORDER BY 1"
+    ).fetchall()
+    total = weight = 0.0
+    k = 0
+    for (t, v), (next_t, _v) in zip(rows, rows[1:], strict=False):
+        a, b = max(t, low), min(next_t, high)
+        while k < len(union) and union[k][1] <= a:
+            k += 1
+        j = k
+        while j < len(union) and union[j][0] < b:
+            inside = max(0, min(b, union[j][1]) - max(a, union[j][0]))
+            total, weight = total + v * inside, weight + inside
+            j += 1
+    row = counters.take(counters["metric"] == "Tensor Active")
+    assert row["busy_mean"][0] == pytest.approx(total / weight, rel=1e-9)
