@@ -204,6 +204,10 @@ def test_the_report_shows_heat_maps_step_bytes_and_one_terminal_table(tmp_path):
     section = html[html.index('<section id="counters">') :]
     assert section.count("data:image/png;base64,") == 3  # SM, tensor, NIC bytes: a heat map each
     assert "What each network device moved per step" in section and "mlx5_0" in section
+    moved = section[section.index("Bytes each network device moved") :]
+    from nsyskit.analysis.compute import units
+
+    assert units.size(6_000_000) in moved[: moved.index("</table>")]  # 1 MB per 10 ms over the 60 ms window
     assert sorted(p.name for p in folder.glob("counters_*.png")) == [
         "counters_0.png",
         "counters_1.png",

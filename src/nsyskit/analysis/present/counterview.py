@@ -57,6 +57,16 @@ def summary(table: Table) -> Table:
     )
 
 
+def device_bytes(table: Table) -> Table:
+    """Per rank and network device (EFA, NIC): the bytes its byte-rate counters moved in the window, all directions."""
+    keep = np.isin(table["kind"], ("efa", "nic")) & np.isin(table["total_unit"], ("B", "bytes", "Bytes", "byte"))
+    mine = table.take(keep)
+    keys = list(dict.fromkeys(zip(mine["rank"].tolist(), mine["kind"].tolist(), mine["device"].tolist(), strict=True)))
+    moved = [float(mine["total"][(mine["rank"] == r) & (mine["device"] == d)].sum()) for r, _k, d in keys]
+    return Table({"rank": np.array([k[0] for k in keys], dtype=np.int64), "kind": np.array([k[1] for k in keys], dtype=object),
+                  "device": np.array([k[2] for k in keys], dtype=object), "bytes": np.array(moved)})  # fmt: skip
+
+
 def terminal_table(table: Table, top: int) -> tuple[Table, list[str], str]:
     """The one terminal table: every device's row when they fit in `top` rows or each metric has one device, else
     the per-metric summary."""
@@ -140,6 +150,11 @@ def section(analysis: Analysis, data: Callable[[], dict]):
         whole = summary(table)
         if len(table) > top and len(whole) < len(table):  # several devices per metric: their spread first
             tables.insert(0, table_data(whole, SUMMARY_SHOWN, top, title="Per metric, over every device"))
+        moved = device_bytes(table)
+        if len(moved):
+            tables.append(
+                table_data(moved, None, top, title="Bytes each network device moved in the window (all directions)")
+            )
         if steps is not None and len(steps):
             tables.append(table_data(steps, STEP_SHOWN, top, title="What each network device moved per step"))
         return {"figures": figures, "tables": tables}
