@@ -30,6 +30,11 @@ STEP_TIME_KEY = "step_ms"  # the field holding the step time, in milliseconds
 STEP_LINE = re.compile(r"\[rank (\d+)\] step (\d+)/(\d+) .*?step_ms=([\d.]+) tokens_per_s=(\d+)")
 CHECKSUM_LINE = re.compile(r"\[rank (\d+)\] checksum=(\w+)")
 WORLD_SIZE_LINE = re.compile(r"\[rank (\d+)\] world_size=(\d+)")
+# The model's training FLOPs of one step on one GPU and the dtype of its math, as the example marks them: the text
+# of an NVTX range inside the profiled window, so the analysis finds them in the report itself, wherever it runs
+# (here, or in a cluster's map), and a run.json from any version stays as it was. The example prints it too.
+FLOPS_MARK_PREFIX = "nsyskit model "
+FLOPS_MARK = re.compile(r"nsyskit model flops_per_step=(\d+) dtype=(\w+)")
 
 
 class RunRecordError(ValueError):
@@ -54,6 +59,17 @@ def step_line(rank: int, step: int, total: int, loss: float, step_s: float, toke
 def checksum_line(rank: int, checksum: str, param_sum: float) -> str:
     """The line every rank prints at the end: its parameters' checksum (equal on all ranks: they stayed in sync)."""
     return line(rank, f"checksum={checksum} param_sum={param_sum:.6f}")
+
+
+def flops_mark(flops_per_step: float, dtype: str) -> str:
+    """The text of the example's FLOPs mark: FLOPs of one training step on one GPU (whole), the math's dtype."""
+    return f"{FLOPS_MARK_PREFIX}flops_per_step={int(round(flops_per_step))} dtype={dtype}"
+
+
+def parse_flops_mark(text: str) -> tuple[float, str] | None:
+    """(FLOPs per step per GPU, dtype) of a FLOPs mark's text, else None."""
+    found = FLOPS_MARK.fullmatch(text.strip())
+    return (float(found.group(1)), found.group(2)) if found else None
 
 
 def parse_step(text: str) -> tuple[int, int, float, int] | None:

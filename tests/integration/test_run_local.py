@@ -76,6 +76,9 @@ def test_two_ranks_leave_reports_with_steps_phases_and_window(run_env):
         steps = {int(text.split()[1]): (s, e) for text, s, e in ranges if text.startswith("step ")}
         inside = sorted(n for n, (s, e) in steps.items() if window[0] <= s and e <= window[1])
         assert inside == list(range(WINDOW[0], WINDOW[1] + 1))
+        # The model's FLOPs per step, marked once inside the window (what analyze's low_mfu reads from the report)
+        (mark,) = [(text, s) for text, s, _e in ranges if text.startswith("nsyskit model flops_per_step=")]
+        assert window[0] <= mark[1] <= window[1] and mark[0].endswith(" dtype=fp32")
 
     record = json.loads((run_dir / "run.json").read_text())
     assert record["exit_code"] == 0 and record["world_sizes"] == [2]

@@ -27,9 +27,9 @@ from nsyskit.analysis.compute.nccldigest import NcclDigest
 from nsyskit.analysis.compute.result import Analysis
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.present.timeline import RankTimeline, read_rank
-from nsyskit.analysis.read.discover import discover, open_export
+from nsyskit.analysis.read.discover import discover_named, number_reports, open_export
 from nsyskit.analysis.read.runinfo import not_profiled
-from nsyskit.analysis.trace import TABLE_KEYS, analyze_file, merge
+from nsyskit.analysis.trace import RANKED_KEYS, TABLE_KEYS, analyze_file, merge
 from nsyskit.errors import AnalysisError, NsyskitError, PartialAnalysis, UsageError
 
 # 2: a rank's NCCL operations as their digest (nsyskit.analysis.compute.nccldigest), not a table; 3: the digest's
@@ -220,14 +220,20 @@ def map_reports(
     """
     if (index is None) != (size is None) or (size is not None and not 0 <= index < size):
         raise UsageError(f"--array-index {index} of --array-size {size}", fix="give both, with 0 <= index < size")
-    found = discover(paths)
+    named = discover_named(paths)
+    found = [(rank, path) for rank, path, _named in named]
     _unprofiled, unprofiled_line = not_profiled([path for _rank, path in found])
     everything = [str(path) for _rank, path in found]
     mine = found if size is None else found[index::size]
     folder = str(Path(paths[0]) if Path(paths[0]).is_dir() else Path(paths[0]).parent)
     written = []
+    known = {path: is_named for _rank, path, is_named in named}
     for done, (rank, path) in enumerate(mine, start=1):
-        header = {"report": str(path), "rank": rank, "reports": everything, "ranks": [r for r, _p in found],
+        # "rank_known" (and "named", for each listed report): whether the rank comes from the name or run.json. Else
+        # it is the order of the names this map saw, which the merge redoes over every part's reports (a report
+        # mapped on its own says rank 0 and rank_known false).
+        header = {"report": str(path), "rank": rank, "rank_known": known[path], "reports": everything,
+                  "ranks": [r for r, _p in found], "named": [known[p] for _r, p in found],
                   "unprofiled": unprofiled_line, "folder": folder, "error": ""}  # fmt: skip
         results: list[dict[str, Any]] = []
         timelines = None
@@ -266,6 +272,13 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
             unreadable[path.name] = exc.one_line()
     if not parts:
         raise next(AnalysisError(p, unreadable[p.name].partition(": ")[2]) for p in paths)
+    # Each part's rank in the run: a rank nothing names is numbered here over every part's reports (see number_reports)
+    headers = [header for _path, header, _results in parts]
+    lists = {tuple(header["reports"]): header for header in headers}  # one per map: each part of a map lists the run
+    owned = [(header["report"], header["rank"], header.get("rank_known", True)) for header in headers]
+    ranks, numbered_note = number_reports(owned, [_listing(header) for header in lists.values()])
+    for _path, header, results in parts:
+        _give_rank(header, results, ranks[header["report"]])
     by_rank: dict[int, Path] = {}
     for path, header, _results in parts:
         if header["rank"] in by_rank:
@@ -276,9 +289,12 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
         by_rank[header["rank"]] = path
     parts.sort(key=lambda part: part[1]["rank"])
     first = parts[0][1]
-    ranks = dict(zip(first["reports"], first.get("ranks") or range(len(first["reports"])), strict=True))
     # By rank, not by path: maps running side by side may each have seen another's report as .nsys-rep or .sqlite.
-    missing = [report for report in first["reports"] if ranks[report] not in by_rank]
+    listed: dict[str, str] = {}  # every report some map listed, one per stem
+    for reports in lists:
+        for report in reports:
+            listed.setdefault(str(Path(report).with_suffix("")), report)
+    missing = sorted((report for report in listed.values() if ranks[report] not in by_rank), key=ranks.__getitem__)
     failed = [(header["rank"], header["report"], header["error"]) for _path, header, _r in parts if header.get("error")]
     left_out = sorted(
         [(ranks[m], m, unreadable.get(part_name(Path(m)), "no part (its map failed or has not run)")) for m in missing]
@@ -296,14 +312,34 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
     if missing:
         shown = ", ".join(f"{Path(m).name} (rank {ranks[m]})" for m in missing[:5])
         shown += f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-        incomplete.append(f"{len(missing)} of {len(first['reports'])} reports have no part in {folder} (their map "
+        incomplete.append(f"{len(missing)} of {len(listed)} reports have no part in {folder} (their map "
                           f"failed or has not run): {shown}; this analysis covers the others")  # fmt: skip
     incomplete += [f"rank {rank} left out: {why}" for rank, _report, why in left_out if not why.startswith("no part")]
     per_file = [results for _path, _header, results in good]
     analysis = merge(per_file, straggler_pct, first["unprofiled"], incomplete)
+    if numbered_note:
+        analysis.warnings.append(numbered_note)
     facts = {"folder": first["folder"], "missing": missing, "parts": len(parts), "left_out": left_out,
              "part_files": [path for path, _header, _results in good]}  # fmt: skip
     return analysis, facts
+
+
+def _listing(header: dict[str, Any]) -> list[tuple[str, int, bool]]:
+    """(report, rank, whether the rank is named) for every report a part's map listed (parts written before "named"
+    name every rank)."""
+    named = header.get("named") or [True] * len(header["reports"])
+    return list(zip(header["reports"], header.get("ranks") or range(len(header["reports"])), named, strict=True))
+
+
+def _give_rank(header: dict[str, Any], results: list[dict[str, Any]], rank: int) -> None:
+    """Give a part the rank the merge numbered it (its results' ranks, from `rank` on, with their tables)."""
+    if header["rank"] == rank:
+        return
+    header["rank"] = rank
+    for offset, result in enumerate(results):
+        result["rank"] = result["summary"]["rank"] = rank + offset
+        for name in RANKED_KEYS:
+            result[name].columns["rank"] = np.full(len(result[name]), rank + offset, dtype=np.int64)
 
 
 def merged_timelines(part_files: list[Path], analysis: Analysis) -> list[RankTimeline]:

@@ -48,6 +48,9 @@ class AnalyzeRequest:
     max_parallel: int | None = None  # with cluster: map elements at once
     dry_run: bool = False  # with cluster: render the jobs, submit nothing
     explain: str | None = None  # a rule id (or 'all'): print what it measures, its thresholds, what to try
+    flops_per_step: float | None = None  # the model's training FLOPs of one step on one GPU (low_mfu)
+    dtype: str | None = None  # the dtype of the model's math, for the peak MFU is against (None: the run's, else bf16)
+    gpu_model: str | None = None  # the GPU model when the export names none (or another), matched on the peak table
 
     @property
     def mode(self) -> str:
@@ -65,7 +68,14 @@ class AnalyzeRequest:
 
     def judge_inputs(self) -> dict[str, Any]:
         """What the findings' rules get from this request beyond the reports (RunView.inputs), read once here."""
-        return {}
+        given = {"flops_per_step": self.flops_per_step, "dtype": self.dtype, "gpu_model": self.gpu_model}
+        return {key: value for key, value in given.items() if value is not None}
+
+    def judge_words(self) -> list[str]:
+        """The flags of judge_inputs as a command line ('analyze-merge' on a cluster takes the same)."""
+        words = ["--flops-per-step", repr(float(self.flops_per_step))] if self.flops_per_step is not None else []
+        words += ["--dtype", self.dtype] if self.dtype is not None else []
+        return words + (["--gpu-model", self.gpu_model] if self.gpu_model is not None else [])
 
     def check(self) -> AnalyzeRequest:
         """The request itself, or a UsageError naming the flags that do not go together."""
@@ -88,6 +98,15 @@ class AnalyzeRequest:
                 raise UsageError(f"--slurm/--k8s analyze one run folder, not {','.join(self.paths)!r}",
                                  fix="pass the run folder (reports/<run-id>)")  # fmt: skip
         return self
+
+
+def dtype_flag(value: str | None) -> str | None:
+    """--dtype's value (None when not given), or a UsageError naming the dtypes the peak table has."""
+    from nsyskit.analysis.compute.peaks import DTYPES
+
+    if value is None or str(value).lower() in DTYPES:
+        return None if value is None else str(value).lower()
+    raise UsageError(f"--dtype {value!r}: no such dtype", fix=f"one of: {', '.join(DTYPES)}")
 
 
 def split_paths(text: str | None) -> list[str]:

@@ -22,6 +22,7 @@ from nsyskit.analysis.compute import (
     commcauses,  # noqa: F401  (registers its evidence extractors)
     counters,
     evidence,
+    modelflops,  # noqa: F401  (registers its evidence extractor)
     nccl,
     nccldigest,
 )

@@ -17,6 +17,7 @@ from nsyskit.analysis.compute.metrics import RunView, per_rank, run_metrics, ste
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.judge import commcauses, counterfindings, gpuwork
 from nsyskit.analysis.judge.finding import CATALOG, Finding, document, ordered, ranks_text
+from nsyskit.analysis.judge.mfu import low_mfu
 from nsyskit.errors import UsageError
 
 __all__ = ["RULES", "Finding", "explain", "find"]
@@ -254,7 +255,7 @@ def step_variance(view: RunView) -> Finding | None:
 Rule = Callable[[RunView], "Finding | None"]
 RULES: tuple[Rule, ...] = (
     exposed_communication, straggler, gpu_idle, small_messages, pageable_memcpy, step_variance,
-    gpuwork.tensor_cores_unused, commcauses.nccl_outlier, commcauses.serialized_streams,
+    gpuwork.tensor_cores_unused, commcauses.nccl_outlier, commcauses.serialized_streams, low_mfu,
     *counterfindings.RULES,  # the sampled counters' rules (judge/counterfindings.py)
 )  # fmt: skip
 

@@ -147,7 +147,8 @@ def top_kernels(kernels: Table | None, count: int = 12) -> bytes | None:
     if kernels is None or not len(kernels):
         return None
     top = kernels.take(slice(0, count))
-    names = [_short(n) for n in top["name"]][::-1]
+    # The table's short names (told apart where they collide: equal labels would share one bar)
+    names = [_short(n) for n in (top["short_name"] if "short_name" in top else top["name"])][::-1]
     scale, unit = units.duration_axis(float(top["total_ns"].max()))
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 0.35 * len(names) + 1.5))
     ax.barh(names, (top["total_ns"] / scale)[::-1], color="#4C72B0")
@@ -157,6 +158,5 @@ def top_kernels(kernels: Table | None, count: int = 12) -> bytes | None:
     return _png(fig)
 
 
-def _short(name: str, width: int = 60) -> str:
-    name = name.split("(")[0]
+def _short(name: str, width: int = 80) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
