@@ -76,8 +76,7 @@ class RankTrace:
 
     @cached_property
     def counter_series(self):
-        """The counters sampled beside the trace that belong to this rank (all of the file's unless it holds several
-        ranks: see analyze_file); none when NSYSKIT_COUNTERS=0."""
+        """This rank's counters sampled beside the trace (see analyze_file); none when NSYSKIT_COUNTERS=0."""
         return [] if os.environ.get(COUNTERS_VARIABLE) == "0" else self.reader.counters()
 
     @cached_property
