@@ -33,13 +33,14 @@ from nsyskit.analysis.read.activityread import (  # noqa: F401  (the activity ta
     PID_SQL,
     GpuActivities,
 )
+from nsyskit.analysis.read.counterread import Series, read_counters
 from nsyskit.analysis.read.exportfile import META_TABLES, NSYS_MARKER_TABLES, PID_SHIFT  # noqa: F401  (named here too)
 from nsyskit.analysis.read.launchread import RUNTIME_TABLES, read_launch_calls, read_launches, read_runtime_rows
 from nsyskit.analysis.read.nvtxread import NVTX_RANGE_TYPES, NVTX_TABLES, read_nvtx_ranges
 from nsyskit.analysis.read.records import Intervals, Launches, NvtxRanges, distinct
 from nsyskit.analysis.read.sqlitefile import as_text as _text
 
-__all__ = ["ExportReader", "Intervals", "Launches", "NvtxRanges", "distinct"]
+__all__ = ["ExportReader", "Intervals", "Launches", "NvtxRanges", "Series", "distinct"]
 
 GPU_TABLES = ("TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU", "TARGET_INFO_CUDA_DEVICE")
 
@@ -147,3 +148,9 @@ class ExportReader(GpuActivities):
     def nvtx_ranges(self, pid: int | None = None) -> NvtxRanges:
         """NVTX push/pop and start/end ranges that ended, text resolved from `text` or `textId`; bad rows left out."""
         return read_nvtx_ranges(self, pid)
+
+    # ---- counters ------------------------------------------------------------------------------------------
+
+    def counters(self) -> list[Series]:
+        """The counters sampled beside the trace (GPU, EFA, NIC metrics), each series by time (see counterread)."""
+        return read_counters(self)
