@@ -4,7 +4,8 @@
    object must hold `width` pairs whose keys are byte for byte those of the first object, in its order; a value is a
    number, or a string holding one (as nsys writes them), else NaN (true, false, null, other text). Anything else (a
    nested value, another key order, a missing pair) returns -1: the caller reads the objects with json.loads. The
-   numbers are strtod's (correctly rounded, as Python's float()). No globals. */
+   numbers are strtod's (correctly rounded, as Python's float()). nsk_json_spans reads objects at given spans of a
+   buffer instead (no separator). No globals. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -18,11 +19,17 @@ static int64_t skip_space(const char *s, int64_t p, int64_t end) {
     return p;
 }
 
-/* The end of the string whose opening quote is at p (the index of its closing quote), or -1. */
+/* The end of the string whose opening quote is at p (the index of its closing quote), or -1. A quote after an odd
+   run of backslashes is escaped (memchr finds the quotes: most strings hold no backslash). */
 static int64_t string_end(const char *s, int64_t p, int64_t end) {
     for (p++; p < end; p++) {
-        if (s[p] == '\\') p++;
-        else if (s[p] == '"') return p;
+        const char *quote = (const char *)memchr(s + p, '"', (size_t)(end - p));
+        int64_t q, slashes = 0;
+        if (!quote) return -1;
+        q = quote - s;
+        while (q - 1 - slashes > p - 1 && s[q - 1 - slashes] == '\\') slashes++;
+        if (!(slashes & 1)) return q;
+        p = q;
     }
     return -1;
 }
@@ -44,48 +51,59 @@ static double number(const char *s, int64_t a, int64_t b) {
     return (stop == buffer + (b - a)) ? value : NAN;
 }
 
+/* The object at p (after spaces) into row[width]: its keys those of the first object (first: record them in key_at
+   and key_len); where it ends (after its '}'), or -1. */
+static int64_t parse_object(const char *text, int64_t p, int64_t size, int first, int64_t width, int64_t *key_at,
+                            int64_t *key_len, double *row) {
+    int64_t j;
+    p = skip_space(text, p, size);
+    if (p >= size || text[p] != '{') return -1;
+    p++;
+    for (j = 0; j < width; j++) {
+        int64_t close, a, b;
+        p = skip_space(text, p, size);
+        if (p >= size || text[p] != '"') return -1;
+        if (first) {
+            close = string_end(text, p, size);
+            if (close < 0) return -1;
+            key_at[j] = p;
+            key_len[j] = close - p;
+        } else { /* the first object's key token byte for byte, closing quote included: the same string */
+            if (key_len[j] >= size - p || memcmp(text + p, text + key_at[j], (size_t)key_len[j] + 1) != 0) return -1;
+            close = p + key_len[j];
+        }
+        p = skip_space(text, close + 1, size);
+        if (p >= size || text[p] != ':') return -1;
+        p = skip_space(text, p + 1, size);
+        if (p >= size) return -1;
+        if (text[p] == '"') {
+            b = string_end(text, p, size);
+            if (b < 0) return -1;
+            row[j] = number(text, p + 1, b);
+            p = b + 1;
+        } else {
+            if (text[p] == '{' || text[p] == '[') return -1;
+            a = p;
+            while (p < size && text[p] != ',' && text[p] != '}' && text[p] != ' ' && text[p] != '\n' &&
+                   text[p] != '\r' && text[p] != '\t')
+                p++;
+            row[j] = number(text, a, p);
+        }
+        p = skip_space(text, p, size);
+        if (p >= size || text[p] != (j + 1 < width ? ',' : '}')) return -1;
+        p++;
+    }
+    return p;
+}
+
 /* Fill out[count * width] (object after object) from the `size` bytes of `text`; the number of objects, or -1. */
 int64_t nsk_json_values(const char *text, int64_t size, int64_t count, int64_t width, double *out) {
     int64_t key_at[MAX_KEYS], key_len[MAX_KEYS];
-    int64_t p = 0, i, j;
+    int64_t p = 0, i;
     if (width <= 0 || width > MAX_KEYS) return -1;
     for (i = 0; i < count; i++) {
-        p = skip_space(text, p, size);
-        if (p >= size || text[p] != '{') return -1;
-        p++;
-        for (j = 0; j < width; j++) {
-            int64_t close, a, b;
-            p = skip_space(text, p, size);
-            if (p >= size || text[p] != '"') return -1;
-            close = string_end(text, p, size);
-            if (close < 0) return -1;
-            if (i == 0) {
-                key_at[j] = p;
-                key_len[j] = close - p;
-            } else if (close - p != key_len[j] || memcmp(text + p, text + key_at[j], (size_t)key_len[j]) != 0) {
-                return -1;
-            }
-            p = skip_space(text, close + 1, size);
-            if (p >= size || text[p] != ':') return -1;
-            p = skip_space(text, p + 1, size);
-            if (p >= size) return -1;
-            if (text[p] == '"') {
-                b = string_end(text, p, size);
-                if (b < 0) return -1;
-                out[i * width + j] = number(text, p + 1, b);
-                p = b + 1;
-            } else {
-                if (text[p] == '{' || text[p] == '[') return -1;
-                a = p;
-                while (p < size && text[p] != ',' && text[p] != '}' && text[p] != ' ' && text[p] != '\n' &&
-                       text[p] != '\r' && text[p] != '\t')
-                    p++;
-                out[i * width + j] = number(text, a, p);
-            }
-            p = skip_space(text, p, size);
-            if (p >= size || text[p] != (j + 1 < width ? ',' : '}')) return -1;
-            p++;
-        }
+        p = parse_object(text, p, size, i == 0, width, key_at, key_len, out + i * width);
+        if (p < 0) return -1;
         p = skip_space(text, p, size);
         if (i + 1 < count) {
             if (p >= size || text[p] != 1) return -1;
@@ -93,4 +111,19 @@ int64_t nsk_json_values(const char *text, int64_t size, int64_t count, int64_t w
         }
     }
     return skip_space(text, p, size) == size ? count : -1;
+}
+
+/* The same for objects at spans of `text`: object i fills [starts[i], ends[i]) whole (pagescan's text buffer, the
+   rows of one type picked from it); the number of objects, or -1. */
+int64_t nsk_json_spans(const char *text, const int64_t *starts, const int64_t *ends, int64_t count, int64_t width,
+                       double *out) {
+    int64_t key_at[MAX_KEYS], key_len[MAX_KEYS];
+    int64_t p, i;
+    if (width <= 0 || width > MAX_KEYS) return -1;
+    for (i = 0; i < count; i++) {
+        if (starts[i] < 0 || ends[i] < starts[i]) return -1;
+        p = parse_object(text, starts[i], ends[i], i == 0, width, key_at, key_len, out + i * width);
+        if (p < 0 || skip_space(text, p, ends[i]) != ends[i]) return -1;
+    }
+    return count;
 }

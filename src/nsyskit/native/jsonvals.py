@@ -14,14 +14,21 @@ from nsyskit import native
 
 DISABLE_VARIABLE = "NSYSKIT_NATIVE_JSONVALS"
 
-_loaded: list = []  # [(nsk_json_values,) or None] once looked for in this process
+_loaded: list = []  # [(nsk_json_values, nsk_json_spans) or None] once looked for in this process
+
+
+def functions():
+    """The compiled (nsk_json_values, nsk_json_spans), typed; None when they cannot be built here."""
+    size, pointer = ctypes.c_int64, ctypes.c_void_p
+    return native.load(_loaded, "jsonvals", DISABLE_VARIABLE, {
+        "nsk_json_values": (size, [ctypes.c_char_p, size, size, size, pointer]),
+        "nsk_json_spans": (size, [pointer, pointer, pointer, size, size, pointer]),
+    })  # fmt: skip
 
 
 def function():
     """The compiled nsk_json_values, typed; None when it cannot be built here."""
-    found = native.load(_loaded, "jsonvals", DISABLE_VARIABLE, {
-        "nsk_json_values": (ctypes.c_int64, [ctypes.c_char_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p]),
-    })  # fmt: skip
+    found = functions()
     return found[0] if found else None
 
 
@@ -33,4 +40,19 @@ def values(text: bytes, count: int, width: int) -> np.ndarray | None:
         return None
     out = np.empty((count, width), dtype=np.float64)
     done = compiled(text, len(text), count, width, out.ctypes.data)
+    return out if done == count else None
+
+
+def spans(address: int, size: int, starts: np.ndarray, ends: np.ndarray, width: int) -> np.ndarray | None:
+    """values() of the objects at [starts[i], ends[i]) of the `size` bytes at `address` (a C buffer: pagescan's
+    texts), none copied; None as for values(), or when a span lies outside the buffer."""
+    found = functions()
+    count = len(starts)
+    if found is None or count <= 0 or width <= 0 or not address or len(ends) != count:
+        return None
+    starts, ends = np.ascontiguousarray(starts, dtype=np.int64), np.ascontiguousarray(ends, dtype=np.int64)
+    if starts.min() < 0 or ends.max() > size or (ends < starts).any():
+        return None
+    out = np.empty((count, width), dtype=np.float64)
+    done = found[1](address, starts.ctypes.data, ends.ctypes.data, count, width, out.ctypes.data)
     return out if done == count else None

@@ -22,6 +22,7 @@
 #define NSK_NOT_INTEGER (-2)
 #define NSK_NO_MEMORY (-3)
 #define NSK_NEED_MORE (-4) /* internal: the record's bytes needed lie past those at hand */
+#define NSK_NOT_IN_PLACE (-5) /* a WANT_SPAN value spills to overflow pages: read it with WANT_TEXT */
 #define MAX_DEPTH 40
 #define MAX_SLOTS 64
 
@@ -30,6 +31,7 @@
 #define NULL_DEFAULT 2 /* missing from a short record (ALTER TABLE ADD COLUMN): NULL; else such a row is NSK_BAD */
 #define REAL_AFFINITY 4 /* an integer on disk is read by SQLite as a REAL */
 #define WANT_TEXT 8     /* with WANT_KINDS: a TEXT or BLOB value's bytes appended to the text buffer (see emit_text) */
+#define WANT_SPAN 16    /* with WANT_KINDS: a TEXT or BLOB value's place in the file, not copied (see nsk_read_rows) */
 
 enum { KIND_NULL = 0, KIND_INTEGER = 1, KIND_REAL = 2, KIND_TEXT = 3, KIND_BLOB = 4 };
 
@@ -351,8 +353,15 @@ emit:
             if ((flags & WANT_TEXT) && (kind == KIND_TEXT || kind == KIND_BLOB)) {
                 int done = emit_text(s, at, serial_size(st));
                 if (done != 0) return done;
+            } else if ((flags & WANT_SPAN) && (kind == KIND_TEXT || kind == KIND_BLOB)) {
+                uintptr_t from = (uintptr_t)at, low = (uintptr_t)s->file, high = (uintptr_t)s->file_end;
+                if (from < low || from > high || serial_size(st) > (int64_t)(high - from)) return NSK_NOT_IN_PLACE;
+                value = (int64_t)(from - low); /* its bytes are [value, text end) of the mapped file */
+                s->text_ends[(int64_t)s->text_slot[slot] * s->capacity + row] = value + serial_size(st);
             }
         }
+        if ((flags & WANT_SPAN) && kind != KIND_TEXT && kind != KIND_BLOB) /* an empty span */
+            s->text_ends[(int64_t)s->text_slot[slot] * s->capacity + row] = value;
         if (flags & WANT_TEXT) { /* every (row, text slot) ends with a NUL, an empty value for non-texts */
             int done = emit_text(s, NULL, 0);
             if (done != 0) return done;
@@ -479,7 +488,10 @@ int64_t nsk_count_rows(const uint8_t *file, int64_t file_size, int64_t root) {
    Slots flagged WANT_TEXT (the k-th of them: text slot k) also write, per row, the bytes of a TEXT or BLOB value (none
    for other kinds) then a NUL into one buffer, row by row, each row's text slots in order; text_ends[k * capacity +
    row] is where that value's bytes end (its NUL's offset). The buffer goes to *text (NULL when no slot wants text or
-   on an error; free it with nsk_free), its size to *text_size, the count of NULs inside the values to *text_nuls. */
+   on an error; free it with nsk_free), its size to *text_size, the count of NULs inside the values to *text_nuls.
+   Slots flagged WANT_SPAN (text slots too, numbered with those of WANT_TEXT) copy nothing: a TEXT or BLOB value's
+   bytes are [values[...], text_ends[...]) of the mapped file (NSK_NOT_IN_PLACE where they spill to overflow pages);
+   a value of another kind ends where it starts (an empty span). */
 int64_t nsk_read_rows(const uint8_t *file, int64_t file_size, int64_t root, int64_t slots, const int32_t *position,
                       const int32_t *flags, const int32_t *kind_slot, const int32_t *slot_of, int32_t max_position,
                       int64_t *values, uint8_t *kinds, int64_t capacity, int64_t *text_ends, uint8_t **text,
@@ -507,8 +519,8 @@ int64_t nsk_read_rows(const uint8_t *file, int64_t file_size, int64_t root, int6
     for (i = 0; i < slots; i++) {
         s.columns[i] = values + i * capacity;
         if (position[i] < 0) s.rowid_slot[s.rowid_slots++] = (int32_t)i;
-        if (flags[i] & (REAL_AFFINITY | WANT_TEXT)) s.plain = 0; /* (short records never take it) */
-        s.text_slot[i] = (flags[i] & WANT_TEXT) ? (int32_t)s.text_slots++ : -1;
+        if (flags[i] & (REAL_AFFINITY | WANT_TEXT | WANT_SPAN)) s.plain = 0; /* (short records never take it) */
+        s.text_slot[i] = (flags[i] & (WANT_TEXT | WANT_SPAN)) ? (int32_t)s.text_slots++ : -1;
     }
     s.text_ends = text_ends;
     done = walk(&s, root, 0);

@@ -9,6 +9,7 @@ json.loads, with the same numbers.
 
 from __future__ import annotations
 
+import ctypes
 import json
 from collections.abc import Callable
 
@@ -34,6 +35,26 @@ def parse_values(
             return found
     fast = _quoted_values(text, count, fields)
     return fast if fast is not None else _loaded_values(text, count, fields, warn, where)
+
+
+def parse_spans(
+    address: int, size: int, starts: np.ndarray, ends: np.ndarray, fields: list[str], warn: Callable[[str], None],
+    where: str = "",
+) -> np.ndarray:  # fmt: skip
+    """parse_values of the objects at [starts[i], ends[i]) of the `size` bytes at `address` (pagescan's C buffer),
+    the same numbers: C over the spans where parse_values would use it, else parse_values of the objects joined."""
+    count = len(starts)
+    if not count:
+        return np.empty((0, len(fields)))
+    if _first_keys(ctypes.string_at(address + int(starts[0]), int(ends[0] - starts[0]))) == fields:
+        from nsyskit.native import jsonvals
+
+        found = jsonvals.spans(address, size, starts, ends, len(fields))
+        if found is not None:
+            return found
+    buffer = ctypes.string_at(address, size)
+    text = SEPARATOR.join([buffer[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)])
+    return parse_values(text, count, fields, warn, where)
 
 
 def _first_keys(text: bytes) -> list[str] | None:

@@ -13,6 +13,7 @@ import ctypes
 import mmap
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,8 @@ DISABLE_VARIABLE = "NSYSKIT_PAGE_SCAN"
 MAX_COLUMNS = 64  # columns read at once (MAX_SLOTS in the C code)
 ROWID_NAMES = ("rowid", "_rowid_", "oid")
 KIND_CODES = {"null": 0, "integer": 1, "real": 2, "text": 3, "blob": 4}  # the uint8 of "<name>:kind"
-WANT_KINDS, NULL_DEFAULT, REAL_AFFINITY, WANT_TEXT = 1, 2, 4, 8  # a column's flags (pagescan.c)
+WANT_KINDS, NULL_DEFAULT, REAL_AFFINITY, WANT_TEXT, WANT_SPAN = 1, 2, 4, 8, 16  # a column's flags (pagescan.c)
+NOT_IN_PLACE = -5  # a WANT_SPAN value spills to overflow pages (pagescan.c)
 NOT_INTEGER = -2
 UTF8_ENCODINGS = (0, 1)  # the header's text encoding (offset 56): 1 UTF-8; 0 a file without a schema yet
 
@@ -134,8 +136,9 @@ def _pending_log(path: Path, header: bytes) -> bool:
 
 
 def read_columns(
-    con, path: Path, table: str, columns: tuple[str, ...], kinds: tuple[str, ...] = (), texts: tuple[str, ...] = ()
-) -> dict[str, np.ndarray] | None:
+    con, path: Path, table: str, columns: tuple[str, ...], kinds: tuple[str, ...] = (), texts: tuple[str, ...] = (),
+    raw: Callable | None = None,
+) -> dict[str, np.ndarray] | None:  # fmt: skip
     """The int64 values of `columns` (names of the table's columns, or "rowid") for every row in rowid order,
     read from the file's pages; None when this reader cannot be sure (then the caller reads through SQLite).
 
@@ -148,6 +151,11 @@ def read_columns(
     "<name>:text": an object ndarray holding, per row, the str Python's sqlite3 and nsyskit make of the value: TEXT
     and BLOB bytes decoded as UTF-8 with errors replaced (sqlitefile.decode_text, as_text), str(int) of an INTEGER,
     str(float) of a REAL, None for NULL. Texts are read only from a UTF-8 file (else None).
+
+    With `raw`, no str is made: the result is raw(columns, address, size, starts, ends) (None when the pages cannot
+    say), called while the `size` bytes at `address` live (read-only): value i of text column k is the bytes
+    [starts[k, i], ends[k, i]) there, empty for NULL, INTEGER and REAL (the "<name>:kind" says which). They lie in the
+    mapped file itself, else (a value spilling to overflow pages) in a copy of the texts made by C.
     """
     if os.environ.get(DISABLE_VARIABLE) == "0" or not (columns or texts):
         return None
@@ -173,15 +181,21 @@ def read_columns(
     except (OSError, ValueError):
         return None
     try:
-        return _read(compiled, mapped, path, root, names, slots, kinds)
+        if raw is not None:  # the texts where they lie, else copied (an overflow page in the way)
+            spans = [(p, f & ~WANT_TEXT | WANT_SPAN if f & WANT_TEXT else f) for p, f in slots]
+            found = _read(compiled, mapped, path, root, names, spans, kinds, raw)
+            if not (type(found) is int and found == NOT_IN_PLACE):
+                return found
+        found = _read(compiled, mapped, path, root, names, slots, kinds, raw)
+        return None if type(found) is int else found
     finally:
         mapped.close()
 
 
-def _read(compiled, mapped: mmap.mmap, path: Path, root: int, names: list[str], slots, kinds) -> dict | None:
+def _read(compiled, mapped: mmap.mmap, path: Path, root: int, names: list[str], slots, kinds, raw=None) -> dict | None:
     """The two passes of read_columns over the mapped file: count the rows, then decode them into numpy."""
     count_rows, read_rows, free = compiled
-    text_names = [n for n, (_, f) in zip(names, slots, strict=True) if f & WANT_TEXT]
+    text_names = [n for n, (_, f) in zip(names, slots, strict=True) if f & (WANT_TEXT | WANT_SPAN)]
     view = np.frombuffer(mapped, dtype=np.uint8)
     try:
         header = bytes(view[:100])
@@ -217,16 +231,19 @@ def _read(compiled, mapped: mmap.mmap, path: Path, root: int, names: list[str], 
             text_ends.ctypes.data, ctypes.byref(text), ctypes.byref(text_size), ctypes.byref(text_nuls),
         )  # fmt: skip
         if done != rows:
-            return None  # (the C code freed its text buffer)
+            return NOT_IN_PLACE if done == NOT_IN_PLACE else None  # (the C code freed its text buffer)
+        result = dict(zip(names, values, strict=True))
+        for index, name in enumerate(kind_names):
+            result[f"{name}:kind"] = kind_values[index]
         try:
+            if raw is not None:  # the bytes handed over where they lie, no str per value
+                ends = text_ends[: len(text_names)]
+                return _hand_over(raw, result, text_names, slots, view, text.value, text_size.value, ends)
             buffer = ctypes.string_at(text.value, text_size.value) if text.value else b""
         finally:
             free(text)
     finally:
         del view  # the mapping closes only once no array looks at it
-    result = dict(zip(names, values, strict=True))
-    for index, name in enumerate(kind_names):
-        result[f"{name}:kind"] = kind_values[index]
     if text_names:
         pieces = _split_texts(buffer, text_ends[: len(text_names)], text_nuls.value)
         if pieces is None:
@@ -235,6 +252,19 @@ def _read(compiled, mapped: mmap.mmap, path: Path, root: int, names: list[str], 
             column = pieces if len(text_names) == 1 else pieces[index :: len(text_names)]
             result[f"{name}:text"] = _texts(column, result[name], result[f"{name}:kind"])
     return result
+
+
+def _hand_over(raw: Callable, result: dict, text_names: list[str], slots, view: np.ndarray, text: int | None,
+               size: int, ends: np.ndarray):  # fmt: skip
+    """read_columns' raw(...): spans of the mapped file (WANT_SPAN) or of the C text buffer (WANT_TEXT)."""
+    if any(f & WANT_SPAN for _, f in slots):  # a text's value is where it starts; any other value's span is empty
+        kinds = np.array([result[f"{name}:kind"] for name in text_names])
+        is_text = (kinds == KIND_CODES["text"]) | (kinds == KIND_CODES["blob"])
+        starts = np.where(is_text, np.array([result[name] for name in text_names]), ends)
+        return raw(result, view.ctypes.data, len(view), starts, ends)
+    stops = ends.T.reshape(-1)  # the buffer's order: row by row, each value's bytes then a NUL
+    starts = np.concatenate(([0], stops[:-1] + 1)).reshape(ends.T.shape).T if stops.size else ends
+    return raw(result, text or 0, size, starts, ends)
 
 
 def _split_texts(buffer: bytes, ends: np.ndarray, nuls: int) -> list[str] | None:
