@@ -19,17 +19,11 @@ static int64_t skip_space(const char *s, int64_t p, int64_t end) {
     return p;
 }
 
-/* The end of the string whose opening quote is at p (the index of its closing quote), or -1. A quote after an odd
-   run of backslashes is escaped (memchr finds the quotes: most strings hold no backslash). */
+/* The end of the string whose opening quote is at p (the index of its closing quote), or -1. */
 static int64_t string_end(const char *s, int64_t p, int64_t end) {
     for (p++; p < end; p++) {
-        const char *quote = (const char *)memchr(s + p, '"', (size_t)(end - p));
-        int64_t q, slashes = 0;
-        if (!quote) return -1;
-        q = quote - s;
-        while (q - 1 - slashes > p - 1 && s[q - 1 - slashes] == '\\') slashes++;
-        if (!(slashes & 1)) return q;
-        p = q;
+        if (s[p] == '\\') p++;
+        else if (s[p] == '"') return p;
     }
     return -1;
 }
@@ -51,79 +45,140 @@ static double number(const char *s, int64_t a, int64_t b) {
     return (stop == buffer + (b - a)) ? value : NAN;
 }
 
-/* The object at p (after spaces) into row[width]: its keys those of the first object (first: record them in key_at
-   and key_len); where it ends (after its '}'), or -1. */
-static int64_t parse_object(const char *text, int64_t p, int64_t size, int first, int64_t width, int64_t *key_at,
-                            int64_t *key_len, double *row) {
+/* The first object's layout: where each key token and each value lie, where it opens and ends. */
+typedef struct {
+    int64_t *key_at, *key_len, *value_at, *value_end;
+    int64_t open, close;
+} Layout;
+
+static int open_layout(Layout *layout, int64_t width) {
+    layout->key_at = (int64_t *)malloc(sizeof(int64_t) * 4 * (size_t)width);
+    if (!layout->key_at) return 0;
+    layout->key_len = layout->key_at + width;
+    layout->value_at = layout->key_len + width;
+    layout->value_end = layout->value_at + width;
+    return 1;
+}
+
+/* The value at p into *out (a number, or a string holding one, else NaN); where it ends, or -1 (nested). */
+static int64_t parse_value(const char *text, int64_t p, int64_t size, double *out) {
+    int64_t a, b;
+    if (text[p] == '"') {
+        b = string_end(text, p, size);
+        if (b < 0) return -1;
+        *out = number(text, p + 1, b);
+        return b + 1;
+    }
+    if (text[p] == '{' || text[p] == '[') return -1;
+    a = p;
+    while (p < size && text[p] != ',' && text[p] != '}' && text[p] != ' ' && text[p] != '\n' && text[p] != '\r' &&
+           text[p] != '\t')
+        p++;
+    *out = number(text, a, p);
+    return p;
+}
+
+/* The object at p (after spaces) into row[width]: its keys those of the first object (first: record its layout);
+   where it ends (after its '}'), or -1. */
+static int64_t parse_object(const char *text, int64_t p, int64_t size, int first, int64_t width, Layout *layout,
+                            double *row) {
     int64_t j;
     p = skip_space(text, p, size);
     if (p >= size || text[p] != '{') return -1;
+    if (first) layout->open = p;
     p++;
     for (j = 0; j < width; j++) {
-        int64_t close, a, b;
+        int64_t close;
         p = skip_space(text, p, size);
         if (p >= size || text[p] != '"') return -1;
         if (first) {
             close = string_end(text, p, size);
             if (close < 0) return -1;
-            key_at[j] = p;
-            key_len[j] = close - p;
+            layout->key_at[j] = p;
+            layout->key_len[j] = close - p;
         } else { /* the first object's key token byte for byte, closing quote included: the same string */
-            if (key_len[j] >= size - p || memcmp(text + p, text + key_at[j], (size_t)key_len[j] + 1) != 0) return -1;
-            close = p + key_len[j];
+            if (layout->key_len[j] >= size - p ||
+                memcmp(text + p, text + layout->key_at[j], (size_t)layout->key_len[j] + 1) != 0)
+                return -1;
+            close = p + layout->key_len[j];
         }
         p = skip_space(text, close + 1, size);
         if (p >= size || text[p] != ':') return -1;
         p = skip_space(text, p + 1, size);
         if (p >= size) return -1;
-        if (text[p] == '"') {
-            b = string_end(text, p, size);
-            if (b < 0) return -1;
-            row[j] = number(text, p + 1, b);
-            p = b + 1;
-        } else {
-            if (text[p] == '{' || text[p] == '[') return -1;
-            a = p;
-            while (p < size && text[p] != ',' && text[p] != '}' && text[p] != ' ' && text[p] != '\n' &&
-                   text[p] != '\r' && text[p] != '\t')
-                p++;
-            row[j] = number(text, a, p);
-        }
+        if (first) layout->value_at[j] = p;
+        p = parse_value(text, p, size, row + j);
+        if (p < 0) return -1;
+        if (first) layout->value_end[j] = p;
         p = skip_space(text, p, size);
         if (p >= size || text[p] != (j + 1 < width ? ',' : '}')) return -1;
         p++;
     }
+    if (first) layout->close = p;
     return p;
+}
+
+/* parse_object of an object laid out as the first one: the bytes around its values those of the first object
+   (spaces, keys, colons, commas), compared whole; where it ends, or -1 where it is laid out otherwise (then
+   parse_object decides: the same numbers, as it reads those same bytes the same way). */
+static int64_t parse_alike(const char *text, int64_t p, int64_t size, int64_t width, const Layout *layout,
+                           double *row) {
+    int64_t j, from = layout->open, length;
+    p = skip_space(text, p, size);
+    for (j = 0; j <= width; j++) {
+        length = (j < width ? layout->value_at[j] : layout->close) - from;
+        if (length > size - p || memcmp(text + p, text + from, (size_t)length) != 0) return -1;
+        p += length;
+        if (j == width) break;
+        if (p >= size) return -1;
+        p = parse_value(text, p, size, row + j);
+        if (p < 0) return -1;
+        from = layout->value_end[j];
+    }
+    return p;
+}
+
+/* The next object from p: alike to the first (parse_alike) or parsed whole (parse_object); its end, or -1. */
+static int64_t next_object(const char *text, int64_t p, int64_t size, int first, int64_t width, Layout *layout,
+                           double *row) {
+    int64_t done = first ? -1 : parse_alike(text, p, size, width, layout, row);
+    return done >= 0 ? done : parse_object(text, p, size, first, width, layout, row);
 }
 
 /* Fill out[count * width] (object after object) from the `size` bytes of `text`; the number of objects, or -1. */
 int64_t nsk_json_values(const char *text, int64_t size, int64_t count, int64_t width, double *out) {
-    int64_t key_at[MAX_KEYS], key_len[MAX_KEYS];
+    Layout layout;
     int64_t p = 0, i;
-    if (width <= 0 || width > MAX_KEYS) return -1;
+    if (width <= 0 || width > MAX_KEYS || !open_layout(&layout, width)) return -1;
     for (i = 0; i < count; i++) {
-        p = parse_object(text, p, size, i == 0, width, key_at, key_len, out + i * width);
-        if (p < 0) return -1;
+        p = next_object(text, p, size, i == 0, width, &layout, out + i * width);
+        if (p < 0) break;
         p = skip_space(text, p, size);
         if (i + 1 < count) {
-            if (p >= size || text[p] != 1) return -1;
+            if (p >= size || text[p] != 1) {
+                p = -1;
+                break;
+            }
             p++;
         }
     }
-    return skip_space(text, p, size) == size ? count : -1;
+    free(layout.key_at);
+    return p >= 0 && skip_space(text, p, size) == size ? count : -1;
 }
 
 /* The same for objects at spans of `text`: object i fills [starts[i], ends[i]) whole (pagescan's text buffer, the
    rows of one type picked from it); the number of objects, or -1. */
 int64_t nsk_json_spans(const char *text, const int64_t *starts, const int64_t *ends, int64_t count, int64_t width,
                        double *out) {
-    int64_t key_at[MAX_KEYS], key_len[MAX_KEYS];
-    int64_t p, i;
-    if (width <= 0 || width > MAX_KEYS) return -1;
-    for (i = 0; i < count; i++) {
-        if (starts[i] < 0 || ends[i] < starts[i]) return -1;
-        p = parse_object(text, starts[i], ends[i], i == 0, width, key_at, key_len, out + i * width);
-        if (p < 0 || skip_space(text, p, ends[i]) != ends[i]) return -1;
+    Layout layout;
+    int64_t p = 0, i;
+    if (width <= 0 || width > MAX_KEYS || !open_layout(&layout, width)) return -1;
+    for (i = 0; i < count && p >= 0; i++) {
+        p = starts[i] < 0 || ends[i] < starts[i] ? -1
+                                                 : next_object(text, starts[i], ends[i], i == 0, width, &layout,
+                                                               out + i * width);
+        if (p >= 0 && skip_space(text, p, ends[i]) != ends[i]) p = -1;
     }
-    return count;
+    free(layout.key_at);
+    return p >= 0 ? count : -1;
 }

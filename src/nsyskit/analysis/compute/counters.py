@@ -183,10 +183,15 @@ def counter_bins(series: list[Series], window: tuple[int, int], timings: list | 
             first, last = (clipped.start - low) // width, (clipped.end - 1 - low) // width
             spans = last - first + 1
             where = np.repeat(first, spans) + (np.arange(spans.sum()) - np.repeat(np.cumsum(spans) - spans, spans))
-            spread[id(clipped)] = (spans, where, np.diff(clipped.integral(np.ones(len(value)), edges)))
-        spans, where, covered = spread[id(clipped)]
+            cuts = np.flatnonzero(np.diff(where)) + 1 if (np.diff(where) >= 0).all() else None
+            spread[id(clipped)] = (spans, where, np.diff(clipped.integral(np.ones(len(value)), edges)), cuts)
+        spans, where, covered, cuts = spread[id(clipped)]
         highest = np.full(count, -np.inf)
-        np.maximum.at(highest, where, np.repeat(value, spans))
+        if cuts is not None and len(where):  # bins in order (samples that do not overlap): a max per run of a bin
+            runs = np.r_[0, cuts]
+            highest[where[runs]] = np.maximum.reduceat(np.repeat(value, spans), runs)
+        else:
+            np.maximum.at(highest, where, np.repeat(value, spans))
         held = covered > 0
         parts.append((one, np.flatnonzero(held), sums[held], covered[held], highest[held]))
     n = sum(len(p[1]) for p in parts)

@@ -198,7 +198,7 @@ def _json_events(export: ExportFile, type_id: int, fields: list[str]) -> tuple[n
     order = np.argsort(times, kind="stable")
     values = parse_values(text if isinstance(text, bytes) else as_text(text).encode(), count, fields, export.warn,
                           str(export.path))  # fmt: skip
-    return times[order], values[order]
+    return times[order], np.asfortranarray(values[order])  # each field's column contiguous: a series' values
 
 
 def _paged_json_events(
@@ -223,7 +223,7 @@ def _paged_json_events(
             return None  # a time that is not an integer: SQLite's path warns
         values = parse_spans(address, size, starts[0][chosen], ends[0][chosen], fields, export.warn, str(export.path))
         order = np.argsort(times, kind="stable")
-        return times[order], values[order]
+        return times[order], np.asfortranarray(values[order])  # each field's column contiguous: a series' values
 
     names = ("typeId", "data", *stamps)
     return pagescan.read_columns(export.con, export.path, "GENERIC_EVENTS", names, names[1:], ("data",), raw=parse)
