@@ -101,17 +101,44 @@ def _covered(union_start: np.ndarray, union_end: np.ndarray, at: np.ndarray) -> 
 
 
 SMALL_INTEGERS = 1 << 16  # counters valued 0..65535 in whole numbers (percentages): quantiles by counting
+WIDE_INTEGERS = 1 << 32  # whole numbers spanning less (clocks in Hz): counted in blocks of 2^16 values
 
 
 def _quantiles(values: np.ndarray, weights: np.ndarray, qs: tuple[float, ...]) -> list[float]:
-    """For each q, the smallest value below which at least q of the weight lies."""
-    if values.min() >= 0 and values.max() < SMALL_INTEGERS and (values == np.floor(values)).all():
-        cumulative = np.cumsum(np.bincount(values.astype(np.int64), weights=weights))  # per whole value: exact sums
-        return [float(np.searchsorted(cumulative, q * cumulative[-1], side="left")) for q in qs]
+    """For each q, the smallest value below which at least q of the weight lies.
+
+    The weights are whole nanoseconds: their sums are exact in any order, so whole-number values are counted (per
+    value, or per block of values then inside the one block each q falls in) rather than sorted: the same answer."""
+    low, high = values.min(), values.max()
+    if low == high:  # a counter that never moved (common: idle links)
+        return [float(low)] * len(qs)
+    if high - low < WIDE_INTEGERS and (values == np.floor(values)).all():
+        if low >= 0 and high < SMALL_INTEGERS:
+            cumulative = np.cumsum(np.bincount(values.astype(np.int64), weights=weights))  # per whole value
+            return [float(np.searchsorted(cumulative, q * cumulative[-1], side="left")) for q in qs]
+        return _block_quantiles(values, weights, qs)
     order = np.argsort(values, kind="stable")
     cumulative, ordered = np.cumsum(weights[order]), values[order]
     return [float(ordered[min(np.searchsorted(cumulative, q * cumulative[-1], side="left"), len(values) - 1)])
             for q in qs]  # fmt: skip
+
+
+def _block_quantiles(values: np.ndarray, weights: np.ndarray, qs: tuple[float, ...]) -> list[float]:
+    """_quantiles of whole-number values spanning less than WIDE_INTEGERS: the weight per block of 2^16 values,
+    then per value inside the block where each q falls (clock frequencies in Hz)."""
+    low = values.min()
+    offset = (values - low).astype(np.int64)
+    block = offset >> 16
+    cumulative = np.cumsum(np.bincount(block, weights=weights))
+    found = []
+    for q in qs:
+        target = q * cumulative[-1]
+        at = int(np.searchsorted(cumulative, target, side="left"))
+        inside = block == at
+        before = cumulative[at - 1] if at else 0.0
+        within = before + np.cumsum(np.bincount(offset[inside] & 0xFFFF, weights=weights[inside]))
+        found.append(float(low + (at << 16) + int(np.searchsorted(within, target, side="left"))))
+    return found
 
 
 def _mean_inside(value: np.ndarray, inside: np.ndarray) -> float:
@@ -189,7 +216,9 @@ def counter_bins(series: list[Series], window: tuple[int, int], timings: list | 
         highest = np.full(count, -np.inf)
         if cuts is not None and len(where):  # bins in order (samples that do not overlap): a max per run of a bin
             runs = np.r_[0, cuts]
-            highest[where[runs]] = np.maximum.reduceat(np.repeat(value, spans), runs)
+            highest[where[runs]] = np.maximum.reduceat(
+                value if len(where) == len(value) else np.repeat(value, spans), runs
+            )
         else:
             np.maximum.at(highest, where, np.repeat(value, spans))
         held = covered > 0
