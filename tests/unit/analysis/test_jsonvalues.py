@@ -3,6 +3,7 @@ give the same numbers; objects the fast paths cannot take go to json.loads."""
 
 from __future__ import annotations
 
+import ctypes
 import json
 
 import numpy as np
@@ -72,3 +73,23 @@ def test_without_the_helper_the_numbers_are_the_same(monkeypatch):
     do_without(monkeypatch, jsonvals, jsonvals.function)
     assert np.array_equal(jsonvalues.parse_values(text, 2, FIELDS, lambda line: None), with_helper)
     assert with_helper.tolist() == [[5, 0, 1e9, 12.5], [100, 3, 999, 0]]
+
+
+def test_objects_at_spans_of_a_buffer_give_the_joined_objects_numbers():
+    """pagescan hands the objects over where they lie (other bytes between them); some laid out as the first one
+    (read by comparing the bytes around their values), some not (other spaces, an escaped quote, a bare number)."""
+    require_built(jsonvals, jsonvals.function, "jsonvals")
+    alike = [json.dumps(dict(zip(FIELDS, map(str, row), strict=True)), indent=4) for row in
+             ([1, 22, 1_154_000_000, 3.5], [100, 0, 999, 0], [7, 7, 7, 7])]  # fmt: skip
+    other = [alike[0].replace("    ", "  "), alike[1].replace('"3.5"', "-4e1"), alike[2].replace('"7"', '"7\\""', 1)]
+    objects = [alike[0], other[0], alike[1], other[1], alike[2], other[2]]
+    buffer = b"".join(b"\x00junk{\x00" + o.encode() for o in objects) + b"\x00"
+    ends = [buffer.index(b"\x00", buffer.index(o.encode())) for o in objects]
+    starts = [end - len(o.encode()) for end, o in zip(ends, objects, strict=True)]
+    keep = ctypes.create_string_buffer(buffer, len(buffer))
+    found = jsonvalues.parse_spans(ctypes.addressof(keep), len(buffer), np.array(starts), np.array(ends), FIELDS,
+                                   lambda line: None)  # fmt: skip
+    expected = loaded(joined(objects), len(objects))
+    assert np.array_equal(found, expected, equal_nan=True)
+    assert found[0].tolist() == [1, 22, 1_154_000_000, 3.5] and np.isnan(found[5][0])  # '7"' is no number
+    assert jsonvals.spans(ctypes.addressof(keep), len(buffer), np.array(starts), np.array(ends) + 2, 4) is None
