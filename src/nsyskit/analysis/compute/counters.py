@@ -44,7 +44,10 @@ class _Clipped:
 
     def __init__(self, start: np.ndarray, end: np.ndarray, low: int, high: int) -> None:
         clipped_start, clipped_end = np.maximum(start, low), np.minimum(end, high)
-        self.keep = clipped_end > clipped_start
+        self.keep: np.ndarray | slice = clipped_end > clipped_start
+        kept = np.flatnonzero(self.keep)
+        if len(kept) and kept[-1] - kept[0] + 1 == len(kept):  # one run (sorted samples): values taken as views
+            self.keep = slice(int(kept[0]), int(kept[-1]) + 1)
         self.start, self.end = clipped_start[self.keep], clipped_end[self.keep]
         self.weight = (self.end - self.start).astype(np.float64)
         self._inside: dict[int, np.ndarray] = {}
