@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from nsyskit.analysis.compute import analyzers, evidence, nccl, nccldigest
+from nsyskit.analysis.compute import diagnoses as _diagnoses  # noqa: F401  (registers its evidence extractors)
 from nsyskit.analysis.compute.metrics import comm_share_by_rank, view_of, window_steps, windowed_ranks
 from nsyskit.analysis.compute.projection import project
 from nsyskit.analysis.compute.result import Analysis, combine_kernel_summaries, concat, with_rank

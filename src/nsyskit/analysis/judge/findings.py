@@ -13,6 +13,7 @@ import numpy as np
 from nsyskit.analysis.compute import units
 from nsyskit.analysis.compute.analyzers import over_the_others, stragglers
 from nsyskit.analysis.compute.metrics import RunView, per_rank, run_metrics, step_cv_by_rank
+from nsyskit.analysis.judge.diagnoses import HOST_RULES
 from nsyskit.analysis.judge.finding import Finding, ordered
 
 __all__ = ["RULES", "Finding", "find"]
@@ -150,7 +151,9 @@ def step_variance(view: RunView) -> Finding | None:
 
 
 Rule = Callable[[RunView], "Finding | None"]
-RULES: tuple[Rule, ...] = (exposed_communication, straggler, gpu_idle, small_messages, pageable_memcpy, step_variance)
+RULES: tuple[Rule, ...] = (
+    exposed_communication, straggler, gpu_idle, small_messages, pageable_memcpy, step_variance, *HOST_RULES,
+)  # fmt: skip
 
 
 def find(view: RunView, rules: tuple[Rule, ...] = RULES) -> list[Finding]:

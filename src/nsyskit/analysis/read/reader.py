@@ -10,7 +10,7 @@ schemas 2.9 … 3.25) and is handled here, and only here:
   left out with a warning, never a wrong number;
 - several processes (ranks) in one file: every read can be scoped to one process (`pid`, a globalPid).
 Parts of this reader, each in its own module over the file-level interface of exportfile.ExportFile: the GPU
-activities (kernels, memcpys, memsets: activityread.py, the reader's base class), the NVTX ranges (nvtxread.py) and the CUDA API calls that launched kernels (launchread.py).
+activities (kernels, memcpys, memsets: activityread.py, the reader's base class), the NVTX ranges (nvtxread.py), the CUDA API calls that launched kernels (launchread.py) and the host calls the diagnoses read (apicalls.py).
 
 Large tables are read from the file's pages by C when every value is what it should be (pagescan.read_columns:
 no SQLite virtual machine), else columnar through SQLite (sqlitefile.packed_scan: one scan, an aggregate per column:
@@ -33,6 +33,7 @@ from nsyskit.analysis.read.activityread import (  # noqa: F401  (the activity ta
     PID_SQL,
     GpuActivities,
 )
+from nsyskit.analysis.read.apicalls import ApiCalls, read_api_calls, read_os_waits
 from nsyskit.analysis.read.exportfile import META_TABLES, NSYS_MARKER_TABLES, PID_SHIFT  # noqa: F401  (named here too)
 from nsyskit.analysis.read.launchread import RUNTIME_TABLES, read_launch_calls, read_launches, read_runtime_rows
 from nsyskit.analysis.read.nvtxread import NVTX_RANGE_TYPES, NVTX_TABLES, read_nvtx_ranges
@@ -143,6 +144,14 @@ class ExportReader(GpuActivities):
         """The CUDA API calls on `threads` that launched `kernels` (read with correlation=True); `rows`: runtime_rows()
         read already (see launchread)."""
         return read_launches(self, kernels, threads, rows)
+
+    def api_calls(self, pid: int | None = None) -> ApiCalls:
+        """The CUDA API calls that launch, synchronize, allocate or load modules, with their kind (see apicalls)."""
+        return read_api_calls(self, pid)
+
+    def os_waits(self, pid: int | None = None) -> ApiCalls:
+        """The OS runtime calls threads block in (poll, futex, pthread_cond_wait, read...; see apicalls)."""
+        return read_os_waits(self, pid)
 
     def nvtx_ranges(self, pid: int | None = None) -> NvtxRanges:
         """NVTX push/pop and start/end ranges that ended, text resolved from `text` or `textId`; bad rows left out."""
