@@ -26,11 +26,11 @@ RULES = (SYNC_STALL, LAUNCH_BOUND, ALLOCATOR, MODULE_LOADING, GPU_GAPS, DATA_LOA
 # data or batch loading.
 DATA_LOADER = re.compile(
     r"enumerate\(DataLoader\)#.*__next__|.*\b(data|batch)[ _-]?(load|fetch)|.*dataloader\b|.*\bload[ _-]?(data|batch)"
-    r"|.*\bnext[ _-]?batch",
+    r"|.*\b(next|get)[ _-]?batch",
     re.IGNORECASE,
 )
 GPU_GAP_NS = 500_000_000  # a single GPU idle gap this long is a finding (nsys analyze's GPU gaps rule)
-LAUNCH_GAP_NS = 1_000_000  # gaps between kernels shorter than this, with a launch call inside, wait on the launch
+LAUNCH_GAP_NS = 1_000_000  # gaps between kernels shorter than this, a launch call starting or ending inside, wait on it
 STEP_RANGES, LOADER_ITERATIONS, WHOLE_WINDOW = 0, 1, 2  # what a rank's iterations are (the `basis` row)
 STEPS_LISTED = 8  # steps named per rank (as "step=N" keys) where a rule concerns some steps only
 
@@ -232,15 +232,23 @@ def launch_bound(rank: Rank) -> Iterator[tuple[str, str, float]]:
     starts, ends = rank.busy
     gap_start, gap_end = ends[:-1], starts[1:]
     short = (gap_end - gap_start) < LAUNCH_GAP_NS
-    launches = rank.within(rank.calls.of(LAUNCH)).start
-    if not (launches[1:] >= launches[:-1]).all():
-        launches = np.sort(launches)
-    inside = np.searchsorted(launches, gap_end[short]) - np.searchsorted(launches, gap_start[short])
+    calls = rank.within(rank.calls.of(LAUNCH))
+    inside = _inside(calls.start, gap_start[short], gap_end[short]) + _inside(
+        calls.end, gap_start[short], gap_end[short]
+    )
+    launches = calls.start
     starved = int((gap_end[short] - gap_start[short])[inside > 0].sum())
     low, high = rank.window
     median = float(np.median(rank.kernels)) if len(rank.kernels) else float("nan")
     yield from _per_step(rank, LAUNCH_BOUND, kernels=len(rank.kernels), median_kernel_ns=median,
                          launches=len(launches), busy_ns=length(starts, ends), starved_ns=starved)  # fmt: skip
+
+
+def _inside(times: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """How many of `times` fall inside each [start, end)."""
+    if not (times[1:] >= times[:-1]).all():
+        times = np.sort(times)
+    return np.searchsorted(times, end) - np.searchsorted(times, start)
 
 
 def allocator(rank: Rank) -> Iterator[tuple[str, str, float]]:
@@ -277,7 +285,9 @@ def gpu_gaps(rank: Rank) -> Iterator[tuple[str, str, float]]:
     spans = gap_end - gap_start
     yield from _per_step(rank, GPU_GAPS, gaps=len(spans), total_ns=int(spans.sum()),
                          longest_ns=int(spans.max()) if len(spans) else 0, **doing)  # fmt: skip
-    yield from _steps_listed(rank, GPU_GAPS, gap_start, spans.astype(np.float64))
+    yield from _steps_listed(
+        rank, GPU_GAPS, gap_start + spans // 2, spans.astype(np.float64)
+    )  # the step most of it is in
 
 
 def data_loading(rank: Rank) -> Iterator[tuple[str, str, float]]:

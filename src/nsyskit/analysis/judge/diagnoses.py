@@ -18,11 +18,10 @@ from nsyskit.analysis.judge.finding import Finding, ranks_text
 SYNC_STALL_PCT = 5.0  # GPU idle after host syncs (host working, not waiting), % of step time
 LAUNCH_IDLE_PCT = 10.0  # GPU idle in short gaps that wait on a launch call, % of step time
 LAUNCH_MEDIAN_NS = 10_000  # ... when the median kernel is shorter than this
-LAUNCH_MIN_KERNELS = 1_000  # ... and the window holds at least this many kernels (a loop, not a few calls)
+LAUNCH_MIN_KERNELS = 200  # ... and the window holds at least this many kernels (a loop, not a few calls)
 ALLOC_STEP_SHARE_PCT = 50.0  # allocator calls in at least this % of the steps
 ALLOC_MIN_STEPS = 3  # ... of a window with at least this many steps (steady state can be told apart)
-MODULE_MIN_NS = 1_000_000  # module loads / JIT inside the window: at least this much host time
-MODULE_PCT = 1.0  # ... and at least this % of the window
+MODULE_MIN_NS = 100_000  # module loads / JIT inside the window: at least this much host time
 GPU_GAP_NS = measure.GPU_GAP_NS  # one GPU idle gap at least this long
 DATA_IDLE_PCT = 10.0  # GPU idle while the loop waits for its next batch, % of step time
 
@@ -44,7 +43,11 @@ def _rows(view: RunView, rule: str) -> Table:
 
 
 def _total(view: RunView) -> int:
-    return len(view.ranks) if len(view.ranks) else 0
+    """The run's ranks: those of its tables and of its evidence."""
+    found = set(view.ranks.tolist())
+    if view.evidence is not None and len(view.evidence):
+        found.update(np.unique(view.evidence["rank"]).tolist())
+    return len(found)
 
 
 def _finding(
@@ -83,7 +86,7 @@ def sync_stall(view: RunView) -> Finding | None:
 
     def title(mine: Table, worst: int, where: str, value: float) -> str:
         return (
-            f"GPU idle {units.percent(value)} {_of_each(mine, worst)} after host syncs ({int(mine['calls'][worst]):,} sync calls blocking "
+            f"GPU idle {units.percent(value)} {_of_each(mine, worst)} after host syncs ({mine['calls'][worst] / mine['steps'][worst]:,.1f} sync calls blocking "
             f"{units.duration(mine['blocked_ns'][worst] / mine['steps'][worst])} per {_each(mine, worst)}) on {where}"
         )
 
@@ -153,18 +156,16 @@ def module_loading(view: RunView) -> Finding | None:
     rows = _rows(view, measure.MODULE_LOADING)
     if not len(rows):
         return None
-    window = rows["step_ns"] * rows["steps"]
-    pct = 100.0 * rows["load_ns"] / window
-    fires = (rows["load_ns"] >= MODULE_MIN_NS) & (pct >= MODULE_PCT)
+    fires = rows["load_ns"] >= MODULE_MIN_NS
 
     def title(mine: Table, worst: int, where: str, value: float) -> str:
         return (
             f"{int(mine['calls'][worst]):,} module loads/JIT compilations inside the window take "
-            f"{units.duration(mine['load_ns'][worst])} ({units.percent(value)} of it) on {where}"
+            f"{units.duration(mine['load_ns'][worst])} ({units.percent(100 * value / (mine['step_ns'][worst] * mine['steps'][worst]))} of it) on {where}"
         )
 
     return _finding(
-        view, measure.MODULE_LOADING, rows, fires, pct, MODULE_PCT, rows["load_ns"] / rows["steps"], title,
+        view, measure.MODULE_LOADING, rows, fires, rows["load_ns"], MODULE_MIN_NS, rows["load_ns"] / rows["steps"], title,
         "load and compile before the window: warm-up steps that run every shape, CUDA_MODULE_LOADING=EAGER, "
         "cached compilations (torch.compile / Triton / nvFuser caches), then profile from a later step",
         ("calls", "load_ns"),
