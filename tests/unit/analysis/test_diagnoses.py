@@ -127,7 +127,7 @@ def test_the_ai_profiler_series_names_its_documented_cause_and_no_removed_one(na
 
 HEALTHY = ["nsysai_h100_2gpu_1s.sqlite", "nsysai_mfu_2gpu_before.sqlite", "nsysai_mfu_2gpu_after.sqlite",
            "nsysai_mock_rtx3080.sqlite", "flameox_rtx3060_nsight_2025_5_2.sqlite",
-           "gpubootcamp_v100_jacobi_single.sqlite"]  # fmt: skip
+           "gpubootcamp_v100_jacobi_single.sqlite", "h100_gpt2_ddp_nsys2025.3.1.sqlite"]  # fmt: skip
 HEALTHY += [name for name in PACKED if name.startswith(("rtx", "local", "nsyskit"))]  # this project's own recordings
 
 

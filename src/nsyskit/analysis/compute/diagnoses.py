@@ -237,8 +237,7 @@ def launch_bound(rank: Rank) -> Iterator[tuple[str, str, float]]:
         calls.end, gap_start[short], gap_end[short]
     )
     launches = calls.start
-    starved = int((gap_end[short] - gap_start[short])[inside > 0].sum())
-    low, high = rank.window
+    starved = int((gap_end - gap_start)[inside > 0].sum())
     median = float(np.median(rank.kernels)) if len(rank.kernels) else float("nan")
     yield from _per_step(rank, LAUNCH_BOUND, kernels=len(rank.kernels), median_kernel_ns=median,
                          launches=len(launches), busy_ns=length(starts, ends), starved_ns=starved)  # fmt: skip
@@ -278,7 +277,7 @@ def gpu_gaps(rank: Rank) -> Iterator[tuple[str, str, float]]:
     long = (gap_end - gap_start) >= GPU_GAP_NS
     gap_start, gap_end = gap_start[long], gap_end[long]
     doing = {}
-    for name, kind in (("sync", SYNC), ("alloc", ALLOC), ("module", MODULE), ("launch", LAUNCH)):
+    for name, kind in (("sync", SYNC), ("alloc", ALLOC), ("module", MODULE)):  # a launch lasts microseconds
         mine = rank.calls.of(kind)
         doing[f"host_{name}_ns"] = int(covered(*union(mine.start, mine.end), gap_start, gap_end).sum())
     doing["host_waiting_ns"] = int(covered(*rank.waiting, gap_start, gap_end).sum())

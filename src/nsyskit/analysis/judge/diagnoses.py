@@ -178,15 +178,14 @@ def gpu_gaps(view: RunView) -> Finding | None:
     if not len(rows):
         return None
     fires = rows["gaps"] > 0
-    doing = ("host_waiting_ns", "host_sync_ns", "host_alloc_ns", "host_module_ns", "host_launch_ns")
+    doing = ("host_waiting_ns", "host_sync_ns", "host_alloc_ns", "host_module_ns")
 
     def title(mine: Table, worst: int, where: str, value: float) -> str:
         spent = {key: float(mine[key][worst]) for key in doing if key in mine}
         main = max(spent, key=spent.get)
         share = 100.0 * spent[main] / mine["total_ns"][worst] if mine["total_ns"][worst] else 0.0
         host = {"host_waiting_ns": "waiting for data (data loader, OS waits)", "host_sync_ns": "in sync calls",
-                "host_alloc_ns": "in the allocator", "host_module_ns": "loading modules",
-                "host_launch_ns": "launching"}[main] if share >= 10 else "in no traced call (Python, I/O, collectives)"  # fmt: skip
+                "host_alloc_ns": "in the allocator", "host_module_ns": "loading modules"}[main] if share >= 10 else "in no traced call (Python, I/O, collectives)"  # fmt: skip
         return (
             f"{int(mine['gaps'][worst])} GPU idle gaps of {units.duration(GPU_GAP_NS)} or more "
             f"({units.duration(mine['total_ns'][worst])} in all, longest {units.duration(mine['longest_ns'][worst])}) "

@@ -1,0 +1,76 @@
+"""Benchmark the host-side diagnoses' cost in the map: one realistic rank (1M kernels, a runtime row per launch) mapped
+with every rule vs a baseline tree's map (another checkout's src, e.g. main before the rules), side by side.
+
+Each round maps the rank once per tree, alternating, in fresh processes (start-up excluded: the map alone is timed);
+the medians and their ratio are printed.
+
+Usage: .venv/bin/python bench/diagnoses_bench.py --baseline /path/to/main/src [--kernels 1000000] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "tests" / "unit" / "analysis"), str(ROOT / "bench")]
+
+from realistic_export import make_realistic_rank  # noqa: E402
+
+CHILD = """
+import shutil, sys, time
+from pathlib import Path
+from nsyskit.analysis.parts import map_reports
+run, parts = Path(sys.argv[1]), Path(sys.argv[2])
+shutil.rmtree(parts, ignore_errors=True)
+start = time.perf_counter()
+map_reports([run], parts, 0, 1)
+print(time.perf_counter() - start)
+"""
+
+
+def map_seconds(src: Path, run: Path, parts: Path) -> float:
+    """Seconds of one map of the rank in `run`, with the package of `src`, in a fresh process."""
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    out = subprocess.run([sys.executable, "-c", CHILD, str(run), str(parts)], env=env, check=True,
+                         capture_output=True, text=True)  # fmt: skip
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", type=Path, required=True, help="src folder of the tree to compare against")
+    parser.add_argument("--kernels", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=3, help="maps per tree (medians compared)")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    rank = make_realistic_rank(args.out / f"realistic_{args.kernels}.sqlite", args.kernels)
+    work = Path(tempfile.mkdtemp(prefix="diagnoses-bench-"))
+    try:
+        run = work / "run"
+        run.mkdir()
+        os.link(rank, run / "rank_0.sqlite")
+        trees = {"baseline": args.baseline.resolve(), "with rules": ROOT / "src"}
+        times: dict[str, list[float]] = {name: [] for name in trees}
+        map_seconds(trees["with rules"], run, work / "warm")  # the page cache warm for both
+        for _ in range(args.rounds):
+            for name, src in trees.items():
+                times[name].append(map_seconds(src, run, work / name.replace(" ", "_")))
+        base, mine = (statistics.median(times[name]) for name in trees)
+        for name in trees:
+            print(f"{name:>10}: map of one {args.kernels:,}-kernel rank {statistics.median(times[name]):.3f} s "
+                  f"(runs: {', '.join(f'{t:.3f}' for t in times[name])})")  # fmt: skip
+        print(f"ratio with rules / baseline: {mine / base:.3f} (goal: <= 1.15)")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
