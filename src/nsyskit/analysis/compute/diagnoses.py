@@ -232,11 +232,12 @@ def launch_bound(rank: Rank) -> Iterator[tuple[str, str, float]]:
     starts, ends = rank.busy
     gap_start, gap_end = ends[:-1], starts[1:]
     short = (gap_end - gap_start) < LAUNCH_GAP_NS
-    calls = rank.within(rank.calls.of(LAUNCH))
-    inside = _inside(calls.start, gap_start[short], gap_end[short]) + _inside(
-        calls.end, gap_start[short], gap_end[short]
-    )
-    launches = calls.start
+    low, high = rank.window
+    calls = rank.calls
+    mine = (calls.kind == LAUNCH) & (calls.start >= low) & (calls.end <= high)
+    gap_start, gap_end = gap_start[short], gap_end[short]
+    launches = calls.start[mine]
+    inside = _inside(launches, gap_start, gap_end) + _inside(calls.end[mine], gap_start, gap_end)
     starved = int((gap_end - gap_start)[inside > 0].sum())
     median = float(np.median(rank.kernels)) if len(rank.kernels) else float("nan")
     yield from _per_step(rank, LAUNCH_BOUND, kernels=len(rank.kernels), median_kernel_ns=median,
