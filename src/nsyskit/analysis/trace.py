@@ -133,6 +133,7 @@ class RankTrace:
                     self.__dict__["kernels"] = self.reader.kernels(self.pid, correlation=wants_correlation, with_pid=with_pid)
                 nvtx = self.__dict__["nvtx"] = ranges.result()
                 (self.__dict__["memcpys"], self.__dict__["memsets"]), runtime = second.result()
+                self.reader.share_runtime_rows(runtime)  # the diagnoses' host calls (compute/diagnoses.py)
                 if wants_correlation:
                     self.__dict__["launches"] = side[1].launches(self.kernels, nvtx.thread, runtime)
                 self.__dict__["grouped_texts"], self.__dict__["nvtx_labels"] = labels.result()

@@ -16,7 +16,7 @@ import numpy as np
 
 from nsyskit.analysis.compute import evidence
 from nsyskit.analysis.compute.intervals import length, merge, union
-from nsyskit.analysis.read.apicalls import ALLOC, LAUNCH, MODULE, SYNC, ApiCalls
+from nsyskit.analysis.read.apicalls import ALLOC, LAUNCH, MODULE, OSRT_TABLES, SYNC, ApiCalls
 
 SYNC_STALL, LAUNCH_BOUND, ALLOCATOR = "sync_stall", "launch_bound", "allocator"
 MODULE_LOADING, GPU_GAPS, DATA_LOADING = "module_loading", "gpu_gaps", "data_loading"
@@ -30,7 +30,7 @@ DATA_LOADER = re.compile(
     re.IGNORECASE,
 )
 GPU_GAP_NS = 500_000_000  # a single GPU idle gap this long is a finding (nsys analyze's GPU gaps rule)
-LAUNCH_GAP_NS = 1_000_000  # gaps between kernels shorter than this, a launch call starting or ending inside, wait on it
+LAUNCH_GAP_NS = 1_000_000  # gaps between kernels shorter than this that a launch call overlaps wait on the launch
 STEP_RANGES, LOADER_ITERATIONS, WHOLE_WINDOW = 0, 1, 2  # what a rank's iterations are (the `basis` row)
 STEPS_LISTED = 8  # steps named per rank (as "step=N" keys) where a rule concerns some steps only
 
@@ -170,10 +170,12 @@ def _iterations(
 
 def _waits(inputs: evidence.RankInputs, calls: ApiCalls) -> tuple[np.ndarray, np.ndarray]:
     """The union of the OS waits (poll, futex, pthread_cond_wait, read...) of the threads that launch kernels."""
-    launching = np.unique(calls.thread[calls.kind == LAUNCH])
+    nothing = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
     reader = inputs.reader
-    if reader is None or not len(launching):
-        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    if reader is None or not reader.table(OSRT_TABLES):  # osrt not traced: no sort of the launches' threads
+        return nothing
+    threads = calls.thread[calls.kind == LAUNCH]
+    launching = threads[:1] if len(threads) and (threads == threads[0]).all() else np.unique(threads)
     waits = reader.os_waits(inputs.pid)
     mine = np.isin(waits.thread, launching)
     return union(waits.start[mine], waits.end[mine])
@@ -228,27 +230,26 @@ def sync_stall(rank: Rank) -> Iterator[tuple[str, str, float]]:
 
 
 def launch_bound(rank: Rank) -> Iterator[tuple[str, str, float]]:
-    """Short gaps between kernels with a launch call inside them (the GPU waited for the host's next launch)."""
+    """Short gaps between kernels that a launch call overlaps (the GPU waited while the host was launching)."""
     starts, ends = rank.busy
     gap_start, gap_end = ends[:-1], starts[1:]
     short = (gap_end - gap_start) < LAUNCH_GAP_NS
+    gap_start, gap_end = gap_start[short], gap_end[short]
     low, high = rank.window
     calls = rank.calls
     mine = (calls.kind == LAUNCH) & (calls.start >= low) & (calls.end <= high)
-    gap_start, gap_end = gap_start[short], gap_end[short]
-    launches = calls.start[mine]
-    inside = _inside(launches, gap_start, gap_end) + _inside(calls.end[mine], gap_start, gap_end)
-    starved = int((gap_end - gap_start)[inside > 0].sum())
+    launches, launch_end = calls.start[mine], calls.end[mine]
+    if not (launches[1:] >= launches[:-1]).all():
+        order = np.argsort(launches, kind="stable")
+        launches, launch_end = launches[order], launch_end[order]
+    # The first call (in start order) reaching past a gap's start overlaps the gap when it starts before its end.
+    reach = np.maximum.accumulate(launch_end) if len(launch_end) else launch_end
+    first = np.searchsorted(reach, gap_start, side="right")
+    overlapped = (first < len(launches)) & (launches[np.minimum(first, max(len(launches) - 1, 0))] < gap_end)
+    starved = int((gap_end - gap_start)[overlapped].sum()) if len(launches) else 0
     median = float(np.median(rank.kernels)) if len(rank.kernels) else float("nan")
     yield from _per_step(rank, LAUNCH_BOUND, kernels=len(rank.kernels), median_kernel_ns=median,
                          launches=len(launches), busy_ns=length(starts, ends), starved_ns=starved)  # fmt: skip
-
-
-def _inside(times: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """How many of `times` fall inside each [start, end)."""
-    if not (times[1:] >= times[:-1]).all():
-        times = np.sort(times)
-    return np.searchsorted(times, end) - np.searchsorted(times, start)
 
 
 def allocator(rank: Rank) -> Iterator[tuple[str, str, float]]:

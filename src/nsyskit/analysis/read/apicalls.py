@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nsyskit.analysis.read import pagescan
-from nsyskit.analysis.read.exportfile import ExportFile
+from nsyskit.analysis.read.exportfile import PID_SHIFT, ExportFile
 from nsyskit.analysis.read.records import distinct
 
 OSRT_TABLES = ("OSRT_API",)
@@ -81,9 +81,13 @@ def wait_kind(name: str) -> int:
     return WAIT if WAIT_CALLS.fullmatch(name) else 0
 
 
-def read_api_calls(reader: ExportFile, pid: int | None = None) -> ApiCalls:
-    """The CUDA API calls of process `pid` (the whole file: None) that launch, synchronize, allocate or load modules."""
-    return _read(reader, reader.table(API_TABLES), pid, api_kind)
+def read_api_calls(reader: ExportFile, pid: int | None = None, rows: dict[str, np.ndarray] | None = None) -> ApiCalls:
+    """The CUDA API calls of process `pid` (the whole file: None) that launch, synchronize, allocate or load modules;
+    `rows`: the whole file's runtime rows read already from the pages (launchread.read_runtime_rows)."""
+    if rows is not None and pid is not None:
+        own = (rows["thread"] >> PID_SHIFT) == (pid >> PID_SHIFT)
+        rows = {key: values[own] for key, values in rows.items()}
+    return _read(reader, reader.table(API_TABLES), pid, api_kind, rows)
 
 
 def read_os_waits(reader: ExportFile, pid: int | None = None) -> ApiCalls:
@@ -91,12 +95,16 @@ def read_os_waits(reader: ExportFile, pid: int | None = None) -> ApiCalls:
     return _read(reader, reader.table(OSRT_TABLES), pid, wait_kind)
 
 
-def _read(reader: ExportFile, table: str | None, pid: int | None, classify) -> ApiCalls:
-    """thread, start, end and kind of `table`'s calls whose name `classify` gives a kind; from the pages when clean."""
+def _read(reader: ExportFile, table: str | None, pid: int | None, classify, rows: dict | None = None) -> ApiCalls:
+    """thread, start, end and kind of `table`'s calls whose name `classify` gives a kind; from the pages when clean
+    (`rows`: those pages read already)."""
     if not table or not {"globalTid", "start", "end", "nameId"} <= reader.columns(table):
         return ApiCalls.empty()
     columns = {"thread": "globalTid", "start": "start", "end": "end", "name": "nameId"}
-    found = reader.pages(table, columns, pid, kinds=tuple(columns.values()))
+    if rows is not None and all(f"{key}:kind" in rows for key in columns):
+        found = rows
+    else:
+        found = reader.pages(table, columns, pid, kinds=tuple(columns.values()))
     if found is not None:
         integer = pagescan.KIND_CODES["integer"]
         clean = np.logical_and.reduce([found[f"{key}:kind"] == integer for key in columns])
