@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from nsyskit.analysis.compute import analyzers, evidence, nccl, nccldigest
-from nsyskit.analysis.compute import diagnoses as _diagnoses  # noqa: F401  (registers its evidence extractors)
+# diagnoses: its import registers the diagnoses' evidence extractors
+from nsyskit.analysis.compute import analyzers, diagnoses, evidence, nccl, nccldigest
 from nsyskit.analysis.compute.metrics import comm_share_by_rank, view_of, window_steps, windowed_ranks
 from nsyskit.analysis.compute.projection import project
 from nsyskit.analysis.compute.result import Analysis, combine_kernel_summaries, concat, with_rank
@@ -185,13 +185,13 @@ class RankTrace:
         """NCCL operations with message sizes, timed on the GPU where the trace has the launches."""
         return nccl.nccl_operations(self.nvtx, self.kernels, self.kernel_names, self.launches, self.grouped_texts)
 
-    def evidence_inputs(self, window: Table, breakdown: Table, operations: Table) -> evidence.RankInputs:
+    def evidence_inputs(self, window: Table, breakdown: Table, operations: Table, busy=None) -> evidence.RankInputs:
         """This rank's tables as the findings' extractors read them (compute.evidence)."""
         return evidence.RankInputs(
             rank=self.rank, kernels=self.kernels, kernel_names=self.kernel_names, nvtx=self.nvtx,
             nvtx_labels=self.nvtx_labels, launches=self.launches,
             memcpys=self.memcpys, memsets=self.memsets, steps=window, breakdown=breakdown,
-            nccl_operations=operations, reader=self.reader, pid=self.pid,
+            nccl_operations=operations, reader=self.reader, pid=self.pid, busy=busy,
         )  # fmt: skip
 
     def results(self) -> dict[str, Any]:
@@ -201,6 +201,7 @@ class RankTrace:
             # The kernel tables are numpy over every kernel (sorts and reductions release the GIL): they run beside
             # the NVTX and NCCL tables, whose per-text work holds it.
             kernel_tables = pool.submit(lambda: (self.kernel_summary(), self.breakdown()))
+            gpu_busy = pool.submit(diagnoses.gpu_busy, self.kernels, self.memcpys, self.memsets)  # numpy too
             rank = self.rank
             nvtx_summary, nvtx_gpu, steps = self.nvtx_summary(), self.nvtx_gpu(), self.steps()
             # The rank's window steps, as the run's view finds them (its own 'profile_window' range or warm-up)
@@ -208,7 +209,7 @@ class RankTrace:
             operations = self.nccl_operations()
             nccl_digest, memcpy = nccldigest.digest(operations, in_window), self.memcpy_by_kind()
             kernel_summary, breakdown = kernel_tables.result()
-            found = evidence.rank_evidence(self.evidence_inputs(in_window, breakdown, operations))
+            found = evidence.rank_evidence(self.evidence_inputs(in_window, breakdown, operations, gpu_busy.result()))
         window = int(breakdown["window_ns"].sum()) if len(breakdown) else 0
         busy = int(breakdown["busy_ns"].sum()) if len(breakdown) else 0
         comm = int(breakdown["comm_ns"].sum()) if len(breakdown) else 0

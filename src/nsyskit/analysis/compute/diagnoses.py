@@ -98,12 +98,22 @@ def idle_after(busy: tuple[np.ndarray, np.ndarray], times: np.ndarray, high: int
     return np.clip(np.minimum(nxt, high) - times, 0, None)
 
 
+def gpu_busy(kernels, memcpys, memsets) -> tuple[np.ndarray, np.ndarray]:
+    """The union of a rank's kernels, memcpys and memsets (the map may compute it beside its other tables)."""
+    parts = [a for a in (kernels, memcpys, memsets) if a is not None and len(a)]
+    if not parts:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    busy = union(parts[0].start, parts[0].end)
+    for other in parts[1:]:
+        busy = _joined(busy, union(other.start, other.end))
+    return busy
+
+
 def rank_view(inputs: evidence.RankInputs) -> Rank | None:
     """The rank's shared measures (None: no GPU activity, nothing to diagnose)."""
-    parts = [a for a in (inputs.kernels, inputs.memcpys, inputs.memsets) if a is not None and len(a)]
     if inputs.kernels is None or not len(inputs.kernels):
         return None
-    busy = merge(*(union(a.start, a.end) for a in parts))
+    busy = inputs.busy if inputs.busy is not None else gpu_busy(inputs.kernels, inputs.memcpys, inputs.memsets)
     reader = inputs.reader
     calls = reader.api_calls(inputs.pid) if reader is not None else ApiCalls.empty()
     loader = _loader_ranges(inputs)
@@ -116,8 +126,6 @@ def rank_view(inputs: evidence.RankInputs) -> Rank | None:
         outside = covered(*iterations, *waits) == 0
         between = waits[0][outside], waits[1][outside]
     loading = _clip(merge(loader, between), low, high)
-    kernels = inputs.kernels
-    inside = (kernels.start >= low) & (kernels.end <= high)
     loader_ns = length(*_clip(loader, low, high))
     waiting = _clip(merge(loader, waits), low, high)
     return Rank(
@@ -129,15 +137,41 @@ def rank_view(inputs: evidence.RankInputs) -> Rank | None:
         loading,
         waiting,
         loader_ns,
-        (kernels.end - kernels.start)[inside],
+        _durations_within(inputs.kernels, low, high),
     )
 
 
 def _clip(intervals: tuple[np.ndarray, np.ndarray], low: int, high: int) -> tuple[np.ndarray, np.ndarray]:
-    """Disjoint sorted intervals cut to [low, high)."""
-    start, end = np.maximum(intervals[0], low), np.minimum(intervals[1], high)
-    keep = end > start
-    return start[keep], end[keep]
+    """Disjoint sorted intervals cut to [low, high) (slices found by binary search; the two cut ends copied)."""
+    start, end = intervals
+    first, last = np.searchsorted(end, low, side="right"), np.searchsorted(start, high, side="left")
+    start, end = start[first:last], end[first:last]
+    if len(start) and start[0] < low:
+        start = start.copy()
+        start[0] = low
+    if len(end) and end[-1] > high:
+        end = end.copy()
+        end[-1] = high
+    return start, end
+
+
+def _joined(one: tuple[np.ndarray, np.ndarray], other: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The union of two unions: the other's intervals inserted in start order (no sort of the whole)."""
+    if not len(other[0]):
+        return one
+    at = np.searchsorted(one[0], other[0])
+    return union(np.insert(one[0], at, other[0]), np.insert(one[1], at, other[1]))
+
+
+def _durations_within(kernels, low: int, high: int) -> np.ndarray:
+    """The durations of the kernels inside [low, high] (a slice when they are in start order, as nsys writes them)."""
+    start, end = kernels.start, kernels.end
+    if (start[1:] >= start[:-1]).all():
+        first, last = np.searchsorted(start, low), np.searchsorted(start, high, side="right")
+        start, end = start[first:last], end[first:last]
+        return (end - start)[end <= high]
+    inside = (start >= low) & (end <= high)
+    return (end - start)[inside]
 
 
 def _loader_ranges(inputs: evidence.RankInputs) -> tuple[np.ndarray, np.ndarray]:
@@ -237,19 +271,30 @@ def launch_bound(rank: Rank) -> Iterator[tuple[str, str, float]]:
     gap_start, gap_end = gap_start[short], gap_end[short]
     low, high = rank.window
     calls = rank.calls
-    mine = (calls.kind == LAUNCH) & (calls.start >= low) & (calls.end <= high)
+    mine = (calls.kind == LAUNCH) & (calls.start >= low) & (calls.end <= high) & (calls.end >= calls.start)
     launches, launch_end = calls.start[mine], calls.end[mine]
     if not (launches[1:] >= launches[:-1]).all():
         order = np.argsort(launches, kind="stable")
         launches, launch_end = launches[order], launch_end[order]
     # The first call (in start order) reaching past a gap's start overlaps the gap when it starts before its end.
-    reach = np.maximum.accumulate(launch_end) if len(launch_end) else launch_end
+    sorted_ends = (launch_end[1:] >= launch_end[:-1]).all()  # one thread's calls never overlap: no accumulate
+    reach = launch_end if sorted_ends or not len(launch_end) else np.maximum.accumulate(launch_end)
     first = np.searchsorted(reach, gap_start, side="right")
     overlapped = (first < len(launches)) & (launches[np.minimum(first, max(len(launches) - 1, 0))] < gap_end)
     starved = int((gap_end - gap_start)[overlapped].sum()) if len(launches) else 0
-    median = float(np.median(rank.kernels)) if len(rank.kernels) else float("nan")
+    median = _median(rank.kernels)
     yield from _per_step(rank, LAUNCH_BOUND, kernels=len(rank.kernels), median_kernel_ns=median,
                          launches=len(launches), busy_ns=length(starts, ends), starved_ns=starved)  # fmt: skip
+
+
+def _median(values: np.ndarray) -> float:
+    """The median of an array this module owns (partitioned in place: no copy of a million durations)."""
+    if not len(values):
+        return float("nan")
+    half = len(values) // 2
+    kth = [half] if len(values) % 2 else [half - 1, half]
+    values.partition(kth)
+    return float(values[kth].mean())
 
 
 def allocator(rank: Rank) -> Iterator[tuple[str, str, float]]:

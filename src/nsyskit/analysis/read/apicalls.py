@@ -3,7 +3,7 @@
 Every export version keeps runtime and driver API calls in CUPTI_ACTIVITY_KIND_RUNTIME (nameId -> StringIds) and,
 when the capture traced `osrt`, the OS runtime calls in OSRT_API (same columns). Function names carry a version
 suffix in most versions (`cudaMalloc_v3020`) and per-thread-stream variants (`_ptsz`, `_ptds`); a name is classified
-without them. Only the calls of a known kind are kept: the rest (event records, queries...) matter to no rule.
+without them. Calls of no kind a rule reads (event records, queries...) have kind 0.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ WAIT_CALLS = re.compile(r"(p?poll|p?select|epoll_wait|epoll_pwait|futex|pthread_
 
 @dataclass(frozen=True)
 class ApiCalls:
-    """Host calls of known kinds: calling thread, start and end (ns) and kind (LAUNCH, SYNC, ALLOC, MODULE, WAIT)."""
+    """Host calls: calling thread, start and end (ns) and kind (LAUNCH, SYNC, ALLOC, MODULE, WAIT; 0: another call)."""
 
     thread: np.ndarray
     start: np.ndarray
@@ -56,8 +56,8 @@ class ApiCalls:
         return len(self.start)
 
     def of(self, kind: int) -> ApiCalls:
-        """The calls of one kind."""
-        keep = self.kind == kind
+        """The calls of one kind (that end at or after their start)."""
+        keep = (self.kind == kind) & (self.end >= self.start)
         return ApiCalls(self.thread[keep], self.start[keep], self.end[keep], self.kind[keep])
 
     @classmethod
@@ -124,5 +124,5 @@ def _read(reader: ExportFile, table: str | None, pid: int | None, classify, rows
     for name_id in ids.tolist():
         kinds[name_id] = classify(text.get(name_id, ""))
     kind = kinds[names]
-    keep = (kind > 0) & (found["end"] >= found["start"])
-    return ApiCalls(found["thread"][keep], found["start"][keep], found["end"][keep], kind[keep])
+    # Every row stays (kind 0: no rule reads it): a copy of a million launches would cost more than the masks of `of`
+    return ApiCalls(found["thread"], found["start"], found["end"], kind)
