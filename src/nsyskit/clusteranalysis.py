@@ -151,6 +151,12 @@ def record_submitted(plan: AnalysisPlan, map_id: str, merge_id: str, **more: obj
                  submitted=time.time(), parts=str(plan.parts), **more)  # fmt: skip
 
 
+def without_report_line(log: str, report: Path) -> str:
+    """A merge's log less its '✓ report: REPORT' line, which the command prints itself (else it shows twice)."""
+    said = {f"report: {report}", f"✓ report: {report}"}
+    return "".join(line for line in log.splitlines(keepends=True) if line.strip() not in said)
+
+
 def submit_and_follow(runner, cfg, root: Path, plan: AnalysisPlan, wait: bool, dry_run: bool = False) -> list[str]:
     """Submit the plan's map and merge through `runner` (nsyskit.slurm.analysis, nsyskit.k8s.analysis); with `wait`,
     follow them to the merged report; with `dry_run`, check and render only. The lines to print."""

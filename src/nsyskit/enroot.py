@@ -143,7 +143,7 @@ def import_image(cfg: Config, force: bool = False) -> tuple[Path, bool]:
         raise EnrootMissing(
             "enroot is not installed here",
             fix="run 'invoke enroot-import' on a cluster node that has it "
-            "(e.g. srun -N1 .venv/bin/invoke enroot-import), or install enroot (github.com/NVIDIA/enroot)",
+            "(e.g. srun -N1 .venv/bin/invoke enroot-import); enroot is installed by the cluster's administrators",
         )
     if target.exists():
         if not force:

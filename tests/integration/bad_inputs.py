@@ -49,7 +49,7 @@ class Case:
 
 def path_without(names: tuple[str, ...], folder: Path) -> str:
     """A PATH of one folder that links every command of BASE_ENV's PATH but `names`: a machine without them, even
-    where this one has them (a test machine with Slurm and enroot built)."""
+    where this one has them (a test machine with Slurm and enroot installed)."""
     folder.mkdir()
     for directory in reversed(BASE_ENV["PATH"].split(":")):  # the first directory of PATH wins, as in a lookup
         for entry in Path(directory).iterdir() if Path(directory).is_dir() else ():

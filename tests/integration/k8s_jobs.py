@@ -1,8 +1,8 @@
 """Run batch/v1 Jobs' pods as Docker containers, as the Job controller and the kubelet would (no API server here).
 
 What is emulated is what the analysis Jobs use: an Indexed Job's completions (JOB_COMPLETION_INDEX set in each pod,
-at most `parallelism` at once), init containers before the containers, command, and persistentVolumeClaim volumes
-as bind mounts of a host folder per claim at their mountPath. Anything else in a pod spec is refused, so a field the
+at most `parallelism` at once), init containers before the containers, command, env values, persistentVolumeClaim
+volumes as bind mounts of a host folder per claim at their mountPath, and emptyDir volumes as a fresh tmpfs. Anything else in a pod spec is refused, so a field the
 emulation ignores cannot pass unnoticed.
 """
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 POD_FIELDS = {"restartPolicy", "containers", "initContainers", "volumes"}
-CONTAINER_FIELDS = {"name", "image", "command", "volumeMounts"}
+CONTAINER_FIELDS = {"name", "image", "command", "env", "volumeMounts"}
 
 
 @dataclass
@@ -31,8 +31,15 @@ def _mounts(spec: dict, container: dict, claims: dict[str, Path]) -> list[str]:
     volumes = {v["name"]: v for v in spec.get("volumes", [])}
     args = []
     for mount in container.get("volumeMounts", []):
-        claim = volumes[mount["name"]]["persistentVolumeClaim"]["claimName"]
-        args += ["-v", f"{claims[claim]}:{mount['mountPath']}"]
+        volume = volumes[mount["name"]]
+        assert set(volume) in ({"name", "persistentVolumeClaim"}, {"name", "emptyDir"}), f"unknown volume {volume}"
+        if "emptyDir" in volume:
+            args += ["--tmpfs", mount["mountPath"]]
+            continue
+        args += ["-v", f"{claims[volume['persistentVolumeClaim']['claimName']]}:{mount['mountPath']}"]
+    for variable in container.get("env", []):
+        assert set(variable) == {"name", "value"}, f"the emulation sets plain values only, not {variable}"
+        args += ["-e", f"{variable['name']}={variable['value']}"]
     return args
 
 

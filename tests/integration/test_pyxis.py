@@ -1,7 +1,7 @@
 """A locally built image to Pyxis: the job records the image's digest from this host's Docker daemon; and
 `invoke run --slurm` with SLURM_CONTAINER_IMAGE=dockerd://IMAGE through real Pyxis, on a machine that is its own
-Slurm node with enroot and Pyxis (built from their sources; see docs/slurm.md). CI has neither: that test says so
-and skips there."""
+Slurm node with enroot and Pyxis installed by its administrators (see docs/slurm.md). CI has neither: that test says
+which is missing and skips there."""
 
 from __future__ import annotations
 
@@ -36,12 +36,12 @@ def test_a_local_image_is_recorded_with_its_digest(kit_image, tmp_path):
 def pyxis_missing() -> str | None:
     """Why this machine cannot run a Pyxis job (None when it can)."""
     if not shutil.which("enroot"):
-        return "enroot is not installed here (CI has none: it is built from source, see docs/slurm.md)"
+        return "enroot is not installed here (CI has none; a cluster's administrators install it, see docs/slurm.md)"
     if not shutil.which("srun") or not shutil.which("sinfo"):
         return "no Slurm client here"
     help_text = subprocess.run(["srun", "--help"], capture_output=True, text=True).stdout
     if "--container-image" not in help_text:
-        return "srun has no --container-image: Pyxis is not loaded by this Slurm (plugstack.conf)"
+        return "srun has no --container-image: Pyxis is not loaded by this Slurm (its administrators load it)"
     if subprocess.run(["sinfo", "-h"], capture_output=True, text=True, timeout=30).returncode != 0:
         return "slurmctld does not answer here"
     return None
@@ -67,12 +67,23 @@ def test_a_local_image_runs_through_pyxis_and_run_json_says_so(kit_image, tmp_pa
     assert run["image"] == image and run["details"]["mode"] == "pyxis"
     assert run["started"] and run["ended"] >= run["started"] and run["duration_s"] >= 0
     assert len(list(run_dir.glob("*.nsys-rep"))) == 2 and [r["rank"] for r in run["ranks"]] == [0, 1]
+    from nsyskit.slurm.analysis_image import cached_sqsh
+
     # The analysis where the reports are, as the run ran: the map array and the merge job in the run's image (its
     # own nsyskit and nsys export the .nsys-rep reports), equal to 'invoke analyze' of the same folder here.
     analyzed = subprocess.run([sys.executable, "-m", "invoke", "analyze", str(run_dir), "--slurm", "--wait"],
                               cwd=project, env=env, capture_output=True, text=True, timeout=900)  # fmt: skip
     assert analyzed.returncode == 0, analyzed.stdout[-3000:] + analyzed.stderr[-3000:]
-    assert f"--container-image={image}" in (run_dir / "analysis-jobs" / "map.sbatch").read_text()
+    # The image imported once, before the map, into a .sqsh on the shared folder; every element and the merge run it.
+    jobs = run_dir / "analysis-jobs"
+    sqsh = Path(cached_sqsh(str(shared), image, run["details"]["image_id"]))  # named by the image ID the run recorded
+    assert f"enroot import --output \"$partial\" {image}" in (jobs / "import.sbatch").read_text()
+    assert f"image={sqsh}\n" in (jobs / "map.sbatch").read_text() and f"image={sqsh}\n" in (jobs / "merge.sbatch").read_text()
+    assert sqsh.is_file() and "nsyskit: image ready in" in next(jobs.glob("import-*.out")).read_text()
+    assert all(f"nsyskit: image {sqsh}" in log.read_text() for log in jobs.glob("map-*.out"))
+    assert "is not a writable directory" not in next(jobs.glob("merge-*.out")).read_text()  # MPLCONFIGDIR
+    said = (analyzed.stdout + analyzed.stderr).replace("\n", "")
+    assert said.count(f"✓ report: {run_dir / 'report.html'}") == 1  # the command's line; the merge log's is left out
     merged = json.loads((run_dir / "analysis.json").read_text())
     (run_dir / "analysis.json").rename(run_dir / "merged.json")
     here = subprocess.run([sys.executable, "-m", "invoke", "analyze", str(run_dir)], cwd=project, env=env,

@@ -241,13 +241,16 @@ def test_analyze_slurm_maps_on_the_nodes_and_merges_what_analyze_makes(project, 
     array_id = found[1]
     merge_id = re.search(r"merge: Slurm job (\d+), after every map element succeeds", result.stderr)[1]
     assert "map: 16/16 parts (16 completed)" in result.stderr  # progress while waiting, parts done / total
-    assert f"report: {run / 'report.html'}" in result.stdout.replace("\n", "")
+    said = (result.stdout + result.stderr).replace("\n", "")
+    assert said.count(f"✓ report: {run / 'report.html'}") == 1  # the command's; the merge log's own is left out
     # The array ran on the nodes: one log per element, 4 at once at most ('%4'), the merge after it (afterok).
     map_script = (run / "analysis-jobs" / "map.sbatch").read_text()
     assert "#SBATCH --array=0-15%4" in map_script and "--array-index \"$SLURM_ARRAY_TASK_ID\"" in map_script
     assert len(list((run / "analysis-jobs").glob(f"map-{array_id}_*.out"))) == WIDE_RANKS
     assert (run / "analysis-jobs" / f"merge-{merge_id}.out").is_file()
     assert "Findings" in result.stdout  # the merge's tables, printed from its log
+    assert "export MPLCONFIGDIR" in (run / "analysis-jobs" / "merge.sbatch").read_text()
+    assert "not a writable directory" not in (run / "analysis-jobs" / f"merge-{merge_id}.out").read_text()
     assert slurm_exit_code(cluster, merge_id) == ("COMPLETED", 0)
 
     # Exactly what 'invoke analyze' makes of the same folder, here.
@@ -278,3 +281,25 @@ def test_analyze_slurm_names_a_failed_map_element_with_its_report_and_log(projec
     assert slurm_exit_code(cluster, merge_id)[0] == "CANCELLED"
     assert not (run / "report.html").exists()
 
+
+
+def test_analyze_slurm_in_pyxis_imports_first_and_a_failed_import_cancels_the_map_and_the_merge(project, cluster):
+    # These nodes have no enroot (nor Pyxis): the import job, submitted before the map, fails; the map and the merge,
+    # which afterok would keep pending for ever, are cancelled, and the error names the import's log and its last line.
+    run = wide_run(project, "pyxis-without-enroot", 2)
+    result = invoke(project, cluster, "analyze", str(run), "--slurm", "--wait", timeout=JOB_TIMEOUT_S,
+                    NSYSKIT_SLURM_SHARED_DIR=str(project), NSYSKIT_SLURM_MODE="pyxis",
+                    NSYSKIT_SLURM_CONTAINER_IMAGE="dockerd://nsyskit:latest")  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert re.search(r"image: \S+/enroot/dockerd\+nsyskit\+latest\.sqsh, imported once from dockerd://nsyskit:latest "
+                     r"by the import job before the map \(Slurm job \d+", result.stderr), result.stderr  # fmt: skip
+    error = result.stderr.strip().splitlines()[-1]
+    import_id = re.search(r"the import of dockerd://nsyskit:latest \(Slurm job (\d+)\) ended FAILED, exit code 127", error)[1]
+    assert f"log {run / 'analysis-jobs' / f'import-{import_id}.out'}: " in error and "enroot: command not found" in error
+    assert "the map and the merge were cancelled" in error and "invoke enroot-credentials" in error
+    map_id = re.search(r"map: Slurm array job (\d+)", result.stderr)[1]
+    merge_id = re.search(r"merge: Slurm job (\d+)", result.stderr)[1]
+    assert int(import_id) < int(map_id) < int(merge_id)  # submitted in that order
+    for job_id in (map_id, merge_id):
+        assert slurm_exit_code(cluster, job_id)[0] == "CANCELLED"
+    assert not list((run / "analysis-jobs").glob("map-*.out")) and not (run / "report.html").exists()

@@ -93,8 +93,10 @@ def test_a_thousand_reports_make_a_reasonable_array_each_element_taking_every_nt
 
 def test_pyxis_runs_the_image_with_the_shared_file_system_and_host_mode_the_nodes_nsyskit():
     pyxis = analysis.scripts(config("pyxis"), ROOT, plan("pyxis"))
-    assert f"--container-image='{ECR}#nsyskit:latest'" in pyxis["map.sbatch"]  # quoted: '#' starts a comment
-    assert "--container-mounts=/fsx:/fsx" in pyxis["merge.sbatch"] and "  nsyskit analyze-merge " in pyxis["merge.sbatch"]
+    sqsh = f"/fsx/enroot/docker+{ECR}+nsyskit+latest.sqsh"  # the pushed image, imported once (test_slurm_analysis_image)
+    assert f"enroot import --output \"$partial\" 'docker://{ECR}#nsyskit:latest'" in pyxis["import.sbatch"]
+    assert f"image={sqsh}\n" in pyxis["map.sbatch"] and '--container-image="$image"' in pyxis["map.sbatch"]
+    assert "--container-mounts=/fsx:/fsx" in pyxis["merge.sbatch"] and " nsyskit analyze-merge " in pyxis["merge.sbatch"]
     host = analysis.scripts(config("host"), ROOT, plan("host"))
     assert "srun" not in host["map.sbatch"] and "/fsx/venv/bin/nsyskit analyze-part" in host["map.sbatch"]
     assert "command -v /fsx/venv/bin/nsyskit" in host["map.sbatch"]  # a node without it says so in the log

@@ -172,3 +172,20 @@ def test_doc_commands_that_need_no_cluster_run(project):
         assert done.returncode == 0, f"{command.where}: {' '.join(command.words)}\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
         ran.append(command.where)
     assert len(ran) >= 5, ran
+
+
+@pytest.mark.skipif(Path("/fsx").exists(), reason="this machine has /fsx: it is not a laptop off the cluster")
+def test_the_docs_slurm_dry_run_previews_on_a_laptop(tmp_path):
+    # The documented preview, where a user tries it before going to the cluster: SLURM_SHARED_DIR is the committed
+    # /fsx, absent here. It renders, prints the script and warns; it exits 0.
+    dry_runs = [c for c in COMMANDS if {"deploy", "--slurm", "--dry-run"} <= set(c.words) and not c.placeholders]
+    assert dry_runs, "the docs show 'invoke deploy --slurm --dry-run'"
+    for name in PROJECT_FILES:
+        source = ROOT / name
+        (shutil.copytree if source.is_dir() else shutil.copy2)(source, tmp_path / name)
+    base = {k: v for k, v in os.environ.items() if not k.startswith("NSYSKIT_")}
+    for command in dry_runs:
+        done = subprocess.run([sys.executable, "-m", command.words[0], *command.words[1:]], cwd=tmp_path,
+                              env={**base, **command.env}, capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert done.returncode == 0, f"{command.where}: {done.stderr[-2000:]}"
+        assert "#SBATCH --nodes=" in done.stdout and "a real submit would refuse: SLURM_SHARED_DIR='/fsx'" in done.stderr

@@ -183,6 +183,32 @@ def test_dry_run_renders_into_a_fresh_job_folder_and_records_it(tmp_path):
         slurm.status(cfg, tmp_path, None)
 
 
+def test_a_dry_run_off_the_cluster_renders_prints_and_warns_what_a_submit_would_refuse(tmp_path):
+    # A laptop: SLURM_SHARED_DIR (the cluster's /fsx) is not here, nor the .sqsh. The preview still renders.
+    shutil.copytree(ROOT / "slurm", tmp_path / "slurm")
+    cfg = config("pyxis", SLURM_SHARED_DIR=str(tmp_path / "fsx"), SLURM_CONTAINER_IMAGE="sqsh")
+    with pytest.raises(ConfigErrors) as refused:  # a real submit refuses, before writing anything
+        targets.deploy(targets.get("slurm"), cfg, tmp_path)
+    assert not (tmp_path / "jobs").exists()
+    with pytest.raises(ConfigErrors):
+        targets.validate_targets(cfg, tmp_path, slurm=True)  # what 'invoke config --check --slurm' runs
+    result = targets.deploy(targets.get("slurm"), cfg, tmp_path, dry_run=True)
+    script_path = result.job.job_dir / "job.sbatch"
+    assert script_path.read_text().rstrip("\n") in result.lines and not result.job.submitted
+    assert result.warnings == [f"a real submit would refuse: {problem}" for problem in refused.value.errors]
+    assert [w.split("=")[0] for w in result.warnings] == ["a real submit would refuse: SLURM_SHARED_DIR",
+                                                          "a real submit would refuse: SLURM_CONTAINER_IMAGE"]
+    assert all("; fix: " in warning for warning in result.warnings)
+    assert result.lines[-1] == f"dry run: nothing submitted; submit with 'sbatch {script_path}' once the 2 warning(s) are fixed"
+
+
+def test_a_dry_run_the_k8s_checks_refuse_is_still_refused(tmp_path):
+    # Only Slurm previews despite its checks (they are about the cluster's paths); other targets keep refusing.
+    cfg = load_config(ROOT, overrides={"GPUS_PER_NODE": "3", "REGISTRY": ECR}, environ={})
+    with pytest.raises(ConfigErrors, match="GPUS_PER_NODE"):
+        targets.deploy(targets.get("k8s"), cfg, tmp_path, dry_run=True)
+
+
 # --- every image Pyxis takes; what the nodes need, checked before sbatch ----------------------------------------------
 
 

@@ -78,6 +78,23 @@ def test_config_check_slurm_and_k8s_together_list_both_targets_problems(tmp_path
     assert host.returncode == 0, host.stderr  # host mode pulls no image
 
 
+@pytest.mark.skipif(Path("/fsx").exists(), reason="this machine has /fsx: it is not a laptop off the cluster")
+def test_deploy_slurm_dry_run_on_a_laptop_prints_the_script_and_warnings_while_submit_and_check_refuse(tmp_path):
+    env = {"NSYSKIT_REGISTRY": ECR}  # SLURM_SHARED_DIR stays the committed /fsx, which this machine lacks
+    submit = invoke_in(tmp_path, "deploy", "--slurm", **env)
+    assert submit.returncode == 1 and "SLURM_SHARED_DIR='/fsx'" in submit.stderr and not (tmp_path / "jobs").exists()
+    check = invoke_in(tmp_path, "config", "--check", "--slurm", **env)
+    assert check.returncode == 1 and "✗ SLURM_SHARED_DIR='/fsx': does not exist on this host" in check.stderr
+    dry = invoke_in(tmp_path, "deploy", "--slurm", "--dry-run", **env)
+    assert dry.returncode == 0, dry.stderr
+    (script,) = (tmp_path / "jobs").glob("slurm-*/job.sbatch")
+    assert script.read_text() in dry.stdout + "\n" and "--container-mounts=" in dry.stdout
+    warning = "warning: a real submit would refuse: SLURM_SHARED_DIR='/fsx': does not exist on this host"
+    assert [line for line in dry.stderr.splitlines() if line.startswith("warning:")] == [
+        line for line in dry.stderr.splitlines() if line.startswith(warning) and "; fix: set SLURM_SHARED_DIR" in line
+    ] != []
+
+
 # --- deploy --k8s --wait exits with the launcher's exit code ---------------------------------------------------------
 
 

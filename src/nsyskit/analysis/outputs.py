@@ -4,9 +4,10 @@ report.html and analysis.json."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from nsyskit.analysis.compute.result import Analysis
 from nsyskit.analysis.judge.summary import Summary, summarize
@@ -40,17 +41,21 @@ def report_folder(paths: list[str | Path]) -> Path:
 def analyze(
     paths: list[str | Path], output: Path | None = None, straggler_pct: float = 5.0,
     progress: Callable[[int, int], None] | None = None, full_names: bool = False, strict: bool = False,
+    inputs: Mapping[str, Any] | None = None,
 ) -> Outputs:  # fmt: skip
     """Analyze the run, summarize it (findings, window metrics, header) and compose its report for the folder its
-    files go to (`full_names`: whole kernel names in the terminal)."""
+    files go to (`full_names`: whole kernel names in the terminal; `inputs`: what the rules get beyond the reports)."""
     folder = Path(output) if output else report_folder(paths)
     analysis = analyze_run(paths, straggler_pct=straggler_pct, progress=progress, strict=strict)
-    return of_analysis(paths, folder, analysis, full_names)
+    return of_analysis(paths, folder, analysis, full_names, inputs)
 
 
-def of_analysis(paths: list[str | Path], folder: Path, analysis: Analysis, full_names: bool = False) -> Outputs:
+def of_analysis(
+    paths: list[str | Path], folder: Path, analysis: Analysis, full_names: bool = False,
+    inputs: Mapping[str, Any] | None = None,
+) -> Outputs:  # fmt: skip
     """The summary and report of an analysis already made (by analyze_run, or merged from parts) for `folder`."""
-    summary = summarize(analysis, folder)
+    summary = summarize(analysis, folder, inputs)
     return Outputs(list(paths), folder, analysis, summary, compose(analysis, summary, folder, full_names))
 
 

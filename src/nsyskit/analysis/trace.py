@@ -17,9 +17,15 @@ from typing import Any
 
 import numpy as np
 
-# diagnoses: its import registers the diagnoses' evidence extractors
-from nsyskit.analysis.compute import analyzers, diagnoses, evidence, nccl, nccldigest
-from nsyskit.analysis.compute.metrics import comm_share_by_rank, view_of, window_steps, windowed_ranks
+from nsyskit.analysis.compute import (
+    analyzers,
+    commcauses,  # noqa: F401  (registers its evidence extractors)
+    diagnoses,  # registers its evidence extractors (and computes the GPU busy union beside the NVTX tables)
+    evidence,
+    nccl,
+    nccldigest,
+)
+from nsyskit.analysis.compute.metrics import comm_share_by_rank, per_rank, view_of, window_steps, windowed_ranks
 from nsyskit.analysis.compute.projection import project
 from nsyskit.analysis.compute.result import Analysis, combine_kernel_summaries, concat, with_rank
 from nsyskit.analysis.compute.table import Table
@@ -321,9 +327,13 @@ def merge(
     if unprofiled_line:  # the ranks the run ran without nsys: absent from every table, named so no one reads them as idle
         analysis.warnings.append(unprofiled_line)
     # The ranks table's comm share is the findings' (on a CPU run: of the window's step time, not of GPU busy time).
-    shares = comm_share_by_rank(view_of(analysis))
+    view = view_of(analysis)
+    shares = comm_share_by_rank(view)
     summaries = [{**r["summary"], "comm_share_pct": shares.get(r["rank"], r["summary"]["comm_share_pct"])} for r in results]
-    analysis.ranks = analyzers.cross_rank(summaries, straggler_pct)
+    # One verdict per concept: the table flags the stragglers the findings name, on the findings' measure
+    work = per_rank(view)
+    analysis.ranks = analyzers.cross_rank(summaries, straggler_pct, dict(zip(work["rank"].tolist(), work["work_ns"].tolist(), strict=True)))
+    analysis.straggler_pct = straggler_pct
     return analysis
 
 

@@ -2,41 +2,24 @@
 
 from __future__ import annotations
 
-import json
-import sys
-import threading
 from pathlib import Path
 
 from nsyskit import console
+from nsyskit.analysis.request import DEFAULT_TOP, AnalyzeRequest, ClusterRequest, split_paths
+from nsyskit.analyze import progress
 from nsyskit.cli import PROFILE_HELP, load, number_flag, project_root, task
-from nsyskit.errors import AnalysisError, ConfigError, PartialAnalysis, RegressionFound, UsageError
+from nsyskit.errors import AnalysisError, UsageError
 
-PROGRESS_FROM = 8  # reports in a run from which analyze and --timeline print their progress
 PARTS = "analysis-parts"  # the default folder of analyze-part's part files, beside the reports
 
 
-def _paths(path: str) -> list[str]:
-    parts = [p.strip() for p in (path or "").split(",") if p.strip()]
+def _paths(path: str | None) -> list[str]:
+    parts = split_paths(path)
     if not parts:
         raise UsageError(
             "no run folder or report given", fix="pass a run folder (reports/<run-id>) or report files separated by commas"
         )
     return parts
-
-
-def _check_output(output: str | None) -> Path | None:
-    """The --output folder; an error when it names a file (checked before the analysis runs)."""
-    if not output:
-        return None
-    folder = Path(output)
-    for part in (folder, *folder.parents):
-        if part.exists():
-            if not part.is_dir():
-                raise ConfigError(
-                    "--output", output, f"{part} is a file, not a folder", "pass a folder for report.html"
-                )
-            break
-    return folder
 
 
 @task(
@@ -65,116 +48,38 @@ def _check_output(output: str | None) -> Path | None:
         "slurm_max_parallel": "With --slurm/--k8s: at most this many map elements at once (the array's %N, the Job's "
         "parallelism); default: no cap.",
         "dry_run": "With --slurm/--k8s: check and render the jobs into RUN/analysis-jobs/ only; submit nothing.",
+        "explain": "PATH is a findings rule: print what it measures, when it fires (its thresholds) and what to try, "
+        "e.g. 'invoke analyze --explain sync_stall' ('all': every rule); reads no report.",
         "profile": PROFILE_HELP,
     },
 )
 def analyze(
     c, path=None, json_=False, html=True, output=None, timeline=False, timeline_max_events=None, diff=None,
     fail_on=None, fail_on_regression=None, straggler_pct=None, top=None, full_names=False, strict=False,
-    slurm=False, k8s=False, wait=False, slurm_max_parallel=None, dry_run=False, profile=None,
+    slurm=False, k8s=False, wait=False, slurm_max_parallel=None, dry_run=False, explain=False, profile=None,
 ):  # fmt: skip
     """Findings first, then kernels, GPU breakdown and overlap, NVTX, NCCL sizes, ranks, NCCL logs; report.html, timeline."""
-    if slurm or k8s:
-        return _analyze_on_cluster(c, path, slurm, k8s, wait, slurm_max_parallel, dry_run, profile, timeline,
-                                   timeline_max_events, straggler_pct, strict)  # fmt: skip
-    if wait or dry_run or slurm_max_parallel is not None:
-        raise UsageError("--wait, --dry-run and --slurm-max-parallel go with --slurm or --k8s",
-                         fix="invoke analyze RUN_FOLDER --slurm --wait")  # fmt: skip
-    from nsyskit.analysis import (
-        DEFAULT_MAX_EVENTS,
-        outputs,
-        print_profiler_analysis,
-        profiler_of,
-        run_profiler_analysis,
-    )
-
-    rows = int(number_flag("--top", top, 15, integer=True, low=1))
-    straggler = number_flag("--straggler-pct", straggler_pct, 5.0)
-    threshold = number_flag("--fail-on-regression", fail_on_regression, None)
-    max_events = int(number_flag("--timeline-max-events", timeline_max_events, DEFAULT_MAX_EVENTS, integer=True, low=1))
-    if diff:
-        from nsyskit.analysis import diff_table, run_diff
-
-        result = run_diff(_paths(diff), _paths(path), fail_on, threshold)
-        if json_:
-            _print_json(result.to_json())
-        else:
-            console.out.print(diff_table(result, full_names))
-        if result.regressions:
-            raise RegressionFound(
-                f"regression past the threshold: {', '.join(result.regressions)} (A={diff}, B={path})",
-                fix="see the table above; when the change is expected, raise the threshold with --fail-on METRIC=PCT",
-            )
-        return
-    if threshold is not None or fail_on is not None:
-        raise UsageError(
-            "--fail-on and --fail-on-regression need a baseline (--diff)",
-            fix="use 'invoke analyze --diff BASELINE RUN --fail-on step_time=5'",
-        )
-    paths = _paths(path)
-    folder = _check_output(output) or outputs.report_folder(paths)
-    profiler = profiler_of(paths)
-    if profiler != "nsys":  # PROFILER=ncu or torch runs: their own tables, shown the same way
-        other, page = run_profiler_analysis(profiler, paths, folder, html, straggler)
-        if json_:
-            _print_json(other.to_json())
-        else:
-            print_profiler_analysis(other, console.out, top=rows)
-        if page:
-            console.done(f"report: {page}")
-        return
-    if not json_:  # rich (~50 ms to import) loads while the reports are read: the tables need it only at the end
-        threading.Thread(target=_import_rich, daemon=True).start()
-    result = outputs.analyze(paths, folder, straggler, _progress("analyze"), full_names, strict)
-    _show_and_write(result, json_, rows, html, timeline, max_events)
-
-
-def _analyze_on_cluster(c, path, slurm, k8s, wait, max_parallel, dry_run, profile, timeline, timeline_max_events,
-                        straggler_pct, strict) -> None:  # fmt: skip
-    """analyze --slurm / --k8s: the run folder's map and merge submitted where the reports are."""
-    from importlib import import_module
-
-    from nsyskit.clusteranalysis import make_plan, submit_and_follow
+    from nsyskit.analyze import answer
 
     if slurm and k8s:
         raise UsageError("--slurm and --k8s both given", fix="choose the cluster the reports are on")
-    folders = _paths(path)
-    if len(folders) != 1 or not Path(folders[0]).is_dir():
-        raise UsageError(f"--slurm/--k8s analyze one run folder, not {path!r}", fix="pass the run folder (reports/<run-id>)")
-    cap = None if max_parallel is None else int(number_flag("--slurm-max-parallel", max_parallel, 1, integer=True, low=1))
-    events = None if timeline_max_events is None else int(
-        number_flag("--timeline-max-events", timeline_max_events, 1, integer=True, low=1))  # fmt: skip
-    straggler = None if straggler_pct is None else number_flag("--straggler-pct", straggler_pct, 5.0)
-    cfg = load(c, profile)
-    plan = make_plan(Path(folders[0]), cap, timeline, events, straggler, strict)
-    runner = import_module("nsyskit.slurm.analysis" if slurm else "nsyskit.k8s.analysis")
-    for line in submit_and_follow(runner, cfg, project_root(c), plan, wait, dry_run):
-        console.done(line) if line.startswith("report:") else console.out.print(line, markup=False, highlight=False)
+    engine = "slurm" if slurm else "k8s" if k8s else None
+    cluster = ClusterRequest(engine, load(c, profile), project_root(c)) if engine else None
+    answer(AnalyzeRequest(
+        paths=[] if explain else _paths(path), json=json_, html=html, output=output and Path(output), timeline=timeline,
+        timeline_max_events=_int_flag("--timeline-max-events", timeline_max_events),
+        straggler_pct=number_flag("--straggler-pct", straggler_pct, None),
+        top=int(number_flag("--top", top, DEFAULT_TOP, integer=True, low=1)), full_names=full_names, strict=strict,
+        diff=_paths(diff) if diff else None, fail_on=fail_on,
+        fail_on_regression=number_flag("--fail-on-regression", fail_on_regression, None),
+        cluster=cluster, wait=wait, max_parallel=_int_flag("--slurm-max-parallel", slurm_max_parallel),
+        dry_run=dry_run, explain=path if explain else None,
+    ))  # fmt: skip
 
 
-def _show_and_write(result, json_: bool, rows: int, html: bool, timeline: bool = False, max_events: int = 0) -> None:
-    """Print an analysis (tables or JSON) and its warnings, then write its files and say where they are."""
-    from nsyskit.analysis import grouped, outputs, print_report, render_json
-
-    if json_:
-        _print_json(render_json(result.report))
-    else:
-        print_report(result.report, console.out, top=rows)
-    ranks = len(result.analysis.sources)
-    for warning in grouped(result.analysis.warnings, ranks):  # one line for what holds on many ranks
-        console.warn(warning)
-    outputs.write(result, html, timeline, max_events, _progress("timeline"))
-    for note in grouped(result.timeline_notes, ranks):
-        console.warn(note)
-    if result.timeline:
-        console.done(f"timeline: {result.timeline} (open https://ui.perfetto.dev and drop the file on it)")
-    if result.report_html:
-        console.done(f"report: {result.report_html}")
-    if result.analysis.incomplete:  # the outputs are written, and say so first; a script learns it from the code
-        left_out = "; ".join(line.partition("; fix:")[0] for line in result.analysis.incomplete[:3])
-        raise PartialAnalysis(f"the analysis is incomplete: {left_out}",
-                              fix="see the first lines of the output (and analysis.json's run.incomplete); "
-                              "--strict stops at the first unreadable report instead")  # fmt: skip
+def _int_flag(flag: str, value: object) -> int | None:
+    """A whole-number flag >= 1, None when not given."""
+    return None if value is None else int(number_flag(flag, value, None, integer=True, low=1))
 
 
 @task(
@@ -203,7 +108,7 @@ def analyze_part(
     from nsyskit.analysis import DEFAULT_MAX_EVENTS
 
     events = int(number_flag("--timeline-max-events", timeline_max_events, DEFAULT_MAX_EVENTS, integer=True, low=1))
-    written = map_reports(paths, folder, index, size, _progress("map"), strict, events if timeline else None)
+    written = map_reports(paths, folder, index, size, progress("map"), strict, events if timeline else None)
     console.done(f"{len(written)} part(s) in {folder}")
 
 
@@ -229,6 +134,7 @@ def analyze_merge(
 ):  # fmt: skip
     """The reduce of a cluster analysis: merge the parts into what 'invoke analyze' makes of the same reports."""
     from nsyskit.analysis import merge_parts, merged_timelines, outputs
+    from nsyskit.analyze import check_output, show_and_write
 
     if not parts:
         raise UsageError("no parts folder given", fix="invoke analyze-merge PARTS_DIR")
@@ -236,33 +142,11 @@ def analyze_merge(
     straggler = number_flag("--straggler-pct", straggler_pct, 5.0)
     analysis, facts = merge_parts(Path(parts), straggler, strict)
     timelines = merged_timelines(facts["part_files"], analysis) if timeline else None  # before printing: may refuse
-    folder = _check_output(output) or Path(facts["folder"])
-    result = outputs.of_analysis([facts["folder"]], folder, analysis, full_names)
+    folder = check_output(output) or Path(facts["folder"])
+    request = AnalyzeRequest([parts], json=json_, html=html, timeline=timeline, top=rows)
+    result = outputs.of_analysis([facts["folder"]], folder, analysis, full_names, request.judge_inputs())
     result.timelines = timelines
-    _show_and_write(result, json_, rows, html, timeline)
-
-def _progress(what: str):
-    """A progress callback printing '<what>: i/N reports' about ten times, from 8 reports on (few are quick)."""
-
-    def show(done: int, total: int) -> None:
-        if total >= PROGRESS_FROM and (done == total or done % max(1, total // 10) == 0):
-            console.info(f"{what}: {done}/{total} reports")
-
-    return show
-
-
-def _import_rich() -> None:
-    """Import what the terminal tables use (run in a thread beside the analysis)."""
-    import rich.console  # noqa: F401
-    import rich.table  # noqa: F401
-
-
-def _print_json(data: object) -> None:
-    """JSON on stdout with the plain encoder (rich's highlighter takes seconds and GBs on large analyses)."""
-    json.dump(data, sys.stdout, indent=1, default=str)
-    sys.stdout.write("\n")
-    sys.stdout.flush()
-
+    show_and_write(result, request)
 
 @task(positional=["report"], help={"report": "A .nsys-rep (or a folder of them) to run nsys recipes on."})
 def recipes(c, report=None):

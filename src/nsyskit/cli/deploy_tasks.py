@@ -27,7 +27,8 @@ def chosen(local: bool, k8s: bool, slurm: bool, default: str | None = None):
     return targets.choose(default, local=local, k8s=k8s, slurm=slurm)
 
 
-@task(help={**TARGET_HELP, **OVERRIDES_HELP, "dry_run": "Render and validate only; print where the files are.",
+@task(help={**TARGET_HELP, **OVERRIDES_HELP, "dry_run": "Render and validate only; print where the files are (Slurm: "
+            "the script too, and what a real submit would refuse as warnings).",
             "wait": "Wait for the job to end; a failed job makes the task exit with the job's exit code."})  # fmt: skip
 def deploy(c, local=False, k8s=False, slurm=False, dry_run=False, wait=False, profile=None, nodes=None,
            procs_per_node=None, profiler=None):  # fmt: skip
@@ -38,7 +39,12 @@ def deploy(c, local=False, k8s=False, slurm=False, dry_run=False, wait=False, pr
     cfg = load(c, profile, nodes=nodes, procs_per_node=procs_per_node, profiler=profiler)
     result = targets.deploy(target, cfg, project_root(c), dry_run=dry_run, wait=wait)
     for line in result.lines:
-        console.out.print(line)
+        console.out.print(line, markup=False, highlight=False)  # a script's [ ] and paths are text, not markup
+    if result.warnings:
+        from rich.markup import escape
+
+        for warning in result.warnings:
+            console.warn(escape(warning))
 
 
 @task(help={**TARGET_HELP, "job": JOB_HELP})

@@ -1,4 +1,5 @@
-"""A run's analysis on Slurm: the map as one job array over its reports, the merge as a job after it (afterok)."""
+"""A run's analysis on Slurm: the map as one job array over its reports, the merge as a job after it (afterok); in
+Pyxis mode, an import job before the map when the run's image must become a .sqsh first (nsyskit.slurm.analysis_image)."""
 
 from __future__ import annotations
 
@@ -7,16 +8,26 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nsyskit import console
-from nsyskit.clusteranalysis import AnalysisPlan, clear_parts, count_elements, parts_done, record_submitted, words
+from nsyskit.clusteranalysis import (
+    AnalysisPlan,
+    clear_parts,
+    count_elements,
+    parts_done,
+    record_submitted,
+    without_report_line,
+    words,
+)
 from nsyskit.config import Config
 from nsyskit.errors import ConfigError, ConfigErrors, JobError, PartialAnalysis
 from nsyskit.jobdir import write_record
 from nsyskit.slurm import scheduler
+from nsyskit.slurm.analysis_image import AnalysisImage, analysis_image
 from nsyskit.slurm.render import container_image, environment
 from nsyskit.templates import render_template
 
-MAP_SCRIPT, MERGE_SCRIPT = "map.sbatch", "merge.sbatch"
-MAP_LOG, MERGE_LOG = "map-%A_%a.out", "merge-%j.out"  # sbatch fills in the array's id, the element, the job id
+IMPORT_SCRIPT, MAP_SCRIPT, MERGE_SCRIPT = "import.sbatch", "map.sbatch", "merge.sbatch"
+# sbatch fills in the job id, the array's id and the element
+IMPORT_LOG, MAP_LOG, MERGE_LOG = "import-%j.out", "map-%A_%a.out", "merge-%j.out"
 PARTIAL_EXIT = PartialAnalysis.exit_code  # analyze-merge's exit code when ranks are left out (the report is written)
 
 
@@ -26,6 +37,8 @@ class Submitted:
 
     map_id: str
     merge_id: str
+    import_id: str = ""  # the job importing the image before the map ('' when none was needed)
+    image: AnalysisImage | None = None  # what the jobs run in Pyxis mode
 
 
 def how_it_runs(cfg: Config, plan: AnalysisPlan) -> tuple[str, str]:
@@ -39,13 +52,26 @@ def how_it_runs(cfg: Config, plan: AnalysisPlan) -> tuple[str, str]:
     return cfg.slurm_mode, (container_image(cfg) if cfg.slurm_mode == "pyxis" else "")
 
 
+def image_of(cfg: Config, plan: AnalysisPlan) -> AnalysisImage | None:
+    """The squashfs the Pyxis jobs run and whether it is imported first (None in host mode)."""
+    from nsyskit.analysis.read.runinfo import run_record
+
+    mode, image = how_it_runs(cfg, plan)
+    if mode != "pyxis":
+        return None
+    record = run_record(plan.run)
+    recorded_id = str((record.details or {}).get("image_id", "")) if record is not None and record.image == image else ""
+    return analysis_image(cfg, image, recorded_id)
+
+
 def problems(cfg: Config, plan: AnalysisPlan) -> list[ConfigError]:
     """What keeps the compute nodes from the run folder, checked here before anything is submitted."""
     from nsyskit.config.slurm_parse import image_file
     from nsyskit.targets.slurm import image_problems
 
     mode, image = how_it_runs(cfg, plan)
-    errors = image_problems(cfg) if mode == "pyxis" and mode == cfg.slurm_mode else []
+    from_settings = mode == cfg.slurm_mode and image == (container_image(cfg) if mode == "pyxis" else "")
+    errors = image_problems(cfg) if mode == "pyxis" and from_settings else []  # a run's recorded image needs no REGISTRY
     squashfs = image_file(image) if mode == "pyxis" else None
     if squashfs and not Path(squashfs).is_file():  # the run's .sqsh, removed since: Pyxis would fail on every element
         errors.append(ConfigError(
@@ -67,65 +93,89 @@ def problems(cfg: Config, plan: AnalysisPlan) -> list[ConfigError]:
 
 
 def scripts(cfg: Config, root: Path, plan: AnalysisPlan) -> dict[str, str]:
-    """The map's and the merge's sbatch scripts (name -> text)."""
-    mode, image = how_it_runs(cfg, plan)
+    """The sbatch scripts (name -> text): the image's import when Pyxis needs it first, the map, the merge."""
+    mode, _image = how_it_runs(cfg, plan)
+    image = image_of(cfg, plan)
     shared = cfg.slurm_shared_dir
     mounts = ",".join(dict.fromkeys([f"{shared}:{shared}", *(m for m in cfg.slurm_container_mounts.split(",") if m)]))
+    sqsh = Path(image.sqsh) if image else Path()
     common = {
-        "folder": str(plan.folder), "mode": mode, "container_image": image, "container_mounts": mounts,
+        "folder": str(plan.folder), "mode": mode, "container_image": image.sqsh if image else "",
+        "container_mounts": mounts, "image_note": image.describe() if image else "", "image_uri": image.uri if image else "",
+        "sqsh_folder": str(sqsh.parent), "partial": str(sqsh.parent / f".{sqsh.name}.partial-"),
         "nsyskit": words(cfg.slurm_nsyskit), "partition": cfg.slurm_partition, "account": cfg.slurm_account,
         "time_limit": cfg.slurm_time_limit, "elements": plan.elements, "max_parallel": plan.max_parallel,
     }  # fmt: skip
-    texts = {}
-    for name, template, log, arguments, what, job_name in (
+    jobs = [
         (MAP_SCRIPT, "analyze-map.sbatch.j2", MAP_LOG, plan.map_arguments(),
          f"the map of {plan.run}'s analysis, {count_elements(plan)}: element i takes reports i, i+{plan.elements}, ...",
          "nsyskit-map"),
         (MERGE_SCRIPT, "analyze-merge.sbatch.j2", MERGE_LOG, plan.merge_arguments(),
          f"the merge of {plan.parts} into report.html and analysis.json in {plan.run}", "nsyskit-merge"),
-    ):  # fmt: skip
+    ]  # fmt: skip
+    if image and image.imports:
+        jobs.insert(0, (IMPORT_SCRIPT, "analyze-import.sbatch.j2", IMPORT_LOG, [],
+                        f"the import of {image.uri} into {image.sqsh}, once, for the analysis of {plan.run}",
+                        "nsyskit-import"))  # fmt: skip
+    texts = {}
+    for name, template, log, arguments, what, job_name in jobs:
         texts[name] = render_template(environment(root), template, "slurm", {
             **common, "what": what, "job_name": job_name, "log_pattern": str(plan.folder / log), "arguments": arguments,
+            "plots": name == MERGE_SCRIPT,
         })  # fmt: skip
     return texts
 
 
-def render(cfg: Config, root: Path, plan: AnalysisPlan) -> tuple[Path, Path]:
-    """The map's and the merge's sbatch scripts written into the run's analysis-jobs/ folder; their paths."""
+def render(cfg: Config, root: Path, plan: AnalysisPlan) -> dict[str, Path]:
+    """The sbatch scripts written into the run's analysis-jobs/ folder (an earlier import script removed when none
+    is needed now); name -> path."""
     plan.folder.mkdir(parents=True, exist_ok=True)
-    paths = []
+    (plan.folder / IMPORT_SCRIPT).unlink(missing_ok=True)
+    paths = {}
     for name, text in scripts(cfg, root, plan).items():
         path = plan.folder / name
         path.write_text(text)
         path.chmod(0o755)
-        paths.append(path)
-    return paths[0], paths[1]
+        paths[name] = path
+    return paths
 
 
 def prepare(cfg: Config, root: Path, plan: AnalysisPlan) -> list[Path]:
     """Check what the nodes need (every problem at once), then render the scripts; their paths."""
     if errors := problems(cfg, plan):
         raise ConfigErrors(errors)
-    return list(render(cfg, root, plan))
+    return list(render(cfg, root, plan).values())
 
 
 def submit(cfg: Config, root: Path, plan: AnalysisPlan) -> Submitted:
-    """Check, render and submit: the map array, then the merge depending on it (afterok); recorded in job.json."""
-    map_script, merge_script = prepare(cfg, root, plan)
+    """Check, render and submit: the image's import when needed, the map array after it, then the merge after the
+    map (afterok each); recorded in job.json."""
+    paths = {path.name: path for path in prepare(cfg, root, plan)}
+    image = image_of(cfg, plan)
     clear_parts(plan)
-    map_id = scheduler.submit(cfg, map_script)
+    submitted: list[str] = []
     try:
-        merge_id = scheduler.submit(cfg, merge_script, dependency=f"afterok:{map_id}")
+        import_id = scheduler.submit(cfg, paths[IMPORT_SCRIPT]) if IMPORT_SCRIPT in paths else ""
+        submitted += [import_id] if import_id else []
+        map_id = scheduler.submit(cfg, paths[MAP_SCRIPT], dependency=f"afterok:{import_id}" if import_id else "")
+        submitted.append(map_id)
+        merge_id = scheduler.submit(cfg, paths[MERGE_SCRIPT], dependency=f"afterok:{map_id}")
     except BaseException:
-        scheduler.cancel(cfg, map_id)  # a map whose merge was never queued would leave parts and no report
+        for job_id in reversed(submitted):  # jobs whose successors were never queued would leave parts and no report
+            scheduler.cancel(cfg, job_id)
         raise
-    record_submitted(plan, map_id, merge_id)
-    return Submitted(map_id, merge_id)
+    record_submitted(plan, map_id, merge_id, import_id=import_id, image=image.sqsh if image else "")
+    return Submitted(map_id, merge_id, import_id, image)
 
 
 def submitted_lines(plan: AnalysisPlan, jobs: Submitted) -> list[str]:
     """What the user reads after submitting: the job ids, where the logs and the report will be, how to follow."""
+    image = []
+    if jobs.image is not None:
+        by = f" (Slurm job {jobs.import_id}; log: {plan.folder / IMPORT_LOG.replace('%j', jobs.import_id)})" if jobs.import_id else ""
+        image = [f"image: {jobs.image.describe()}{by}; every map element and the merge run it"]
     return [
+        *image,
         f"map: Slurm array job {jobs.map_id}, {count_elements(plan)}; logs: {plan.folder / MAP_LOG.replace('%A', jobs.map_id).replace('%a', '<i>')}",
         f"merge: Slurm job {jobs.merge_id}, after every map element succeeds (afterok); "
         f"log: {plan.folder / MERGE_LOG.replace('%j', jobs.merge_id)}",
@@ -142,8 +192,10 @@ def follow(cfg: Config, plan: AnalysisPlan, jobs: Submitted, poll_s: float = sch
     """Wait for the map (parts done / total) and the merge; print the merged analysis; the report's path.
 
     A failed map element is named with its reports and its log, and the merge (which afterok would keep pending
-    for ever) is cancelled: the error says how to merge the parts that exist.
+    for ever) is cancelled: the error says how to merge the parts that exist. A failed import cancels both.
     """
+    if jobs.import_id:
+        _follow_import(cfg, plan, jobs, poll_s)
     total, shown, last = len(plan.reports), None, 0.0
     while True:
         states = scheduler.array_states(cfg, jobs.map_id)
@@ -166,8 +218,9 @@ def follow(cfg: Config, plan: AnalysisPlan, jobs: Submitted, poll_s: float = sch
     final = scheduler.wait(cfg, jobs.merge_id, poll_s, on_poll=lambda s: phases.update(s.state))
     log = plan.folder / MERGE_LOG.replace("%j", jobs.merge_id)
     write_record(plan.folder, merge_state=final.state, merge_exit_code=final.exit_code)
-    if log.is_file():
-        console.out.print(log.read_text(errors="replace").rstrip(), markup=False, highlight=False)
+    if log.is_file():  # the merge's tables; its 'report: ...' line is the command's to print, once
+        console.out.print(without_report_line(log.read_text(errors="replace"), plan.run / "report.html").rstrip(),
+                          markup=False, highlight=False)  # fmt: skip
     if final.state == "COMPLETED" and final.exit_code == 0:
         return plan.run / "report.html"
     if final.exit_code == PARTIAL_EXIT and (plan.run / "analysis.json").is_file():
@@ -175,6 +228,24 @@ def follow(cfg: Config, plan: AnalysisPlan, jobs: Submitted, poll_s: float = sch
                               fix=f"report: {plan.run / 'report.html'}; the map log(s) in {plan.folder} say why")  # fmt: skip
     raise JobError(f"the merge (Slurm job {jobs.merge_id}) ended {final.state} with exit code {final.exit_code}; log: {log}",
                    fix="read the log; the parts stay in " + str(plan.parts))  # fmt: skip
+
+
+def _follow_import(cfg: Config, plan: AnalysisPlan, jobs: Submitted, poll_s: float) -> None:
+    """Wait for the image's import; when it fails, cancel the map and the merge (afterok would keep them pending for
+    ever) and say why, from its log."""
+    phases = console.Phases(f"image import: Slurm job {jobs.import_id}")
+    final = scheduler.wait(cfg, jobs.import_id, poll_s, on_poll=lambda s: phases.update(s.state))
+    if final.state == "COMPLETED" and final.exit_code == 0:
+        return
+    for job_id in (jobs.merge_id, jobs.map_id):
+        scheduler.cancel(cfg, job_id)
+    log = plan.folder / IMPORT_LOG.replace("%j", jobs.import_id)
+    image = jobs.image.uri if jobs.image else "the run's image"
+    raise JobError(f"the import of {image} (Slurm job {jobs.import_id}) ended {final.state}, exit code "
+                   f"{final.exit_code}, log {log}{_last_line(log)}; the map and the merge were cancelled",
+                   fix="the compute nodes need enroot (Pyxis' own) and access to the image (its Docker daemon for "
+                   "dockerd://, enroot's .credentials for a registry: 'invoke enroot-credentials'); then run 'invoke "
+                   "analyze --slurm' again")  # fmt: skip
 
 
 def _count(states) -> str:

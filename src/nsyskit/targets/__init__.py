@@ -54,6 +54,7 @@ class DeployResult:
     job: Job
     outcome: Outcome | None = None
     lines: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # a dry run's: what a real submit would refuse, each with its fix
 
 
 def rendered(target: Target, cfg: Config, root: Path, run_id: str | None, progress: bool) -> Job:
@@ -64,14 +65,33 @@ def rendered(target: Target, cfg: Config, root: Path, run_id: str | None, progre
     return job
 
 
+def previewed(target: Target, cfg: Config, root: Path, run_id: str | None) -> DeployResult:
+    """A dry run: render, and where the target previews despite its checks (Slurm, whose checks are about the
+    cluster's paths, often previewed on a laptop), what a real submit would refuse becomes warnings."""
+    problems: list[str] = []
+    try:
+        target.validate(cfg, root)
+    except ConfigErrors as found:
+        if not getattr(target, "dry_run_previews", False):
+            raise
+        problems = [f"a real submit would refuse: {problem}" for problem in found.errors]
+    job = target.render(cfg, root, run_id)
+    if job.preview:
+        job.lines.append(job.preview.rstrip("\n"))
+    hint = f"; submit with '{job.how_to_submit}'" if job.how_to_submit else ""
+    if hint and problems:
+        hint += f" once the {len(problems)} warning(s) are fixed"
+    job.lines.append("dry run: nothing submitted" + hint)
+    return DeployResult(job, lines=job.lines, warnings=problems)
+
+
 def deploy(target: Target, cfg: Config, root: Path, *, dry_run: bool = False, wait: bool = False,
            run_id: str | None = None, progress: bool = True) -> DeployResult:  # fmt: skip
     """validate -> render -> submit (unless dry_run) -> wait (with wait); JobFailed with the job's code when it fails."""
+    if dry_run:
+        return previewed(target, cfg, root, run_id)
     job = rendered(target, cfg, root, run_id, progress)
     result = DeployResult(job, lines=job.lines)
-    if dry_run:
-        job.lines.append("dry run: nothing submitted" + (f"; submit with '{job.how_to_submit}'" if job.how_to_submit else ""))
-        return result
     with _interruptible(target, job):
         target.submit(cfg, job)
         if wait or target.submit_waits:

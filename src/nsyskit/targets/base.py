@@ -22,6 +22,7 @@ class Job:
     progress: bool = True              # show live progress while a step blocks
     lines: list[str] = field(default_factory=list)   # what the task prints, step by step
     how_to_submit: str = ""            # the command that submits the rendered files by hand (after a dry run)
+    preview: str = ""                  # the rendered text a dry run prints (Slurm: the sbatch script)
     state: Any = None                  # what the target keeps between its own steps (e.g. a local run's result)
 
 

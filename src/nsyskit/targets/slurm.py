@@ -78,6 +78,7 @@ class SlurmTarget(ClusterSteps):
     name = "slurm"
     module = "nsyskit.slurm"
     submit_waits = False
+    dry_run_previews = True  # a dry run renders where /fsx is absent (a laptop): its problems become warnings
 
     def validate(self, cfg: Config, root: Path) -> None:
         """Every problem at once, before anything is written."""
@@ -91,6 +92,7 @@ class SlurmTarget(ClusterSteps):
         script = slurm.render_job(cfg, root)
         job = Job(self.name, script.parent, files=[script], lines=[f"rendered {script} ({cfg.slurm_mode} mode)"])
         job.how_to_submit = f"sbatch {script}"
+        job.preview = script.read_text()
         return job
 
     def submit(self, cfg: Config, job: Job) -> None:

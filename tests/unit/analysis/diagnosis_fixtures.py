@@ -2,7 +2,8 @@
 
 Each rank runs STEPS steps ('step N' NVTX ranges): the host launches COMPUTE_KERNELS compute kernels ahead of the
 GPU (a cudaLaunchKernel row per kernel, same correlationId), then an NCCL all-reduce (an `ncclAllReduce` range with
-its size and an NCCL kernel on its own stream); the GPU stays busy but for a few microseconds between steps. A cause
+its size and an NCCL kernel on its own stream, half of it beside the last compute kernels); the GPU stays busy but
+for a few microseconds between steps. A cause
 (CAUSES) changes the planted rank's steps the way that cause does in a real trace.
 """
 
@@ -49,6 +50,16 @@ class _Rank:
         self.kernels.append(Kernel(start, start + spent, name, stream=stream, correlation=correlation))
         self.gpu = start + spent
 
+    def launch_beside(self, name: str, spent: int, overlap: int, stream: int) -> None:
+        """Launch a kernel on another stream that starts `overlap` ns before the GPU's queue ends (DDP's all-reduce
+        of the first gradient buckets runs beside the last backward kernels)."""
+        correlation = len(self.launches) + 1
+        self.launches.append(Launch(self.host, self.host + 4 * US, correlation))
+        self.host += 4 * US
+        start = max(self.gpu - overlap, self.host + 2 * US)
+        self.kernels.append(Kernel(start, start + spent, name, stream=stream, correlation=correlation))
+        self.gpu = max(self.gpu, start + spent)
+
     def drain(self, name: str) -> None:
         """A host call that blocks until the GPU is done (a sync)."""
         self.call(name, max(self.gpu - self.host, 0) + 5 * US)
@@ -81,7 +92,7 @@ def _step(rank: _Rank, step: int, cause: str | None, variant: int) -> None:
                 rank.drain(("cudaStreamSynchronize_v3020", "cudaMemcpy_v3020")[variant % 2])
                 rank.host += 3 * MS
     rank.ranges.append(Range(rank.host, rank.host + 20 * US, "ncclAllReduce", payload=(64 << 20) + step))
-    rank.launch(NCCL_KERNEL, NCCL_NS, stream=20)
+    rank.launch_beside(NCCL_KERNEL, NCCL_NS, overlap=NCCL_NS // 2, stream=20)
     end = max(rank.gpu, rank.host) + 5 * US
     rank.ranges.append(Range(begin, end, f"step {step}"))
     rank.host = end

@@ -89,6 +89,8 @@ def test_memcpy_by_kind(two_devices):
         "avg_bytes": 4000.0,
         "bandwidth_gbps": 100.0,
         "pageable_count": 0,  # the fixture's copies name no memory kinds
+        "pageable_bytes": 0,
+        "pageable_ns": 0,
     }
     assert rows["PtoP"]["bytes"] == 1000 and set(rows) == {"HtoD", "PtoP"}
 

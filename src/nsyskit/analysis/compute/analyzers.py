@@ -205,14 +205,17 @@ def gpu_breakdown(
 
 
 def memcpy_by_kind(memcpys: Intervals, kind_names: Mapping[int, str]) -> Table:
-    """Per copy kind (HtoD, DtoH, DtoD, PtoP, ...): count, bytes, time, bandwidth (GB/s = bytes/ns), pageable copies."""
+    """Per copy kind (HtoD, DtoH, DtoD, PtoP, ...): count, bytes, time, bandwidth (GB/s = bytes/ns), and the pageable
+    copies' own count, bytes and time (pinned ones are not theirs to answer for)."""
     kinds = memcpys.extra.get("kind", np.empty(0, dtype=np.int64))
     if len(kinds) == 0:
-        return Table.empty(("kind", "count", "bytes", "total_ns", "avg_bytes", "bandwidth_gbps", "pageable_count"))
+        return Table.empty(("kind", "count", "bytes", "total_ns", "avg_bytes", "bandwidth_gbps", "pageable_count",
+                            "pageable_bytes", "pageable_ns"))  # fmt: skip
     unique, inverse = np.unique(kinds, return_inverse=True)
     count = np.bincount(inverse)
     total_bytes = np.bincount(inverse, weights=memcpys.extra["bytes"])
     total_ns = np.bincount(inverse, weights=memcpys.end - memcpys.start)
+    pageable = memcpys.extra.get("pageable", 0 * kinds).astype(bool)
     table = Table(
         {
             "kind": np.asarray([kind_names.get(int(k), f"kind {int(k)}") for k in unique], dtype=object),
@@ -221,7 +224,11 @@ def memcpy_by_kind(memcpys: Intervals, kind_names: Mapping[int, str]) -> Table:
             "total_ns": total_ns.astype(np.int64),
             "avg_bytes": total_bytes / count,
             "bandwidth_gbps": np.where(total_ns > 0, total_bytes / np.maximum(total_ns, 1), np.nan),
-            "pageable_count": np.bincount(inverse, weights=memcpys.extra.get("pageable", 0 * kinds)).astype(np.int64),
+            "pageable_count": np.bincount(inverse, weights=pageable).astype(np.int64),
+            "pageable_bytes": np.bincount(inverse[pageable], weights=memcpys.extra["bytes"][pageable],
+                                          minlength=len(unique)).astype(np.int64),
+            "pageable_ns": np.bincount(inverse[pageable], weights=(memcpys.end - memcpys.start)[pageable],
+                                       minlength=len(unique)).astype(np.int64),
         }
     )
     return table.sorted_by("bytes")
@@ -390,11 +397,15 @@ def stragglers(values: np.ndarray, over_others: np.ndarray, pct: float) -> np.nd
     return above & (np.nan_to_num(over_others, nan=0.0) > pct)
 
 
-def cross_rank(per_rank: Sequence[Mapping[str, float]], straggler_pct: float = 5.0) -> Table:
+def cross_rank(
+    per_rank: Sequence[Mapping[str, float]], straggler_pct: float = 5.0, work: Mapping[int, float] | None = None
+) -> Table:
     """Per rank: step time and communication share, how far each lies over the other ranks, stragglers flagged.
 
-    A straggler is a rank slower than the rest: its mean step time (or, without steps, GPU busy time) lies more
-    than `straggler_pct` percent above the median of the other ranks (over_the_others). A faster rank never is.
+    A straggler is a rank slower than the rest: its time per step outside communication (`work`, per rank: the
+    findings' measure, since the others wait for a straggler inside their collectives, so every rank's step time is
+    alike) lies more than `straggler_pct` percent above the median of the other ranks (over_the_others). Without
+    `work`, the mean step time (or, without steps, GPU busy time) is the measure. A faster rank never is one.
     """
     if not per_rank:
         return Table.empty(
@@ -414,6 +425,9 @@ def cross_rank(per_rank: Sequence[Mapping[str, float]], straggler_pct: float = 5
     step_mean = np.asarray([r.get("step_mean_ns", np.nan) for r in per_rank], dtype=np.float64)
     busy = np.asarray([r.get("gpu_busy_ns", np.nan) for r in per_rank], dtype=np.float64)
     basis = step_mean if not np.isnan(step_mean).all() else busy
+    if work is not None:
+        outside = np.asarray([work.get(int(r), np.nan) for r in rank], dtype=np.float64)
+        basis = outside if not np.isnan(outside).all() else basis
     deviation = over_the_others(basis)
     flagged = stragglers(basis, deviation, straggler_pct)
     table = Table(

@@ -279,9 +279,11 @@ def launch_bound(rank: Rank) -> Iterator[tuple[str, str, float]]:
     # The first call (in start order) reaching past a gap's start overlaps the gap when it starts before its end.
     sorted_ends = (launch_end[1:] >= launch_end[:-1]).all()  # one thread's calls never overlap: no accumulate
     reach = launch_end if sorted_ends or not len(launch_end) else np.maximum.accumulate(launch_end)
-    first = np.searchsorted(reach, gap_start, side="right")
-    overlapped = (first < len(launches)) & (launches[np.minimum(first, max(len(launches) - 1, 0))] < gap_end)
-    starved = int((gap_end - gap_start)[overlapped].sum()) if len(launches) else 0
+    starved = 0
+    if len(launches):
+        first = np.searchsorted(reach, gap_start, side="right")
+        overlapped = (first < len(launches)) & (launches[np.minimum(first, len(launches) - 1)] < gap_end)
+        starved = int((gap_end - gap_start)[overlapped].sum())
     median = _median(rank.kernels)
     yield from _per_step(rank, LAUNCH_BOUND, kernels=len(rank.kernels), median_kernel_ns=median,
                          launches=len(launches), busy_ns=length(starts, ends), starved_ns=starved)  # fmt: skip

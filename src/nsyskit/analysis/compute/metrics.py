@@ -8,7 +8,9 @@ Everything here is a pure function over the analysis tables, so findings, the re
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -42,6 +44,11 @@ class RunView:
     memcpy: Table | None = None
     window_source: str = "none"  # 'profile_window', 'warm-up dropped' or 'none'
     evidence: Table | None = None  # every rank's evidence rows for the findings (compute.evidence.pivot reads them)
+    nccl_sizes: Table | None = None  # per op, origin and size bucket: count, time, median (nccldigest.size_summary)
+    top_kernels: Table | None = None  # every kernel name's GPU time over all ranks (result.combine_kernel_summaries)
+    ranks_table: Table | None = None  # the ranks table (analyzers.cross_rank): its straggler flags are the verdict
+    straggler_pct: float = 5.0  # the threshold those flags used
+    inputs: Mapping[str, Any] = field(default_factory=dict)  # what the request gives the rules (AnalyzeRequest.judge_inputs)
 
     @property
     def ranks(self) -> np.ndarray:
@@ -93,8 +100,9 @@ def window_steps(steps: Table | None, windowed: set[int] | frozenset[int] = froz
     return steps.take(keep), " + ".join(sorted(how)) or "all steps"
 
 
-def view_of(analysis) -> RunView:
-    """A RunView of an Analysis (the facade's result): its tables, steps narrowed to the profiled window."""
+def view_of(analysis, inputs: Mapping[str, Any] | None = None) -> RunView:
+    """A RunView of an Analysis (the facade's result): its tables, steps narrowed to the profiled window; `inputs`:
+    what the request gives the rules beyond the reports (e.g. a fabric's measured ceiling, FLOPs per step)."""
     steps, how = window_steps(analysis.steps, windowed_ranks(analysis.nvtx))
     return RunView(
         steps=steps,
@@ -104,6 +112,11 @@ def view_of(analysis) -> RunView:
         memcpy=analysis.memcpy,
         window_source=how,
         evidence=analysis.evidence,
+        nccl_sizes=analysis.nccl_sizes,
+        top_kernels=analysis.top_kernels,
+        ranks_table=analysis.ranks,
+        straggler_pct=getattr(analysis, "straggler_pct", 5.0),
+        inputs=dict(inputs or {}),
     )
 
 

@@ -32,6 +32,7 @@ class Analysis:
     nccl: NcclRollup | None = None  # the ranks' NCCL operations, added up exactly (no table of every operation)
     nccl_sizes: Table | None = None
     ranks: Table | None = None
+    straggler_pct: float = 5.0  # the threshold the ranks table's straggler flags used (the findings quote it)
     evidence: Table | None = None  # every rank's evidence for the findings (compute.evidence): rank, rule, key, value
     warnings: list[str] = field(default_factory=list)
     incomplete: list[str] = field(default_factory=list)  # the ranks left out and why: shown before anything else

@@ -32,6 +32,7 @@ class Finding:
     ranks: tuple[int, ...] = ()  # the ranks it fires on (empty: the run as a whole)
     steps: tuple[int, ...] = ()  # the steps concerned (empty: every step of the window)
     at_stake_ns: float = math.nan  # estimated time per step a fix would give back (NaN: not estimated)
+    threshold_text: str = ""  # the threshold as the reader reads it ('1 MiB in 1 ms'); empty: a percent
 
     def to_json(self) -> dict[str, Any]:
         """The finding as JSON data (NaN and infinities as None)."""
@@ -40,6 +41,7 @@ class Finding:
             "value": _finite(self.value), "threshold": _finite(self.threshold), "advice": self.advice,
             "evidence": {k: _finite(v) for k, v in self.evidence.items()},
             "ranks": list(self.ranks), "steps": list(self.steps), "at_stake_ns": _finite(self.at_stake_ns),
+            "threshold_text": self.threshold_text,
         }  # fmt: skip
 
 
@@ -72,3 +74,26 @@ def _finite(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
+
+
+@dataclass(frozen=True)
+class RuleDoc:
+    """What 'invoke analyze --explain RULE' prints: what the rule measures, when it fires, what to try."""
+
+    rule: str
+    measures: str
+    fires_when: str  # with the thresholds' values (the modules' constants)
+    advice: str
+
+    def text(self) -> str:
+        """The explanation as lines for the terminal."""
+        return f"{self.rule}\n  measures:   {self.measures}\n  fires when: {self.fires_when}\n  what to try: {self.advice}"
+
+
+CATALOG: dict[str, RuleDoc] = {}  # every rule's doc by rule id, filled as the rule modules load (judge/findings.py)
+
+
+def document(rule: str, measures: str, fires_when: str, advice: str) -> RuleDoc:
+    """Register a rule's doc in CATALOG (its findings quote the same advice); the doc."""
+    doc = CATALOG[rule] = RuleDoc(rule, measures, fires_when, advice)
+    return doc

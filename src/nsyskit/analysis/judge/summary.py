@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from nsyskit.analysis.compute import units
 from nsyskit.analysis.compute.metrics import RunView, run_metrics, view_of
@@ -22,9 +24,9 @@ class Summary:
     header: RunHeader
 
 
-def summarize(analysis, folder: Path) -> Summary:
-    """Findings, metrics and header of an Analysis whose outputs go to `folder`."""
-    view = view_of(analysis)
+def summarize(analysis, folder: Path, inputs: Mapping[str, Any] | None = None) -> Summary:
+    """Findings, metrics and header of an Analysis whose outputs go to `folder` (`inputs`: RunView.inputs)."""
+    view = view_of(analysis, inputs)
     return Summary(view, run_metrics(view), rules.find(view), run_header(analysis, Path(folder), view.window_source))
 
 

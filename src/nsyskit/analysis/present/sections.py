@@ -136,7 +136,7 @@ def findings(summary: Summary) -> Section:
 
     def html(folder: Path, top: int) -> dict:
         rows = [
-            {**f.to_json(), "threshold_text": units.percent(f.threshold) if f.rule != "pageable_memcpy" else f"{f.threshold:.0f}",
+            {**f.to_json(), "threshold_text": f.threshold_text or units.percent(f.threshold),
              "stake_text": stake_text(f), "where": ranks_text(f.ranks, len(summary.view.ranks)) if f.ranks else ""}
             for f in summary.findings
         ]  # fmt: skip
