@@ -12,6 +12,7 @@ from nsyskit.analysis.compute import diagnoses as measure
 from nsyskit.analysis.compute.metrics import view_of
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.judge import diagnoses as judge
+from nsyskit.analysis.judge import findings
 from nsyskit.analysis.judge.findings import find
 from nsyskit.analysis.parts import map_reports, merge_parts
 from nsyskit.analysis.read.apicalls import ALLOC, LAUNCH, MODULE, SYNC, api_kind, wait_kind
@@ -141,3 +142,22 @@ def test_nvfuser_profiles_show_its_jit_inside_the_window(real_exports_dir):
     # nvFuser compiles its fusions at run time and loads them (cuLibraryLoadData) between its kernels
     found = diagnoses_of(decompress("fuser_h100_8fa9ec296_report1.sqlite", real_exports_dir))
     assert "module_loading" in found and found["module_loading"].evidence["calls"] >= 10
+
+
+def test_gpu_idle_says_how_much_of_its_idle_time_the_cause_explains(tmp_path):
+    assert judge.IDLE_EXPLAINED == findings.IDLE_EXPLAINED
+    found = {f.rule: f for f in find(view_of(analyze_run([training_run(tmp_path / "r", "loader", planted=(0, 1))],
+                                                         workers=1)))}  # fmt: skip
+    assert "explained by data_loading" in found["gpu_idle"].title
+    assert found["gpu_idle"].evidence["explained_by_data_loading_ns_per_step"] == pytest.approx(
+        found["data_loading"].at_stake_ns
+    )
+
+
+@pytest.mark.parametrize("rule", sorted(MINE))
+def test_explain_prints_what_each_rule_measures_its_threshold_and_what_to_try(rule):
+    text = findings.explain(rule)
+    assert text.startswith(rule) and "fires when:" in text and "what to try:" in text
+    threshold = {"sync_stall": "5%", "launch_bound": "10 us", "allocator": "50%", "module_loading": "100 us",
+                 "gpu_gaps": "500 ms", "data_loading": "10%"}[rule]  # fmt: skip
+    assert threshold in text

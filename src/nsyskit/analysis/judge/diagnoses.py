@@ -13,7 +13,7 @@ from nsyskit.analysis.compute import diagnoses as measure
 from nsyskit.analysis.compute import evidence, units
 from nsyskit.analysis.compute.metrics import RunView
 from nsyskit.analysis.compute.table import Table
-from nsyskit.analysis.judge.finding import Finding, ranks_text
+from nsyskit.analysis.judge.finding import Finding, document, ranks_text
 
 SYNC_STALL_PCT = 5.0  # GPU idle after host syncs (host working, not waiting), % of step time
 LAUNCH_IDLE_PCT = 10.0  # GPU idle in short gaps that wait on a launch call, % of step time
@@ -24,6 +24,55 @@ ALLOC_MIN_STEPS = 3  # ... of a window with at least this many steps (steady sta
 MODULE_MIN_NS = 100_000  # module loads / JIT inside the window: at least this much host time
 GPU_GAP_NS = measure.GPU_GAP_NS  # one GPU idle gap at least this long
 DATA_IDLE_PCT = 10.0  # GPU idle while the loop waits for its next batch, % of step time
+# The evidence key findings.explain_idle reads: the GPU idle time per step a cause explains (findings imports this
+# module, so the key is spelled here too; a test holds them equal).
+IDLE_EXPLAINED = "gpu_idle_explained_ns_per_step"
+
+SYNC_DOC = document(
+    "sync_stall", "host syncs inside the steps (cuda{Stream,Device,Event}Synchronize, cu{Stream,Ctx,Event}Synchronize, "
+    "synchronous cudaMemcpy/cudaMemset/cuMemcpy*): time blocked, and GPU idle after they return while the host "
+    "works (the queue drained; not while it waits for data or in an OS wait)",
+    f"that GPU idle >= {SYNC_STALL_PCT:g}% of step time",
+    "drop the syncs inside the step: no .item()/.cpu()/print of GPU values per step (log every N steps), "
+    "non_blocking copies from pinned memory, cudaStreamSynchronize only where the host needs the result",
+)  # fmt: skip
+LAUNCH_DOC = document(
+    "launch_bound", "GPU idle in gaps under 1 ms between kernels that a launch call overlaps (the GPU waits for the "
+    "host's next launch), kernels per step, their median, launch rate and GPU busy share",
+    f"that idle >= {LAUNCH_IDLE_PCT:g}% of step time, median kernel < {LAUNCH_MEDIAN_NS / 1e3:g} us and >= "
+    f"{LAUNCH_MIN_KERNELS} kernels in the window",
+    "fewer, larger kernels: CUDA graphs (torch.cuda.graphs, torch.compile mode='reduce-overhead'), fused "
+    "kernels (torch.compile, fused optimizers), a larger batch per launch",
+)  # fmt: skip
+ALLOC_DOC = document(
+    "allocator", "cudaMalloc/cudaFree and their Async, Host, Managed and virtual-memory (cuMemMap, cuMemCreate ...) "
+    "forms inside the steps: calls and host time per step, GPU idle beside them",
+    f"calls in >= {ALLOC_STEP_SHARE_PCT:g}% of the steps of a window of >= {ALLOC_MIN_STEPS} steps",
+    "keep allocations out of the step: let PyTorch's caching allocator reuse blocks (same shapes each step, "
+    "no torch.cuda.empty_cache() in the loop, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True), preallocate buffers",
+)  # fmt: skip
+MODULE_DOC = document(
+    "module_loading", "CUDA module loads and JIT compilation inside the profiled window (cuModuleLoad*, "
+    "cuLibraryLoad*, cuLink*, nvrtcCompileProgram, nvJitLink*): calls, host time, steps",
+    f"they take >= {MODULE_MIN_NS / 1e3:g} us inside the window",
+    "load and compile before the window: warm-up steps that run every shape, CUDA_MODULE_LOADING=EAGER, "
+    "cached compilations (torch.compile / Triton / nvFuser caches), then profile from a later step",
+)  # fmt: skip
+GAPS_DOC = document(
+    "gpu_gaps", "single GPU idle gaps inside the window (as nsys analyze's GPU gaps rule) and what the host did "
+    "meanwhile: waiting for data or in OS waits, syncing, allocating, loading modules, or no traced call",
+    f"one gap >= {GPU_GAP_NS / 1e6:g} ms",
+    "open the gap in the timeline (nsys-ui, the steps named here): checkpointing, evaluation, data loading "
+    "or host-side work the GPU waits for; move it off the training loop or overlap it",
+)  # fmt: skip
+LOADER_DOC = document(
+    "data_loading", "GPU idle while the training loop waits for its next batch: data-loader NVTX ranges (PyTorch's "
+    "enumerate(DataLoader)#...__next__, ranges naming data/batch loading) and the launching thread's OS waits "
+    "(poll, futex, pthread_cond_wait, sem_wait, read ...) between steps",
+    f"that idle >= {DATA_IDLE_PCT:g}% of step time",
+    "feed the GPU ahead: more DataLoader workers (num_workers), pin_memory=True, prefetch_factor, "
+    "persistent_workers=True, lighter per-sample transforms or preprocessed data",
+)  # fmt: skip
 
 
 def _each(rows: Table, worst: int) -> str:
@@ -53,7 +102,8 @@ def _total(view: RunView) -> int:
 def _finding(
     view: RunView, rule: str, rows: Table, fires: np.ndarray, value: np.ndarray, threshold: float,
     stake: np.ndarray, title: Callable[[Table, int, str, float], str], advice: str, sums: tuple[str, ...],
-    maxima: tuple[str, ...] = (), severity: str = "warning",
+    maxima: tuple[str, ...] = (), severity: str = "warning", explained: np.ndarray | None = None,
+    threshold_text: str = "",
 ) -> Finding | None:  # fmt: skip
     """One finding for the ranks where `fires`: the worst rank in the title, evidence summed (`sums`) or maxed."""
     fires = fires & ~np.isnan(value)
@@ -65,6 +115,8 @@ def _finding(
     found = {key: float(np.nansum(mine[key])) for key in sums if key in mine}
     found.update({f"max_{key}": float(np.nanmax(mine[key])) for key in maxima if key in mine})
     found["ranks"] = float(len(ranks))
+    if explained is not None:  # the GPU idle per step this cause explains, on its worst rank
+        found[IDLE_EXPLAINED] = float(np.nanmax(explained[fires]))
     steps = sorted({int(key.split("=", 1)[1]) for key in mine.columns if key.startswith("step=")
                     if not np.isnan(mine[key]).all()})  # fmt: skip
     where = ranks_text(ranks, _total(view))
@@ -72,6 +124,7 @@ def _finding(
     return Finding(
         rule, severity, title(mine, worst, where, worst_value), worst_value, threshold, advice,
         evidence=found, ranks=ranks, steps=tuple(steps), at_stake_ns=float(np.nanmax(stake[fires])),
+        threshold_text=threshold_text,
     )  # fmt: skip
 
 
@@ -92,9 +145,8 @@ def sync_stall(view: RunView) -> Finding | None:
 
     return _finding(
         view, measure.SYNC_STALL, rows, pct >= SYNC_STALL_PCT, pct, SYNC_STALL_PCT, per_step, title,
-        "drop the syncs inside the step: no .item()/.cpu()/print of GPU values per step (log every N steps), "
-        "non_blocking copies from pinned memory, cudaStreamSynchronize only where the host needs the result",
-        ("calls", "blocked_ns", "idle_after_ns", "steps"), ("step_ns",),
+        SYNC_DOC.advice,
+        ("calls", "blocked_ns", "idle_after_ns", "steps"), ("step_ns",), explained=per_step,
     )  # fmt: skip
 
 
@@ -121,9 +173,8 @@ def launch_bound(view: RunView) -> Finding | None:
 
     return _finding(
         view, measure.LAUNCH_BOUND, rows, fires, pct, LAUNCH_IDLE_PCT, per_step, title,
-        "fewer, larger kernels: CUDA graphs (torch.cuda.graphs, torch.compile mode='reduce-overhead'), fused "
-        "kernels (torch.compile, fused optimizers), a larger batch per launch",
-        ("kernels", "launches", "starved_ns", "steps"), ("median_kernel_ns",),
+        LAUNCH_DOC.advice,
+        ("kernels", "launches", "starved_ns", "steps"), ("median_kernel_ns",), explained=per_step,
     )  # fmt: skip
 
 
@@ -145,9 +196,9 @@ def allocator(view: RunView) -> Finding | None:
 
     return _finding(
         view, measure.ALLOCATOR, rows, fires, share, ALLOC_STEP_SHARE_PCT, per_step, title,
-        "keep allocations out of the step: let PyTorch's caching allocator reuse blocks (same shapes each step, "
-        "no torch.cuda.empty_cache() in the loop, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True), preallocate buffers",
+        ALLOC_DOC.advice,
         ("calls", "cpu_ns", "idle_beside_ns", "steps_with_calls", "steps"),
+        explained=rows["idle_beside_ns"] / rows["steps"],
     )  # fmt: skip
 
 
@@ -166,9 +217,8 @@ def module_loading(view: RunView) -> Finding | None:
 
     return _finding(
         view, measure.MODULE_LOADING, rows, fires, rows["load_ns"], MODULE_MIN_NS, rows["load_ns"] / rows["steps"], title,
-        "load and compile before the window: warm-up steps that run every shape, CUDA_MODULE_LOADING=EAGER, "
-        "cached compilations (torch.compile / Triton / nvFuser caches), then profile from a later step",
-        ("calls", "load_ns"),
+        MODULE_DOC.advice,
+        ("calls", "load_ns"), threshold_text=f"{MODULE_MIN_NS / 1e3:g} us",
     )  # fmt: skip
 
 
@@ -194,9 +244,8 @@ def gpu_gaps(view: RunView) -> Finding | None:
 
     return _finding(
         view, measure.GPU_GAPS, rows, fires, rows["longest_ns"], float(GPU_GAP_NS), rows["total_ns"] / rows["steps"],
-        title, "open the gap in the timeline (nsys-ui, the steps named here): checkpointing, evaluation, data loading "
-        "or host-side work the GPU waits for; move it off the training loop or overlap it",
-        ("gaps", "total_ns", *doing), ("longest_ns",),
+        title, GAPS_DOC.advice,
+        ("gaps", "total_ns", *doing), ("longest_ns",), threshold_text=f"{GPU_GAP_NS / 1e6:g} ms",
     )  # fmt: skip
 
 
@@ -219,9 +268,8 @@ def data_loading(view: RunView) -> Finding | None:
 
     return _finding(
         view, measure.DATA_LOADING, rows, pct >= DATA_IDLE_PCT, pct, DATA_IDLE_PCT, per_step, title,
-        "feed the GPU ahead: more DataLoader workers (num_workers), pin_memory=True, prefetch_factor, "
-        "persistent_workers=True, lighter per-sample transforms or preprocessed data",
-        ("loading_ns", "loader_ranges_ns", "idle_ns", "steps"),
+        LOADER_DOC.advice,
+        ("loading_ns", "loader_ranges_ns", "idle_ns", "steps"), explained=per_step,
     )  # fmt: skip
 
 
