@@ -74,10 +74,13 @@ def _step(rank: _Rank, step: int, cause: str | None, variant: int) -> None:
             rank.ranges.append(Range(start, rank.host, (LOADER, "load_batch")[variant]))
         if variant:  # the training thread blocks in the OS meanwhile, as a worker-fed loop does
             rank.os_calls.append(ApiCall(start, rank.host, "pthread_cond_wait"))
+    if cause == "alloc" and variant:  # between the steps (before the step's range opens), an async allocator
+        rank.call("cudaMallocAsync_v11020", 1 * MS)
+        rank.call("cudaFreeAsync_v11020", 300 * US)
     begin = rank.host
-    if cause == "alloc":
-        rank.call(("cudaMalloc_v3020", "cudaMallocAsync_v11020")[variant % 2], 1 * MS)
-        rank.call(("cudaFree_v3020", "cudaFreeAsync_v11020")[variant % 2], 300 * US)
+    if cause == "alloc" and not variant:
+        rank.call("cudaMalloc_v3020", 1 * MS)
+        rank.call("cudaFree_v3020", 300 * US)
     if cause == "module" and step in (3, 5, 7):
         rank.call(("cuModuleLoadData", "cuLibraryLoadData")[variant % 2], 5 * MS)
     if cause == "gap" and step == 5:

@@ -23,10 +23,10 @@ MODULE_LOADING, GPU_GAPS, DATA_LOADING = "module_loading", "gpu_gaps", "data_loa
 RULES = (SYNC_STALL, LAUNCH_BOUND, ALLOCATOR, MODULE_LOADING, GPU_GAPS, DATA_LOADING)
 
 # NVTX ranges of a data loader: PyTorch's own (`enumerate(DataLoader)#_...Iter.__next__`) or a user's range naming
-# data or batch loading.
+# data, batch or input loading, fetching or reading ('Data loading', 'load_batch', 'get_batch', 'data_fetch' ...).
 DATA_LOADER = re.compile(
-    r"enumerate\(DataLoader\)#.*__next__|.*\b(data|batch)[ _-]?(load|fetch)|.*dataloader\b|.*\bload[ _-]?(data|batch)"
-    r"|.*\b(next|get)[ _-]?batch",
+    r"enumerate\(DataLoader\)#.*__next__|.*dataloader|.*\b(data|batch|input)[ _-]?(load|fetch|read)"
+    r"|.*\b(load|fetch|read|get|next)[ _-]?(data|batch|input)",
     re.IGNORECASE,
 )
 GPU_GAP_NS = 500_000_000  # a single GPU idle gap this long is a finding (nsys analyze's GPU gaps rule)
@@ -71,6 +71,12 @@ class Rank:
         index = np.searchsorted(starts, times, side="right") - 1
         inside = (index >= 0) & (times < ends[np.maximum(index, 0)])
         return np.where(inside, index, -1)
+
+    def cycles_of(self, times: np.ndarray) -> np.ndarray:
+        """The iteration each time belongs to, a time between two iterations to the next one (the loop's work before
+        a step is that step's); -1 after the last."""
+        index = np.searchsorted(self.iterations[1], times, side="right")  # the first iteration ending after it
+        return np.where(index < self.count, index, -1)
 
 
 def covered(union_start: np.ndarray, union_end: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -302,7 +308,7 @@ def _median(values: np.ndarray) -> float:
 def allocator(rank: Rank) -> Iterator[tuple[str, str, float]]:
     """Allocator calls inside the iterations: calls, CPU time, iterations with any, GPU idle beside them."""
     calls = rank.within(rank.calls.of(ALLOC))
-    index = rank.steps_of(calls.start)
+    index = rank.cycles_of(calls.start)
     spans = union(calls.start, calls.end)
     idle = length(*spans) - int(covered(*rank.busy, *spans).sum())
     yield from _per_step(rank, ALLOCATOR, calls=len(calls), cpu_ns=int((calls.end - calls.start).sum()),
