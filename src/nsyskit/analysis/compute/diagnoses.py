@@ -275,10 +275,9 @@ def launch_bound(rank: Rank) -> Iterator[tuple[str, str, float]]:
     gap_start, gap_end = ends[:-1], starts[1:]
     short = (gap_end - gap_start) < LAUNCH_GAP_NS
     gap_start, gap_end = gap_start[short], gap_end[short]
-    low, high = rank.window
     calls = rank.calls
-    mine = (calls.kind == LAUNCH) & (calls.start >= low) & (calls.end <= high) & (calls.end >= calls.start)
-    launches, launch_end = calls.start[mine], calls.end[mine]
+    mine = calls.kind == LAUNCH  # those outside the window overlap no gap inside it
+    launches, launch_end = (calls.start, calls.end) if mine.all() else (calls.start[mine], calls.end[mine])
     if not (launches[1:] >= launches[:-1]).all():
         order = np.argsort(launches, kind="stable")
         launches, launch_end = launches[order], launch_end[order]

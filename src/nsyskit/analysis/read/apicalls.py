@@ -107,8 +107,7 @@ def _read(reader: ExportFile, table: str | None, pid: int | None, classify, rows
         found = reader.pages(table, columns, pid, kinds=tuple(columns.values()))
     if found is not None:
         integer = pagescan.KIND_CODES["integer"]
-        clean = np.logical_and.reduce([found[f"{key}:kind"] == integer for key in columns])
-        if not clean.all():
+        if any((found[f"{key}:kind"] != integer).any() for key in columns):
             found = None  # a NULL thread or a text value: SQLite's read leaves those rows out and says so
     if found is None:
         raw = ("globalTid", "start", "end", "nameId")
