@@ -117,7 +117,9 @@ class RankTrace:
 
         def copies_and_calls():  # the CUDA API calls of every thread when the pages give them (filtered below)
             copies = side[1].memcpys(self.pid), side[1].memsets(self.pid)
-            return copies, side[1].runtime_rows() if wants_correlation else None
+            rows = side[1].runtime_rows() if wants_correlation else None
+            # the diagnoses' host calls (compute/diagnoses.py) from the same rows, classified beside the kernels' read
+            return copies, rows, side[1].api_calls(self.pid, rows) if rows is not None else None
 
         ranges: Future = Future()
 
@@ -138,8 +140,9 @@ class RankTrace:
                 if "kernels" not in self.__dict__:
                     self.__dict__["kernels"] = self.reader.kernels(self.pid, correlation=wants_correlation, with_pid=with_pid)
                 nvtx = self.__dict__["nvtx"] = ranges.result()
-                (self.__dict__["memcpys"], self.__dict__["memsets"]), runtime = second.result()
-                self.reader.share_runtime_rows(runtime)  # the diagnoses' host calls (compute/diagnoses.py)
+                (self.__dict__["memcpys"], self.__dict__["memsets"]), runtime, calls = second.result()
+                if calls is not None:
+                    self.reader.share_api_calls(self.pid, calls)
                 if wants_correlation:
                     self.__dict__["launches"] = side[1].launches(self.kernels, nvtx.thread, runtime)
                 self.__dict__["grouped_texts"], self.__dict__["nvtx_labels"] = labels.result()

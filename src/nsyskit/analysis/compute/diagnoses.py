@@ -9,7 +9,7 @@ Every measure is numpy over whole arrays: interval unions, prefix sums and binar
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +31,9 @@ DATA_LOADER = re.compile(
 )
 GPU_GAP_NS = 500_000_000  # a single GPU idle gap this long is a finding (nsys analyze's GPU gaps rule)
 LAUNCH_GAP_NS = 1_000_000  # gaps between kernels shorter than this that a launch call overlaps wait on the launch
+# launch_bound's threshold (judge/diagnoses.py quotes it): GPU idle waiting on launches, % of the window. Where the
+# short gaps add up to less, the launch calls' overlap with them is not measured (it cannot reach it): NaN.
+LAUNCH_IDLE_PCT = 10.0
 STEP_RANGES, LOADER_ITERATIONS, WHOLE_WINDOW = 0, 1, 2  # what a rank's iterations are (the `basis` row)
 STEPS_LISTED = 8  # steps named per rank (as "step=N" keys) where a rule concerns some steps only
 
@@ -47,7 +50,7 @@ class Rank:
     loading: tuple[np.ndarray, np.ndarray]  # union of the data loader's ranges and the waits between steps
     waiting: tuple[np.ndarray, np.ndarray]  # union of the launching threads' OS waits and the data loader's ranges
     loader_ns: int  # of which in the data loader's NVTX ranges
-    kernels: np.ndarray  # the kernels' durations inside the window
+    kernel_spans: object  # the rank's kernels (records.Intervals): their durations are read only where needed
 
     @property
     def window(self) -> tuple[int, int]:
@@ -143,7 +146,7 @@ def rank_view(inputs: evidence.RankInputs) -> Rank | None:
         loading,
         waiting,
         loader_ns,
-        _durations_within(inputs.kernels, low, high),
+        inputs.kernels,
     )
 
 
@@ -169,15 +172,15 @@ def _joined(one: tuple[np.ndarray, np.ndarray], other: tuple[np.ndarray, np.ndar
     return union(np.insert(one[0], at, other[0]), np.insert(one[1], at, other[1]))
 
 
-def _durations_within(kernels, low: int, high: int) -> np.ndarray:
-    """The durations of the kernels inside [low, high] (a slice when they are in start order, as nsys writes them)."""
-    start, end = kernels.start, kernels.end
+def _kernels_within(kernels, low: int, high: int) -> tuple[int, Callable[[], np.ndarray]]:
+    """How many kernels start inside [low, high], and a function giving their durations (a slice by binary search
+    when they are in start order, as nsys writes them: the count costs no pass)."""
+    start = kernels.start
     if (start[1:] >= start[:-1]).all():
-        first, last = np.searchsorted(start, low), np.searchsorted(start, high, side="right")
-        start, end = start[first:last], end[first:last]
-        return (end - start)[end <= high]
-    inside = (start >= low) & (end <= high)
-    return (end - start)[inside]
+        first, last = int(np.searchsorted(start, low)), int(np.searchsorted(start, high, side="right"))
+        return last - first, lambda: kernels.end[first:last] - start[first:last]
+    inside = (start >= low) & (start <= high)
+    return int(inside.sum()), lambda: (kernels.end - start)[inside]
 
 
 def _loader_ranges(inputs: evidence.RankInputs) -> tuple[np.ndarray, np.ndarray]:
@@ -270,28 +273,38 @@ def sync_stall(rank: Rank) -> Iterator[tuple[str, str, float]]:
 
 
 def launch_bound(rank: Rank) -> Iterator[tuple[str, str, float]]:
-    """Short gaps between kernels that a launch call overlaps (the GPU waited while the host was launching)."""
+    """Short gaps between kernels that a launch call overlaps (the GPU waited while the host was launching); the
+    kernels' count and median duration inside the window."""
     starts, ends = rank.busy
     gap_start, gap_end = ends[:-1], starts[1:]
-    short = (gap_end - gap_start) < LAUNCH_GAP_NS
-    gap_start, gap_end = gap_start[short], gap_end[short]
+    spans = gap_end - gap_start
+    short = spans < LAUNCH_GAP_NS
+    low, high = rank.window
     calls = rank.calls
-    mine = calls.kind == LAUNCH  # those outside the window overlap no gap inside it
-    launches, launch_end = (calls.start, calls.end) if mine.all() else (calls.start[mine], calls.end[mine])
+    mine = calls.kind == LAUNCH
+    launches = int(mine.sum())
+    count, durations = _kernels_within(rank.kernel_spans, low, high)
+    starved = median = float("nan")
+    if 100.0 * int(spans[short].sum()) >= LAUNCH_IDLE_PCT * (high - low):  # else it cannot reach the threshold
+        median = _median(durations())
+        starved = _starved(calls.start[mine], calls.end[mine], gap_start[short], gap_end[short])
+    yield from _per_step(rank, LAUNCH_BOUND, kernels=count, median_kernel_ns=median,
+                         launches=launches, busy_ns=length(starts, ends), starved_ns=starved)  # fmt: skip
+
+
+def _starved(launches: np.ndarray, launch_end: np.ndarray, gap_start: np.ndarray, gap_end: np.ndarray) -> int:
+    """The length of the gaps a launch call overlaps (those outside the window overlap no gap inside it)."""
+    if not len(launches):
+        return 0
     if not (launches[1:] >= launches[:-1]).all():
         order = np.argsort(launches, kind="stable")
         launches, launch_end = launches[order], launch_end[order]
     # The first call (in start order) reaching past a gap's start overlaps the gap when it starts before its end.
     sorted_ends = (launch_end[1:] >= launch_end[:-1]).all()  # one thread's calls never overlap: no accumulate
-    reach = launch_end if sorted_ends or not len(launch_end) else np.maximum.accumulate(launch_end)
-    starved = 0
-    if len(launches):
-        first = np.searchsorted(reach, gap_start, side="right")
-        overlapped = (first < len(launches)) & (launches[np.minimum(first, len(launches) - 1)] < gap_end)
-        starved = int((gap_end - gap_start)[overlapped].sum())
-    median = _median(rank.kernels)
-    yield from _per_step(rank, LAUNCH_BOUND, kernels=len(rank.kernels), median_kernel_ns=median,
-                         launches=len(launches), busy_ns=length(starts, ends), starved_ns=starved)  # fmt: skip
+    reach = launch_end if sorted_ends else np.maximum.accumulate(launch_end)
+    first = np.searchsorted(reach, gap_start, side="right")
+    overlapped = (first < len(launches)) & (launches[np.minimum(first, len(launches) - 1)] < gap_end)
+    return int((gap_end - gap_start)[overlapped].sum())
 
 
 def _median(values: np.ndarray) -> float:

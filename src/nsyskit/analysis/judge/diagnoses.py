@@ -16,7 +16,7 @@ from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.judge.finding import Finding, document, ranks_text
 
 SYNC_STALL_PCT = 5.0  # GPU idle after host syncs (host working, not waiting), % of step time
-LAUNCH_IDLE_PCT = 10.0  # GPU idle in short gaps that wait on a launch call, % of step time
+LAUNCH_IDLE_PCT = measure.LAUNCH_IDLE_PCT  # GPU idle in short gaps that wait on a launch call, % of step time
 LAUNCH_MEDIAN_NS = 10_000  # ... when the median kernel is shorter than this
 LAUNCH_MIN_KERNELS = 200  # ... and the window holds at least this many kernels (a loop, not a few calls)
 ALLOC_STEP_SHARE_PCT = 50.0  # allocator calls in at least this % of the steps

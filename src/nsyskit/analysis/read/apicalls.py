@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -56,8 +57,15 @@ class ApiCalls:
         return len(self.start)
 
     def of(self, kind: int) -> ApiCalls:
-        """The calls of one kind (that end at or after their start)."""
-        keep = (self.kind == kind) & (self.end >= self.start)
+        """The calls of one kind (that end at or after their start); the rare kinds from a subset found once."""
+        calls = self if kind == LAUNCH else self._rare
+        keep = (calls.kind == kind) & (calls.end >= calls.start)
+        return ApiCalls(calls.thread[keep], calls.start[keep], calls.end[keep], calls.kind[keep])
+
+    @cached_property
+    def _rare(self) -> ApiCalls:
+        """The calls of a kind other than LAUNCH (a few among a million launches)."""
+        keep = np.flatnonzero((self.kind != 0) & (self.kind != LAUNCH))
         return ApiCalls(self.thread[keep], self.start[keep], self.end[keep], self.kind[keep])
 
     @classmethod

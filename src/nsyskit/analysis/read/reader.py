@@ -145,13 +145,15 @@ class ExportReader(GpuActivities):
         read already (see launchread)."""
         return read_launches(self, kernels, threads, rows)
 
-    def share_runtime_rows(self, rows: dict[str, np.ndarray] | None) -> None:
-        """Keep the runtime_rows() another reader of this file read (the prefetch's): api_calls then reads no page."""
-        self.__dict__["shared_runtime_rows"] = rows
+    def share_api_calls(self, pid: int | None, calls: ApiCalls) -> None:
+        """Keep the api_calls(pid) another reader of this file read (the prefetch's): api_calls(pid) then returns them."""
+        self.__dict__.setdefault("shared_api_calls", {})[pid] = calls
 
-    def api_calls(self, pid: int | None = None) -> ApiCalls:
-        """The CUDA API calls that launch, synchronize, allocate or load modules, with their kind (see apicalls)."""
-        return read_api_calls(self, pid, self.__dict__.get("shared_runtime_rows"))
+    def api_calls(self, pid: int | None = None, rows: dict[str, np.ndarray] | None = None) -> ApiCalls:
+        """The CUDA API calls of process `pid` by kind (launch, sync, alloc, module; see apicalls); `rows`: the
+        runtime_rows() read already."""
+        shared = self.__dict__.get("shared_api_calls", {})
+        return shared[pid] if pid in shared else read_api_calls(self, pid, rows)
 
     def os_waits(self, pid: int | None = None) -> ApiCalls:
         """The OS runtime calls threads block in (poll, futex, pthread_cond_wait, read...; see apicalls)."""
