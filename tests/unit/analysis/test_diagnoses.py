@@ -161,3 +161,11 @@ def test_explain_prints_what_each_rule_measures_its_threshold_and_what_to_try(ru
     threshold = {"sync_stall": "5%", "launch_bound": "10 us", "allocator": "50%", "module_loading": "100 us",
                  "gpu_gaps": "500 ms", "data_loading": "10%"}[rule]  # fmt: skip
     assert threshold in text
+
+
+@pytest.mark.parametrize("cause", ["sync", "alloc", "module"])
+def test_the_host_calls_read_through_sqlite_give_the_same_findings(tmp_path, monkeypatch, cause):
+    run = training_run(tmp_path / "run", cause)
+    from_pages = [f.to_json() for f in diagnoses_of(run).values()]
+    monkeypatch.setenv("NSYSKIT_PAGE_SCAN", "0")  # no page reader: every table through SQLite (as where it fails)
+    assert [f.to_json() for f in diagnoses_of(run).values()] == from_pages
