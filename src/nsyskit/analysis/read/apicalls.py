@@ -115,14 +115,17 @@ def _read(reader: ExportFile, table: str | None, pid: int | None, classify, rows
         found = reader.pages(table, columns, pid, kinds=tuple(columns.values()))
     if found is not None:
         integer = pagescan.KIND_CODES["integer"]
-        if any((found[f"{key}:kind"] != integer).any() for key in columns):
+        kinds = [found[f"{key}:kind"] for key in columns]  # min and max: no mask of a million rows
+        if any(len(kind) and not kind.min() == kind.max() == integer for kind in kinds):
             found = None  # a NULL thread or a text value: SQLite's read leaves those rows out and says so
     if found is None:
         raw = ("globalTid", "start", "end", "nameId")
         where = reader.scope(table, pid, "globalTid")
         found = reader.read_ints(table, {"thread": "globalTid", "start": "start", "end": "end", "name": "nameId"},
                                  raw, where)  # fmt: skip
-    names = np.maximum(found["name"], 0)  # a negative id names nothing: StringId 0's kind, as any unknown id
+    names = found["name"]
+    if len(names) and names.min() < 0:  # a negative id names nothing: StringId 0's kind, as any unknown id
+        names = np.maximum(names, 0)
     if not len(names):
         return ApiCalls.empty()
     ids = distinct(names)
