@@ -118,8 +118,12 @@ class RankTrace:
         def copies_and_calls():  # the CUDA API calls of every thread when the pages give them (filtered below)
             copies = side[1].memcpys(self.pid), side[1].memsets(self.pid)
             rows = side[1].runtime_rows() if wants_correlation else None
-            # the diagnoses' host calls (compute/diagnoses.py) from the same rows, classified beside the kernels' read
-            return copies, rows, side[1].api_calls(self.pid, rows) if rows is not None else None
+            # the diagnoses' host calls (compute/diagnoses.py) from the same rows, classified beside the kernels' read;
+            # their columns freed at once (the launches' join reads the others)
+            calls = side[1].api_calls(self.pid, rows) if rows is not None else None
+            for key in ("end", "name", "end:kind", "name:kind"):
+                (rows or {}).pop(key, None)
+            return copies, rows, calls
 
         ranges: Future = Future()
 

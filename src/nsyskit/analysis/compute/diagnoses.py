@@ -16,7 +16,7 @@ import numpy as np
 
 from nsyskit.analysis.compute import evidence
 from nsyskit.analysis.compute.intervals import length, merge, union
-from nsyskit.analysis.read.apicalls import ALLOC, LAUNCH, MODULE, OSRT_TABLES, SYNC, ApiCalls
+from nsyskit.analysis.read.apicalls import ALLOC, MODULE, OSRT_TABLES, SYNC, ApiCalls
 
 SYNC_STALL, LAUNCH_BOUND, ALLOCATOR = "sync_stall", "launch_bound", "allocator"
 MODULE_LOADING, GPU_GAPS, DATA_LOADING = "module_loading", "gpu_gaps", "data_loading"
@@ -51,6 +51,7 @@ class Rank:
     waiting: tuple[np.ndarray, np.ndarray]  # union of the launching threads' OS waits and the data loader's ranges
     loader_ns: int  # of which in the data loader's NVTX ranges
     kernel_spans: object  # the rank's kernels (records.Intervals): their durations are read only where needed
+    launch_spans: Callable[[], tuple[np.ndarray, np.ndarray]]  # the launch calls' (start, end), read when called
 
     @property
     def window(self) -> tuple[int, int]:
@@ -147,6 +148,7 @@ def rank_view(inputs: evidence.RankInputs) -> Rank | None:
         waiting,
         loader_ns,
         inputs.kernels,
+        lambda: reader.launch_spans(inputs.pid) if reader is not None else (np.empty(0, dtype=np.int64),) * 2,
     )
 
 
@@ -212,15 +214,14 @@ def _iterations(
 
 
 def _waits(inputs: evidence.RankInputs, calls: ApiCalls) -> tuple[np.ndarray, np.ndarray]:
-    """The union of the OS waits (poll, futex, pthread_cond_wait, read...) of the threads that launch kernels."""
+    """The union of the OS waits (poll, futex, pthread_cond_wait, read...) of the threads that call CUDA (the
+    training loop's; not its DataLoader workers')."""
     nothing = np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
     reader = inputs.reader
-    if reader is None or not reader.table(OSRT_TABLES):  # osrt not traced: no sort of the launches' threads
+    if reader is None or not len(calls.cuda_threads) or not reader.table(OSRT_TABLES):
         return nothing
-    threads = calls.thread[calls.kind == LAUNCH]
-    launching = threads[:1] if len(threads) and (threads == threads[0]).all() else np.unique(threads)
     waits = reader.os_waits(inputs.pid)
-    mine = np.isin(waits.thread, launching)
+    mine = np.isin(waits.thread, calls.cuda_threads)
     return union(waits.start[mine], waits.end[mine])
 
 
@@ -280,25 +281,21 @@ def launch_bound(rank: Rank) -> Iterator[tuple[str, str, float]]:
     spans = gap_end - gap_start
     short = spans < LAUNCH_GAP_NS
     low, high = rank.window
-    calls = rank.calls
-    mine = calls.kind == LAUNCH
-    launches = int(mine.sum())
     count, durations = _kernels_within(rank.kernel_spans, low, high)
     starved = median = float("nan")
     if 100.0 * int(spans[short].sum()) >= LAUNCH_IDLE_PCT * (high - low):  # else it cannot reach the threshold
         median = _median(durations())
-        starved = _starved(calls.start[mine], calls.end[mine], gap_start[short], gap_end[short])
+        launches = rank.launch_spans()  # read now: only a rank whose short gaps could reach the threshold
+        starved = _starved(*launches, gap_start[short], gap_end[short])
     yield from _per_step(rank, LAUNCH_BOUND, kernels=count, median_kernel_ns=median,
-                         launches=launches, busy_ns=length(starts, ends), starved_ns=starved)  # fmt: skip
+                         launches=rank.calls.launches, busy_ns=length(starts, ends), starved_ns=starved)  # fmt: skip
 
 
 def _starved(launches: np.ndarray, launch_end: np.ndarray, gap_start: np.ndarray, gap_end: np.ndarray) -> int:
-    """The length of the gaps a launch call overlaps (those outside the window overlap no gap inside it)."""
+    """The length of the gaps a launch call overlaps (calls in start order; those outside the window overlap no gap
+    inside it)."""
     if not len(launches):
         return 0
-    if not (launches[1:] >= launches[:-1]).all():
-        order = np.argsort(launches, kind="stable")
-        launches, launch_end = launches[order], launch_end[order]
     # The first call (in start order) reaching past a gap's start overlaps the gap when it starts before its end.
     sorted_ends = (launch_end[1:] >= launch_end[:-1]).all()  # one thread's calls never overlap: no accumulate
     reach = launch_end if sorted_ends else np.maximum.accumulate(launch_end)

@@ -9,8 +9,7 @@ without them. Calls of no kind a rule reads (event records, queries...) have kin
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -46,26 +45,23 @@ WAIT_CALLS = re.compile(r"(p?poll|p?select|epoll_wait|epoll_pwait|futex|pthread_
 
 @dataclass(frozen=True)
 class ApiCalls:
-    """Host calls: calling thread, start and end (ns) and kind (LAUNCH, SYNC, ALLOC, MODULE, WAIT; 0: another call)."""
+    """Host calls of the rare kinds (SYNC, ALLOC, MODULE; WAIT for OS calls): calling thread, start, end (ns), kind;
+    of the launches (a million in a big trace) only their count and the threads that call CUDA, so that no array of
+    a million rows stays alive through the map (launch_spans reads them where a rule needs them)."""
 
     thread: np.ndarray
     start: np.ndarray
     end: np.ndarray
     kind: np.ndarray
+    launches: int = 0
+    cuda_threads: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
 
     def __len__(self) -> int:
         return len(self.start)
 
     def of(self, kind: int) -> ApiCalls:
-        """The calls of one kind (that end at or after their start); the rare kinds from a subset found once."""
-        calls = self if kind == LAUNCH else self._rare
-        keep = (calls.kind == kind) & (calls.end >= calls.start)
-        return ApiCalls(calls.thread[keep], calls.start[keep], calls.end[keep], calls.kind[keep])
-
-    @cached_property
-    def _rare(self) -> ApiCalls:
-        """The calls of a kind other than LAUNCH (a few among a million launches)."""
-        keep = np.flatnonzero((self.kind != 0) & (self.kind != LAUNCH))
+        """The calls of one kind (that end at or after their start)."""
+        keep = (self.kind == kind) & (self.end >= self.start)
         return ApiCalls(self.thread[keep], self.start[keep], self.end[keep], self.kind[keep])
 
     @classmethod
@@ -90,12 +86,22 @@ def wait_kind(name: str) -> int:
 
 
 def read_api_calls(reader: ExportFile, pid: int | None = None, rows: dict[str, np.ndarray] | None = None) -> ApiCalls:
-    """The CUDA API calls of process `pid` (the whole file: None) that launch, synchronize, allocate or load modules;
-    `rows`: the whole file's runtime rows read already from the pages (launchread.read_runtime_rows)."""
+    """The CUDA API calls of process `pid` (the whole file: None) that synchronize, allocate or load modules, and
+    the launches' count; `rows`: the whole file's runtime rows read already from the pages (read_runtime_rows)."""
     if rows is not None and pid is not None:
         own = (rows["thread"] >> PID_SHIFT) == (pid >> PID_SHIFT)
         rows = {key: values[own] for key, values in rows.items()}
     return _read(reader, reader.table(API_TABLES), pid, api_kind, rows)
+
+
+def read_launch_spans(reader: ExportFile, pid: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(start, end) of the kernel launch calls of process `pid`, in start order (a read of the whole table)."""
+    calls = _read(reader, reader.table(API_TABLES), pid, api_kind, keep=LAUNCH)
+    start, end = calls.start, calls.end
+    if not (start[1:] >= start[:-1]).all():
+        order = np.argsort(start, kind="stable")
+        start, end = start[order], end[order]
+    return start, end
 
 
 def read_os_waits(reader: ExportFile, pid: int | None = None) -> ApiCalls:
@@ -103,9 +109,12 @@ def read_os_waits(reader: ExportFile, pid: int | None = None) -> ApiCalls:
     return _read(reader, reader.table(OSRT_TABLES), pid, wait_kind)
 
 
-def _read(reader: ExportFile, table: str | None, pid: int | None, classify, rows: dict | None = None) -> ApiCalls:
-    """thread, start, end and kind of `table`'s calls whose name `classify` gives a kind; from the pages when clean
-    (`rows`: those pages read already)."""
+def _read(
+    reader: ExportFile, table: str | None, pid: int | None, classify, rows: dict | None = None, keep: int | None = None
+) -> ApiCalls:
+    """thread, start, end and kind of `table`'s calls whose name `classify` gives a kind other than LAUNCH (`keep`:
+    of that kind only), with the launches' count and the calling threads; from the pages when clean (`rows`: those
+    pages read already)."""
     if not table or not {"globalTid", "start", "end", "nameId"} <= reader.columns(table):
         return ApiCalls.empty()
     columns = {"thread": "globalTid", "start": "start", "end": "end", "name": "nameId"}
@@ -134,5 +143,12 @@ def _read(reader: ExportFile, table: str | None, pid: int | None, classify, rows
     for name_id in ids.tolist():
         kinds[name_id] = classify(text.get(name_id, ""))
     kind = kinds[names]
-    # Every row stays (kind 0: no rule reads it): a copy of a million launches would cost more than the masks of `of`
-    return ApiCalls(found["thread"], found["start"], found["end"], kind)
+    wanted = np.flatnonzero(kind == keep if keep is not None else (kind != 0) & (kind != LAUNCH))
+    thread = found["thread"]
+    runs = np.flatnonzero(thread[1:] != thread[:-1]) + 1  # a thread's calls come in runs: their values, no sort
+    threads = (
+        np.unique(np.concatenate((thread[:1], thread[runs]))) if len(runs) < len(thread) // 2 else np.unique(thread)
+    )
+    return ApiCalls(thread[wanted], found["start"][wanted], found["end"][wanted], kind[wanted],
+                    launches=int(np.count_nonzero(kind == LAUNCH)),
+                    cuda_threads=threads)  # fmt: skip

@@ -33,7 +33,7 @@ from nsyskit.analysis.read.activityread import (  # noqa: F401  (the activity ta
     PID_SQL,
     GpuActivities,
 )
-from nsyskit.analysis.read.apicalls import ApiCalls, read_api_calls, read_os_waits
+from nsyskit.analysis.read.apicalls import ApiCalls, read_api_calls, read_launch_spans, read_os_waits
 from nsyskit.analysis.read.exportfile import META_TABLES, NSYS_MARKER_TABLES, PID_SHIFT  # noqa: F401  (named here too)
 from nsyskit.analysis.read.launchread import RUNTIME_TABLES, read_launch_calls, read_launches, read_runtime_rows
 from nsyskit.analysis.read.nvtxread import NVTX_RANGE_TYPES, NVTX_TABLES, read_nvtx_ranges
@@ -154,6 +154,10 @@ class ExportReader(GpuActivities):
         runtime_rows() read already."""
         shared = self.__dict__.get("shared_api_calls", {})
         return shared[pid] if pid in shared else read_api_calls(self, pid, rows)
+
+    def launch_spans(self, pid: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(start, end) of the kernel launch calls of process `pid` in start order (see apicalls)."""
+        return read_launch_spans(self, pid)
 
     def os_waits(self, pid: int | None = None) -> ApiCalls:
         """The OS runtime calls threads block in (poll, futex, pthread_cond_wait, read...; see apicalls)."""
