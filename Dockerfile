@@ -57,7 +57,7 @@ ARG NCCL_TESTS_VERSION=v2.13.11
 ARG NCCL_TESTS_URL=
 ARG NCCL_TESTS_SHA256=
 ARG NCCL_TESTS_GENCODE="-gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_90,code=sm_90"
-COPY Container-Root/nsyskit/install/nccl-tests.sh /nsyskit/install/nccl-tests.sh
+COPY Container-Root/nsyskit/install/nccl-tests.sh Container-Root/nsyskit/install/nccl-tests-binaries.txt /nsyskit/install/
 RUN bash /nsyskit/setup.sh nccl-tests
 
 # Nsight Compute (PROFILER=ncu): after the heavy layers, so adding or changing it rebuilds only this one.

@@ -66,7 +66,8 @@ def make_parts(part: Path, count: int, folder: Path) -> None:
     reports = [str(folder.parent / "run1024" / f"rank_{rank}.sqlite") for rank in range(count)]
     plain = json.loads(str(arrays["results"]))
     for rank, report in enumerate(reports):
-        arrays["header"] = np.asarray(json.dumps({**header, "report": report, "rank": rank, "reports": reports, "ranks": list(range(count))}))
+        arrays["header"] = np.asarray(json.dumps({**header, "report": report, "rank": rank, "reports": reports,
+                                                  "ranks": list(range(count)), "named": [True] * count}))  # fmt: skip
         plain[0]["rank"] = plain[0]["summary"]["rank"] = rank
         arrays["results"] = np.asarray(json.dumps(plain))
         for name in [n for n in arrays if n.endswith("/rank")]:

@@ -6,6 +6,8 @@ the host imports it as nsyskit.runrecord (src/nsyskit/runrecord.py links here). 
 
 Schema versions: 1 is every run.json written before the field existed (a local run's and Slurm collect's shapes,
 read through `RunRecord.from_dict`); 2 (SCHEMA_VERSION) is the one shape every target's collect writes now.
+Fields added within version 2 (workload, nccl_tests) are optional: readers of any version ignore keys they do not
+know, and a record without them reads as the DDP example's, the only workload there was before.
 """
 
 from __future__ import annotations
@@ -28,6 +30,11 @@ STEP_TIME_KEY = "step_ms"  # the field holding the step time, in milliseconds
 STEP_LINE = re.compile(r"\[rank (\d+)\] step (\d+)/(\d+) .*?step_ms=([\d.]+) tokens_per_s=(\d+)")
 CHECKSUM_LINE = re.compile(r"\[rank (\d+)\] checksum=(\w+)")
 WORLD_SIZE_LINE = re.compile(r"\[rank (\d+)\] world_size=(\d+)")
+# The model's training FLOPs of one step on one GPU and the dtype of its math, as the example marks them: the text
+# of an NVTX range inside the profiled window, so the analysis finds them in the report itself, wherever it runs
+# (here, or in a cluster's map), and a run.json from any version stays as it was. The example prints it too.
+FLOPS_MARK_PREFIX = "nsyskit model "
+FLOPS_MARK = re.compile(r"nsyskit model flops_per_step=(\d+) dtype=(\w+)")
 
 
 class RunRecordError(ValueError):
@@ -52,6 +59,17 @@ def step_line(rank: int, step: int, total: int, loss: float, step_s: float, toke
 def checksum_line(rank: int, checksum: str, param_sum: float) -> str:
     """The line every rank prints at the end: its parameters' checksum (equal on all ranks: they stayed in sync)."""
     return line(rank, f"checksum={checksum} param_sum={param_sum:.6f}")
+
+
+def flops_mark(flops_per_step: float, dtype: str) -> str:
+    """The text of the example's FLOPs mark: FLOPs of one training step on one GPU (whole), the math's dtype."""
+    return f"{FLOPS_MARK_PREFIX}flops_per_step={int(round(flops_per_step))} dtype={dtype}"
+
+
+def parse_flops_mark(text: str) -> tuple[float, str] | None:
+    """(FLOPs per step per GPU, dtype) of a FLOPs mark's text, else None."""
+    found = FLOPS_MARK.fullmatch(text.strip())
+    return (float(found.group(1)), found.group(2)) if found else None
 
 
 def parse_step(text: str) -> tuple[int, int, float, int] | None:
@@ -87,7 +105,13 @@ class RankStatus:
     exit_code: int = 0
     signal: str | None = None
     started: float = 0.0
-    ended: float = 0.0
+    ended: float = 0.0  # when the wrapper ended the rank (after the profiler wrote its report)
+    # When the rank's application ended, wall clock, taken by the wrapper as it happened (before the report was
+    # written): what orders the failures of a run. 0: not recorded (a wrapper before this field).
+    died: float = 0.0
+    # False in the status written when the application died, while the profiler still writes the report: exit_code
+    # and signal are what was seen then (0 with a note when not); True once the wrapper has ended.
+    final: bool = True
     report: str | None = None
     sqlite: str | None = None
     problems: list = field(default_factory=list)
@@ -173,6 +197,8 @@ class RunRecord:
     launcher: str = ""
     profiler: str = ""
     profile_ranks: str = ""
+    workload: str = "ddp"  # ddp (the DDP example) or nccl-tests; a run.json from before the field: ddp, the only one then
+    nccl_tests: list = field(default_factory=list)  # WORKLOAD=nccl-tests: {name, binary, args, output} per test, in order
     config: dict = field(default_factory=dict)  # setting -> {"value", "source"}
     ranks: list = field(default_factory=list)  # RankStatus, by rank
     checksums: dict = field(default_factory=dict)  # rank -> parameter checksum
@@ -232,6 +258,10 @@ class RunRecord:
                 values["profile_ranks"] = _setting(values.get("config"), "PROFILE_RANKS")
             if not values.get("profiler"):
                 values["profiler"] = _setting(values.get("config"), "PROFILER")
+            if not values.get("workload"):  # a record from before the field: its config's, else the DDP example
+                values["workload"] = _setting(values.get("config"), "WORKLOAD") or "ddp"
+            if not isinstance(values.get("nccl_tests", []), list):
+                raise TypeError(f"nccl_tests is {type(values['nccl_tests']).__name__}, not a list")
             return cls(**values, ranks=sorted(ranks, key=lambda s: s.rank), details=details)
         except RunRecordError:
             raise

@@ -54,13 +54,16 @@ def _diff(request: AnalyzeRequest) -> None:
 
 def _on_cluster(request: AnalyzeRequest) -> None:
     """--slurm / --k8s: the run folder's map and merge submitted where the reports are."""
+    from dataclasses import replace
     from importlib import import_module
 
     from nsyskit.clusteranalysis import make_plan, submit_and_follow
 
     cluster = request.cluster
+    request.judge_inputs()  # --fabric's outputs read here first: one that holds no table stops before any job
     plan = make_plan(Path(request.paths[0]), request.max_parallel, request.timeline, request.timeline_max_events,
                      request.straggler_pct, request.strict)  # fmt: skip
+    plan = replace(plan, merge_options=request.judge_words())  # the merge's rules get what this request's would
     runner = import_module(f"nsyskit.{cluster.engine}.analysis")
     for line in submit_and_follow(runner, cluster.cfg, cluster.root, plan, request.wait, request.dry_run):
         console.done(line) if line.startswith("report:") else console.out.print(line, markup=False, highlight=False)

@@ -67,6 +67,7 @@ class AnalysisPlan:
         words = ["analyze-merge", str(self.parts), "--output", str(self.run)]
         if self.straggler_pct is not None:
             words += ["--straggler-pct", f"{self.straggler_pct:g}"]
+        words += self.merge_options  # the findings' inputs (--flops-per-step ...): the merge judges as 'analyze' would
         return [*words, *(["--timeline"] if self.timeline else []), *(["--strict"] if self.strict else [])]
 
     def _timeline_words(self) -> list[str]:

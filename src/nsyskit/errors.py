@@ -192,6 +192,29 @@ class NcclLogError(NsyskitError):
         super().__init__(f"{what} {value!r}: {problem}; fix: {fix}")
 
 
+class NcclTestsError(NsyskitError):
+    """A nccl-tests output argument is unusable (missing, unreadable): names the file, the problem and the fix."""
+
+    def __init__(self, path: str, problem: str, fix: str) -> None:
+        self.path, self.problem, self.fix = path, problem, fix
+        super().__init__(f"{path}: {problem}; fix: {fix}")
+
+
+class NoNcclTestsTable(NcclTestsError):
+    """A file (or run folder) holds no nccl-tests table: names it, says what it holds instead and the fix."""
+
+
+class NcclTestsFailed(NsyskitError):
+    """A nccl-tests run failed (wrong results, 'Test NCCL failure', out of memory): names the file and line."""
+
+    exit_code = 3
+
+    def __init__(self, where: str, message: str, more: int = 0) -> None:
+        self.where = where
+        extra = f" (and {more} more failure(s), listed above)" if more else ""
+        super().__init__(f"{where}: {message}{extra}")
+
+
 class BuildError(NsyskitError):
     """An image build failed: carries the failing step (number, total, instruction), the reason and the log tail."""
 

@@ -1,12 +1,17 @@
-"""The one renderer of what every launcher runs: the wrapper's environment, the per-rank command and mpirun."""
+"""The one renderer of what every launcher runs: the wrapper's environment, the per-rank commands and mpirun; and what keeps a workload from launching."""
 
 from __future__ import annotations
 
+import shlex
+from dataclasses import dataclass
+
+from nsyskit import workloads
 from nsyskit.config import Config
+from nsyskit.errors import ConfigError, ConfigErrors
 
 # Paths inside the image (Container-Root/ is copied to /).
 WRAPPER = "/usr/local/bin/nsys-profile"
-EXAMPLE = "/nsyskit/workload/train.py"
+EXAMPLE = workloads.EXAMPLE
 CONTAINER_REPORT_DIR = "/reports"
 HOSTFILE = "/etc/mpi/hostfile"  # where the Kubeflow MPI operator mounts it; the local run mounts its own there
 
@@ -28,7 +33,8 @@ def wrapper_env(
         "NSYSKIT_DELAY": str(cfg.nsys_delay),
         "NSYSKIT_DURATION": str(cfg.nsys_duration),
         # On GPU the example brackets PROFILE_STEPS with cudaProfilerStart/Stop; on CPU it marks them with NVTX.
-        "NSYSKIT_CAPTURE": "cudaProfilerApi" if cfg.profile_steps and cfg.uses_gpu else "none",
+        # The NCCL tests open no capture range: they are recorded whole.
+        "NSYSKIT_CAPTURE": "cudaProfilerApi" if cfg.profile_steps and cfg.uses_gpu and cfg.workload == "ddp" else "none",
         "NSYSKIT_EFA_METRICS": "1" if cfg.efa_metrics and cfg.efa_per_node > 0 else "0",
         "NSYSKIT_EXTRA_ARGS": cfg.nsys_extra_args,
     }
@@ -51,46 +57,86 @@ def wrapper_env(
 
 
 def rank_command(cfg: Config) -> list[str]:
-    """What each rank runs: the wrapper around the example with the run settings."""
-    command = [
-        WRAPPER, "python3", EXAMPLE,
-        "--model-size", cfg.model_size,
-        "--batch-size", str(cfg.batch_size),
-        "--seq-len", str(cfg.seq_len),
-        "--steps", str(cfg.steps),
-    ]  # fmt: skip
-    if cfg.profile_steps:
-        command += ["--profile-steps", f"{cfg.profile_steps[0]}-{cfg.profile_steps[1]}"]
-    if cfg.profiler == "torch":  # the example profiles itself into the wrapper's $NSYSKIT_TORCH_TRACE
-        command.append("--torch-profile")
-    return command
+    """What each rank of the DDP example runs: the wrapper around the example with the run settings."""
+    return [WRAPPER, *workloads.example_command(cfg)]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One launch of the workload: the DDP example once, or one NCCL test (each its own mpirun or srun)."""
+
+    name: str  # ddp, or the test's name (all_reduce_perf, all_reduce_perf-2)
+    rank_command: list[str]  # what each rank runs: the wrapper around the application
+    tag: str = ""  # added to the job id of the report names when a run has several steps ('' otherwise)
+
+
+def steps(cfg: Config, report_dir: str = CONTAINER_REPORT_DIR, wrapped: bool = True) -> list[Step]:
+    """The launches of the configured workload, in order, with each rank's command (report_dir: where ranks write).
+
+    wrapped=False leaves the wrapper out (an injector in the pods starts nsys itself).
+    """
+    wrapper = [WRAPPER] if wrapped else []
+    if cfg.workload != "nccl-tests":
+        return [Step("ddp", [*wrapper, *workloads.example_command(cfg)])]
+    tests = cfg.nccl_test_list
+    # Several tests: their reports differ by job id (JOB-all-reduce_node0_rank0_HOST), one test keeps the plain name.
+    return [Step(test.name, [*wrapper, *test.command(report_dir)], test.tag if len(tests) > 1 else "") for test in tests]
+
+
+def step_job_id(job_id: str | None, step: Step) -> str | None:
+    """The job id of one step's report names: JOB_ID, or JOB_ID-TAG when the run has several steps."""
+    return f"{job_id}-{step.tag}" if job_id and step.tag else job_id
+
+
+def in_sequence(commands: list[list[str]]) -> list[str]:
+    """One command that runs COMMANDS in order and stops at the first that fails (its exit code is the result)."""
+    if len(commands) == 1:
+        return commands[0]
+    return ["bash", "-c", " && ".join(shlex.join(command) for command in commands)]
 
 
 def mpirun_command(
     cfg: Config,
-    hostfile: str = HOSTFILE,
+    hostfile: str | None = HOSTFILE,
     report_dir: str = CONTAINER_REPORT_DIR,
     *,
     master_addr: str,
     job_id: str | None = None,
+    wrapped: bool = True,
 ) -> list[str]:
     """The launcher's mpirun over all nodes' slots, exporting the wrapper environment to every rank.
 
     master_addr (rank 0's host) is exported as MASTER_ADDR, the one way the ranks learn it (rankinfo reads
     only that): mpirun does not tell the ranks where rank 0 is, and the hostfile exists only on the launcher.
+    WORKLOAD=nccl-tests: one mpirun per test, in order (in_sequence); hostfile None: this host's PROCS_PER_NODE slots.
+    wrapped=False: the ranks run without the wrapper (see steps).
     """
+    return in_sequence([_mpirun(cfg, hostfile, report_dir, step, master_addr, job_id)
+                        for step in steps(cfg, report_dir, wrapped)])  # fmt: skip
+
+
+def _mpirun(cfg: Config, hostfile: str | None, report_dir: str, step: Step, master_addr: str, job_id: str | None) -> list[str]:
+    """The mpirun of one step."""
+    hosts = ["--hostfile", hostfile] if hostfile else ["--host", f"localhost:{cfg.procs_per_node}"]
     command = [
         "mpirun", "--allow-run-as-root",
         "-np", str(cfg.world_size),
-        "--hostfile", hostfile,
+        *hosts,
         "--map-by", f"ppr:{cfg.procs_per_node}:node",
         "--bind-to", "none",
         "--mca", "plm_rsh_args", "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR",
     ]  # fmt: skip
-    env = {**wrapper_env(cfg, report_dir, job_id=job_id), "MASTER_ADDR": master_addr}
+    env = {**wrapper_env(cfg, report_dir, job_id=step_job_id(job_id, step)), "MASTER_ADDR": master_addr}
     for key, value in env.items():
         command += ["-x", f"{key}={value}"]
-    return command + rank_command(cfg)
+    return command + step.rank_command
+
+
+def single_node_command(cfg: Config, job_id: str | None = None) -> list[str]:
+    """What starts the ranks of a one-node run: torchrun for the example, mpirun on this host for the NCCL tests."""
+    if workloads.needs_mpi(cfg.workload):  # MPI programs: mpirun starts them, with no ssh to other nodes
+        return mpirun_command(cfg, None, master_addr="localhost", job_id=job_id)
+    return torchrun_command(cfg)
 
 
 def torchrun_command(cfg: Config) -> list[str]:
@@ -102,3 +148,33 @@ def torchrun_command(cfg: Config) -> list[str]:
         "--no-python",  # each rank runs the wrapper executable, not a Python script
         *rank_command(cfg),
     ]  # fmt: skip
+
+
+def launch_problems(cfg: Config) -> list[ConfigError]:
+    """What keeps the configured workload from starting on these machines (checked by run and deploy, not --dry-run)."""
+    if cfg.workload != "nccl-tests":
+        return []
+    source = cfg.sources.get("GPUS_PER_NODE", "")
+    if cfg.gpus_per_node == 0:
+        return [ConfigError("GPUS_PER_NODE", 0, "leaves no GPU for the NCCL tests (WORKLOAD=nccl-tests)",
+                            "run them on GPU machines with GPUS_PER_NODE set (not the local-cpu profile), "
+                            "or use WORKLOAD=ddp", source)]  # fmt: skip
+    problems = []
+    for test in cfg.nccl_test_list:
+        needed = test.gpus_per_rank * cfg.procs_per_node
+        if needed > cfg.gpus_per_node:
+            problems.append(ConfigError(
+                "NCCL_TESTS", test.text(),
+                f"needs {needed} GPUs per node ({test.gpus_per_rank} per rank x PROCS_PER_NODE={cfg.procs_per_node}), "
+                f"more than GPUS_PER_NODE={cfg.gpus_per_node}",
+                "lower -g/-t or PROCS_PER_NODE (one rank per GPU: -g 1 and PROCS_PER_NODE=GPUS_PER_NODE)",
+                cfg.sources.get("NCCL_TESTS", ""),
+            ))  # fmt: skip
+    return problems
+
+
+def check_launchable(cfg: Config) -> None:
+    """Raise ConfigErrors when launch_problems finds any."""
+    problems = launch_problems(cfg)
+    if problems:
+        raise ConfigErrors(problems)

@@ -16,7 +16,7 @@ import docker
 import pytest
 from fixtures.kit_image import ROOT, invoke
 
-from nsyskit import image
+from nsyskit import image, workloads
 from nsyskit.config import load_config
 
 TEST_IMAGE = "nsyskit-test-efa"
@@ -34,13 +34,15 @@ chmod +x /opt/amazon/efa/bin/fi_info /opt/amazon/openmpi/bin/mpirun
 : > /opt/amazon/ofi-nccl/lib/libnccl-net.so
 """
 
-# Stands in for nccl-tests' Makefile: the "binary" prints the make variables it was built with.
+# Stands in for nccl-tests' Makefile: the "binary" prints the make variables it was built with. It builds every
+# binary of the kit's list but the last (a version without it) and one the list does not name.
+LISTED = workloads.installed_binaries()
+BUILT = [*LISTED[:-1], "unlisted_perf"]
 FAKE_NCCL_TESTS_MAKEFILE = """all:
 \tmkdir -p build
 \tprintf '#!/bin/sh\\necho "MPI=$(MPI) MPI_HOME=$(MPI_HOME) CUDA_HOME=$(CUDA_HOME) NCCL_HOME=$(NCCL_HOME) NVCC_GENCODE=$(NVCC_GENCODE)"\\n' > build/all_reduce_perf
 \tchmod +x build/all_reduce_perf
-\tcp build/all_reduce_perf build/all_gather_perf
-"""
+""" + "".join(f"\tcp build/all_reduce_perf build/{name}\n" for name in BUILT if name != "all_reduce_perf")
 
 
 def _archive(path: Path, files: dict[str, str]) -> str:
@@ -109,6 +111,14 @@ def test_nccl_tests_built_with_mpi_and_the_gencodes(efa_image):
     out = run_in(efa_image.plan.content_ref, "all_reduce_perf; ls /opt/nccl-tests/bin")
     assert "MPI=1 MPI_HOME=/opt/amazon/openmpi CUDA_HOME=/usr/local/cuda" in out
     assert f"NVCC_GENCODE={GENCODE}" in out and "all_gather_perf" in out
+
+
+def test_exactly_the_listed_binaries_the_build_made_are_installed_on_path(efa_image):
+    # The kit accepts only the listed names in NCCL_TESTS; a listed one the build lacks is left out (with a warning).
+    installed = run_in(efa_image.plan.content_ref, "ls /opt/nccl-tests/bin").split()
+    assert sorted(installed) == sorted(LISTED[:-1])
+    on_path = run_in(efa_image.plan.content_ref, f"command -v {' '.join(LISTED)} unlisted_perf || true").split()
+    assert on_path == [f"/usr/local/bin/{name}" for name in LISTED[:-1]]
 
 
 def test_compilers_installed_for_nccl_tests_are_removed(efa_image):

@@ -76,6 +76,9 @@ def test_two_ranks_leave_reports_with_steps_phases_and_window(run_env):
         steps = {int(text.split()[1]): (s, e) for text, s, e in ranges if text.startswith("step ")}
         inside = sorted(n for n, (s, e) in steps.items() if window[0] <= s and e <= window[1])
         assert inside == list(range(WINDOW[0], WINDOW[1] + 1))
+        # The model's FLOPs per step, marked once inside the window (what analyze's low_mfu reads from the report)
+        (mark,) = [(text, s) for text, s, _e in ranges if text.startswith("nsyskit model flops_per_step=")]
+        assert window[0] <= mark[1] <= window[1] and mark[0].endswith(" dtype=fp32")
 
     record = json.loads((run_dir / "run.json").read_text())
     assert record["exit_code"] == 0 and record["world_sizes"] == [2]
@@ -121,6 +124,27 @@ def test_profiling_only_rank_0_leaves_one_report_and_both_ranks_train(run_env):
     assert {r["rank"]: r["profiled"] for r in record["ranks"]} == {0: True, 1: False}
 
 
+# Inside the run's container: stop rank 1's profiler (nsys, which would write its report), then kill -9 its training
+# process (not its wrapper or nsys), as the OOM killer would. Rank 1's nsys stays stopped for a while, as a loaded
+# machine can starve it, so rank 0 (which Gloo aborts once its peer is gone) ends first; rank 1's status as its wrapper
+# wrote it when the application died is printed meanwhile.
+KILL_RANK_1 = """
+rank1() { for p in $(ls /proc | grep -E '^[0-9]+$'); do
+  tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null | grep -qx NSYSKIT_RANK=1 && echo $p; done; }
+app=$(for p in $(pgrep -f train.py); do [ "$(cat /proc/$p/comm)" = python3 ] && rank1 | grep -qx $p && echo $p; done)
+[ -n "$app" ] || exit 1
+profiler=$(rank1 | grep -vx "$app" | tr '\\n' ' ')
+kill -STOP $profiler && kill -9 $app && echo killed $app
+sleep 2 && echo STATUS && cat /reports/logs/*_rank1_*.status.json
+sleep 8 && kill -CONT $profiler
+"""
+
+
+def busy_loops(count: int = 2) -> list[subprocess.Popen]:
+    """COUNT processes that keep a core busy each (the machine has 2), until killed."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+
+
 def test_killing_a_rank_ends_the_run_naming_it_and_keeps_the_reports(run_env):
     run_id = new_run_id("kill")
     run_dir = Path(run_env["NSYSKIT_REPORT_DIR"]) / run_id
@@ -128,6 +152,7 @@ def test_killing_a_rank_ends_the_run_naming_it_and_keeps_the_reports(run_env):
                "--profile-steps", "2-4", "--run-id", run_id, "--no-progress"]  # fmt: skip
     env = {**{k: v for k, v in os.environ.items() if k != "NSYSKIT_PROFILE"}, **run_env}
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    load: list[subprocess.Popen] = []
     try:
         log = run_dir / "logs" / "worker-0.log"
         deadline = time.monotonic() + 300
@@ -135,22 +160,33 @@ def test_killing_a_rank_ends_the_run_naming_it_and_keeps_the_reports(run_env):
             assert process.poll() is None, process.communicate()[1][-3000:]
             assert time.monotonic() < deadline, "training did not reach step 5"
             time.sleep(1)
-        # Kill rank 1's training process (not its wrapper or nsys) inside the container, as an OOM kill would.
-        kill = ("for p in $(pgrep -f train.py); do [ \"$(cat /proc/$p/comm)\" = python3 ] && "
-                "tr '\\0' '\\n' < /proc/$p/environ | grep -qx NSYSKIT_RANK=1 && kill -9 $p && echo killed $p; done")  # fmt: skip
-        killed = docker.from_env().containers.get(f"nsyskit-{run_id}-worker-0").exec_run(["bash", "-c", kill])
+        load = busy_loops()  # both cores busy from the kill to the end of the run
+        container = docker.from_env().containers.get(f"nsyskit-{run_id}-worker-0")
+        killed = container.exec_run(["bash", "-c", KILL_RANK_1], detach=False)
         assert b"killed" in killed.output, killed.output
+        at_death = json.loads(killed.output.decode().split("STATUS\n", 1)[1])  # written while its nsys was stopped
         killed_at = time.monotonic()
-        stdout, stderr = process.communicate(timeout=60)
+        stdout, stderr = process.communicate(timeout=120)
         took = time.monotonic() - killed_at
     finally:
+        for busy in load:
+            busy.kill()
         if process.poll() is None:
             process.kill()
     assert process.returncode != 0
-    assert took < 60
-    assert "rank 1 on worker-0 was killed by SIGKILL" in stderr, stderr[-2000:]
+    assert took < 120
     record = json.loads((run_dir / "run.json").read_text())
+    statuses = {status["rank"]: status for status in record["ranks"]}
+    # Rank 1's wrapper wrote its status when its application died, before nsys could go on.
+    assert (at_death["final"], at_death["exit_code"], at_death["signal"]) == (False, 137, "SIGKILL"), at_death
+    assert at_death["died"] == statuses[1]["died"] and statuses[1]["final"] is True
+    # The case that misled the kit: the killed rank's status was written after its peer's (the peer's wrapper ended
+    # first), though it died first.
+    assert statuses[1]["died"] < statuses[0]["died"] and statuses[0]["ended"] < statuses[1]["ended"], statuses
+    named = "rank 1 on worker-0 was killed by SIGKILL; then rank 0 on worker-0 "
+    assert "error: " in stderr and named in stderr, stderr[-2000:]
     assert record["failed_rank"]["rank"] == 1 and record["exit_code"] != 0
+    assert [later["rank"] for later in record["failed_rank"]["then"]] == [0]
     # What nsys had written stays: the killed rank's report, and the survivor's, finished after the launcher's SIGTERM.
     assert sorted(p.name for p in run_dir.glob("*.nsys-rep")) == [
         f"{run_id}_node0_rank{r}_worker-0.nsys-rep" for r in (0, 1)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -303,3 +304,40 @@ def test_analyze_slurm_in_pyxis_imports_first_and_a_failed_import_cancels_the_ma
     for job_id in (map_id, merge_id):
         assert slurm_exit_code(cluster, job_id)[0] == "CANCELLED"
     assert not list((run / "analysis-jobs").glob("map-*.out")) and not (run / "report.html").exists()
+
+
+# A stand-in NCCL test for the CPU nodes (no GPU, no nccl-tests build): every task prints its Slurm rank.
+FAKE_NCCL_TEST = '#!/bin/sh\necho "# $(basename "$0") $*"\necho "#  task ${SLURM_PROCID:-?} of ${SLURM_NTASKS:-?}"\n'
+
+
+def test_nccl_tests_run_one_srun_each_under_the_wrapper_and_collect_rank0s_tables(project, cluster):
+    from nsyskit import targets
+    from nsyskit.config import load_config
+
+    for node in cluster.nodes:  # host mode: the test binaries are the nodes' own, on PATH
+        for binary in ("all_reduce_perf", "alltoall_perf"):
+            cluster.exec(node, f"printf '%s' {shlex.quote(FAKE_NCCL_TEST)} > /usr/local/bin/{binary} && chmod +x /usr/local/bin/{binary}")
+    settings = {"SLURM_MODE": "host", "NODES": str(NODES), "PROCS_PER_NODE": str(TASKS_PER_NODE), "EFA_PER_NODE": "1",
+                "SLURM_SUBMIT_PREFIX": cluster.submit_prefix, "SLURM_TIME_LIMIT": "15", "WORKLOAD": "nccl-tests",
+                "NCCL_TESTS": "all_reduce_perf -b 8 -e 1M -f 2 -g 1; alltoall_perf -b 8 -e 1M"}  # fmt: skip
+    cfg = load_config(project, profile="local-cpu", overrides=settings, environ={})
+    # Through the library: 'invoke run' stops on GPUS_PER_NODE=0 before launching (these nodes have no GPU).
+    target = targets.get("slurm")
+    job = targets.rendered(target, cfg, project, None, False)
+    target.submit(cfg, job)
+    outcome = target.wait(cfg, job)
+    assert outcome.exit_code == 0, "\n".join(outcome.log_tail) + cluster.diagnostics()
+    run_dir = target.collect(cfg, project, job.job_dir.name)
+    script = (job.job_dir / render.SCRIPT).read_text()
+    assert script.count("\nsrun ") == 2 and script.count("--mpi=pmix") == 2  # SLURM_MPI left at its default
+
+    for test, tag in (("all_reduce_perf", "all-reduce"), ("alltoall_perf", "alltoall")):
+        names = sorted(p.name for p in run_dir.glob(f"nsyskit_{job.job_id}-{tag}_node_*.nsys-rep"))
+        assert names == [f"nsyskit_{job.job_id}-{tag}_node_{r // TASKS_PER_NODE}_rank_{r}_{cluster.nodes[r // TASKS_PER_NODE]}.nsys-rep"
+                         for r in range(NODES * TASKS_PER_NODE)]  # fmt: skip
+        table = (run_dir / "nccl-tests" / f"{test}.out").read_text()
+        assert table.splitlines()[1] == f"#  task 0 of {NODES * TASKS_PER_NODE}" and len(table.splitlines()) == 2
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["workload"] == "nccl-tests" and [t["name"] for t in run["nccl_tests"]] == ["all_reduce_perf", "alltoall_perf"]
+    assert run["files"]["nccl_tests"] == ["nccl-tests/all_reduce_perf.out", "nccl-tests/alltoall_perf.out"]
+    assert len(run["ranks"]) == 2 * NODES * TASKS_PER_NODE and all(r["exit_code"] == 0 for r in run["ranks"])

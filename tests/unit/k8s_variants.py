@@ -12,7 +12,7 @@ ECR = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
 # name -> (profile, overrides): the committed .env (the real AWS use) and the variants the issue names.
 VARIANTS = {
     "default": (None, {"REGISTRY": ECR}),
-    "cpu": ("local-cpu", {"REGISTRY": "127.0.0.1:5000", "NODES": "2", "K8S_HUGEPAGES": "0", "K8S_MEMORY": "8Gi", "K8S_SHM_SIZE": "2Gi"}),
+    "cpu": ("local-cpu", {"REGISTRY": "127.0.0.1:5000", "NODES": "2"}),  # K8S_MEMORY, _SHM_SIZE, _HUGEPAGES: auto
     "gpu-efa": (None, {"REGISTRY": ECR, "NODES": "4", "INSTANCE_TYPE": "p4d.24xlarge", "EFA_PER_NODE": "4",
                        "K8S_NAMESPACE": "training", "K8S_HUGEPAGES": "10240Mi", "NSYS_SAMPLE": "process-tree", "PROFILE_RANKS": "local0"}),
     "pvc": (None, {"REGISTRY": ECR, "K8S_REPORT_VOLUME": "pvc", "K8S_REPORT_PVC": "fsx-claim", "K8S_CLEAN_POD_POLICY": "running",
@@ -21,6 +21,8 @@ VARIANTS = {
     "sidecar-injector": (None, {"REGISTRY": ECR, "K8S_PROFILER": "devtools-sidecar-injector", "EFA_METRICS": "false",
                                 "K8S_INJECTOR_IMAGE": f"{ECR}/nsight-systems-cli:2024.6.1"}),
     "nsight-operator": (None, {"REGISTRY": ECR, "K8S_PROFILER": "nsight-operator", "EFA_METRICS": "false", "K8S_REPORT_VOLUME": "pvc", "K8S_REPORT_PVC": "fsx-claim"}),
+    # WORKLOAD=nccl-tests with two tests: one mpirun each, in order, in the launcher.
+    "nccl-tests": (None, {"REGISTRY": ECR, "WORKLOAD": "nccl-tests", "NCCL_TESTS": "all_reduce_perf -b 8 -e 2G -f 2 -g 1; alltoall_perf -b 1M -e 1G -f 2 -g 1"}),
 }  # fmt: skip
 
 

@@ -254,14 +254,15 @@ def k8s_run(tmp_path: Path, reports: int = 3) -> tuple[Path, object]:
 
 def test_k8s_applies_both_jobs_follows_them_and_prints_the_merge(tmp_path, fake_kubectl, monkeypatch, capsys):
     run, cfg = k8s_run(tmp_path)
-    monkeypatch.setenv("FAKE_JOB_LOG", "Findings\n  1. the merged analysis\n")
+    monkeypatch.setenv("FAKE_JOB_LOG", f"Findings\n  1. the merged analysis\n\u2713 report: {run / 'report.html'}\n")
     lines = submit_and_follow(k8s_analysis, cfg, ROOT, make_plan(run), wait=True)
-    assert lines == [f"report: {run / 'report.html'}"]
+    assert lines == [f"report: {run / 'report.html'}"]  # the command prints it: the merge log's own line is dropped
     state = json.loads(fake_kubectl.read_text())
     map_name, merge_name = k8s_analysis.job_names(make_plan(run))
     assert state["jobs"] == [map_name, merge_name] and not (run / "analysis-parts" / "stale.part.npz").exists()
     assert [c[:3] for c in state["calls"][:2]] == [["delete", "job", map_name], ["delete", "job", merge_name]]
-    assert "the merged analysis" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "the merged analysis" in printed and "report:" not in printed
 
 
 def test_k8s_names_failed_indexes_with_their_reports_and_deletes_the_waiting_merge(tmp_path, fake_kubectl, monkeypatch):

@@ -1,7 +1,7 @@
 """The commands in README.md and docs/ are real: every fenced `invoke`/`nsyskit` line names real tasks and flags of
 the Invoke collection, and the ones that need no engine, cluster or registry run and exit 0.
 
-Which commands run: `--help`/`--list`, `config`, `--dry-run` forms, and `analyze`/`nccl-log` whose paths exist; each
+Which commands run: `--help`/`--list`, `config`, `--dry-run` forms, and `analyze`/`nccl-log`/`nccl-tests` whose paths exist; each
 runs in a fresh project folder (the repo's tasks.py, .env, profiles and build inputs) whose .env sets an ECR
 REGISTRY, as a user following the docs has. Lines with placeholders (`<run-id>`, `[--wait]`, `…`) are checked
 for names only.
@@ -26,7 +26,7 @@ COMMAND = re.compile(r"^(?:\$ )?((?:[A-Z][A-Z0-9_]*=\S* )*)(invoke|nsyskit)(\s.*
 PROGRAM_VALUED = {"--profile", "--env-file"}  # flags of the program itself that take a value
 CORE_FLAGS = {"--list", "-l", "--help", "-h", "--version", "-V", "--echo", "-e", "--dry", "-R", "--complete"}
 RUNS_WITHOUT_ENGINE = {"config"}  # tasks that only read the configuration
-READS_FILES = {"analyze", "nccl-log"}  # run when every path they are given exists
+READS_FILES = {"analyze", "nccl-log", "nccl-tests"}  # run when every path they are given exists
 PROJECT_FILES = ("tasks.py", ".env", "profiles", "Dockerfile", "Container-Root", "k8s", "slurm")
 DOC_REGISTRY = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
 

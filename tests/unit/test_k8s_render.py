@@ -13,6 +13,7 @@ from fixtures.realdata import SHARED, need
 from k8s_variants import ECR, ROOT, VARIANTS, config  # tests/unit is on sys.path
 
 from nsyskit import k8s, launch, targets
+from nsyskit.config.k8s_parse import quantity_bytes
 from nsyskit.errors import ConfigErrors
 from nsyskit.k8s import crd, render
 from nsyskit.local import cluster
@@ -166,8 +167,36 @@ def test_gpu_efa_worker_resources_are_requested_and_limited_equally():
 
 def test_cpu_worker_asks_for_no_gpu_efa_or_huge_pages_and_has_no_node_selector():
     worker = replica(mpijob("cpu"), "Worker")
-    assert worker["containers"][0]["resources"]["limits"] == {"memory": "8Gi"}
     assert "nodeSelector" not in worker and "securityContext" not in worker["containers"][0]
+    assert set(worker["containers"][0]["resources"]["limits"]) == {"memory"}
+
+
+def test_the_local_cpu_profile_asks_for_what_its_example_needs_so_a_small_cluster_can_schedule_it():
+    worker = replica(mpijob("cpu"), "Worker")
+    resources = worker["containers"][0]["resources"]
+    # 512Mi + 768Mi for each of its 2 ranks: the example peaked at 0.8 GiB in a local run's container.
+    assert resources["limits"] == resources["requests"] == {"memory": "2048Mi"}
+    assert {v["name"]: v for v in worker["volumes"]}["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "512Mi"}
+    launcher = replica(mpijob("cpu"), "Launcher")["containers"][0]["resources"]["requests"]
+    # The launcher and a worker fit one 4 GiB node (kind, minikube), with no huge pages a dev cluster rarely has.
+    assert quantity_bytes(launcher["memory"]) + quantity_bytes(resources["limits"]["memory"]) <= 4 * 2**30
+
+
+@pytest.mark.parametrize(
+    ("overrides", "memory", "shm", "hugepages"),
+    [
+        ({}, "256Gi", "64Gi", "5120Mi"),  # the committed .env: p5 nodes, 8 GPUs, EFA
+        ({"EFA_PER_NODE": "0"}, "256Gi", "64Gi", ""),  # GPUs without EFA: no huge pages
+        ({"GPUS_PER_NODE": "0", "EFA_PER_NODE": "0", "PROCS_PER_NODE": "4"}, "3584Mi", "512Mi", ""),  # any CPU profile
+        ({"GPUS_PER_NODE": "0", "K8S_MEMORY": "8Gi", "K8S_SHM_SIZE": "AUTO", "K8S_HUGEPAGES": "0"}, "8Gi", "512Mi", ""),
+        ({"K8S_MEMORY": "", "K8S_HUGEPAGES": "0", "K8S_SHM_SIZE": "1Gi"}, "", "1Gi", ""),  # set: taken as they are
+    ],
+)
+def test_auto_sizes_a_worker_from_its_gpus_efa_and_ranks_and_set_values_win(overrides, memory, shm, hugepages):
+    cfg = config("default", **overrides)
+    assert cfg.k8s_worker_sizes == {"memory": memory, "shm": shm, "hugepages": hugepages}
+    limits = replica(mpijob("default", **overrides), "Worker")["containers"][0]["resources"].get("limits", {})
+    assert (limits.get("memory", ""), limits.get("hugepages-2Mi", "")) == (memory, hugepages)
 
 
 def test_shm_is_a_memory_empty_dir_and_reports_a_per_job_host_folder():
@@ -247,7 +276,8 @@ def test_sidecar_injector_values_name_the_binaries_image():
         ({"K8S_HUGEPAGES": "3Mi"}, "K8S_HUGEPAGES", "is not a whole number of 2Mi pages"),
         ({"REGISTRY": ""}, "REGISTRY", "must pull the image nsyskit:latest from a registry"),
         ({"K8S_MEMORY": ""}, "K8S_HUGEPAGES", "only with a memory request"),
-        ({"K8S_SHM_SIZE": "300Gi"}, "K8S_SHM_SIZE", "is larger than K8S_MEMORY=256Gi"),
+        ({"K8S_SHM_SIZE": "300Gi"}, "K8S_SHM_SIZE", "is larger than K8S_MEMORY=auto (256Gi)"),
+        ({"GPUS_PER_NODE": "0", "K8S_SHM_SIZE": "7Gi"}, "K8S_SHM_SIZE", "is larger than K8S_MEMORY=auto (6656Mi)"),
         ({"K8S_REPORT_VOLUME": "pvc"}, "K8S_REPORT_PVC", "needs the name of a claim"),
         ({"K8S_NAMESPACE": "My_Team"}, "K8S_NAMESPACE", "is not a Kubernetes name"),
         ({"K8S_MEMORY": "lots"}, "K8S_MEMORY", "is not a Kubernetes quantity"),

@@ -292,3 +292,43 @@ def test_a_rank_told_to_end_while_waiting_for_the_start_lock_starts_nothing(tmp_
     assert not ran.exists()
     status = status_of(tmp_path)
     assert status["signal"] == "SIGTERM" and status["report"] is None
+
+
+# ---- when a rank died: the application's end, seen as it happens, not the profiler's (it writes the report) -------
+
+SLOW_NSYS = '''#!/usr/bin/env python3
+"""A stand-in for 'nsys profile' that, as nsys does on a loaded machine, reaps its application late (2 s) and then
+takes 3 s to write its report."""
+import subprocess, sys, time
+app = subprocess.Popen([a for a in sys.argv[2:] if not a.startswith("--")])
+time.sleep(2)
+code = app.wait()
+time.sleep(3)
+sys.exit(128 - code if code < 0 else code)
+'''
+
+
+def test_the_status_is_written_when_the_application_dies_and_again_when_the_profiler_ends(tmp_path):
+    bin_dir, reports = tmp_path / "bin", tmp_path / "reports"
+    bin_dir.mkdir()
+    (bin_dir / "nsys").write_text(SLOW_NSYS)
+    (bin_dir / "nsys").chmod(0o755)
+    died_at = tmp_path / "died-at"
+    # The application notes the time, then is killed by SIGKILL (as by the OOM killer).
+    app = f"import os, time; time.sleep(0.5); open({str(died_at)!r}, 'w').write(repr(time.time())); os.kill(os.getpid(), 9)"
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "NSYSKIT_REPORT_DIR": str(reports), "NSYSKIT_JOB_ID": "p1", "RANK": "0",
+           "LOCAL_RANK": "0", "NSYSKIT_EXPORT": "none", "NSYSKIT_TMPDIR": str(tmp_path / "tmp")}  # fmt: skip
+    rank = subprocess.Popen([sys.executable, str(WRAPPER_PATH), sys.executable, "-c", app], env=env, text=True,
+                            stderr=subprocess.PIPE)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not list((reports / "logs").glob("*.status.json")) and rank.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    at_death = status_of(reports)  # written while the profiler still runs: the wrapper may be killed before it ends
+    _out, err = rank.communicate(timeout=60)
+    assert rank.returncode == 137, err
+    seen = (at_death["final"], at_death["exit_code"], at_death["signal"], at_death["ended"])
+    assert seen == (False, 137, "SIGKILL", 0)
+    final = status_of(reports)
+    assert final["final"] is True and final["exit_code"] == 137 and final["died"] == at_death["died"]
+    assert final["ended"] - final["died"] > 3  # the report's 3 s are not in it
+    assert 0 <= final["died"] - float(died_at.read_text()) < 0.5

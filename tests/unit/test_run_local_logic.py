@@ -17,19 +17,57 @@ from nsyskit.local import cluster, failure, runfolder
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def status(rank, exit_code=0, signal=None, ended=0.0, host="worker-0"):
-    return runfolder.RankStatus(rank, host=host, exit_code=exit_code, signal=signal, ended=ended)
+def status(rank, exit_code=0, signal=None, ended=0.0, host="worker-0", died=0.0):
+    return runfolder.RankStatus(rank, host=host, exit_code=exit_code, signal=signal, ended=ended, died=died)
 
 
 def test_a_rank_killed_from_outside_is_blamed_over_its_peers_and_the_launchers_sigterm():
     statuses = [status(0, 1, ended=10.0), status(1, 137, ended=12.0), status(2, 143, "SIGTERM", ended=9.0)]
     blamed = failure.blame(statuses)
     assert (blamed.rank, blamed.how) == (1, "was killed by SIGKILL")
-    assert blamed.describe() == "rank 1 on worker-0 was killed by SIGKILL"
+    assert blamed.describe() == ("rank 1 on worker-0 was killed by SIGKILL; then rank 2 on worker-0 was killed by "
+                                 "SIGTERM; then rank 0 on worker-0 exited with code 1")  # fmt: skip
 
 
 def test_without_a_kill_the_earliest_error_is_blamed():
     assert failure.blame([status(0, 1, ended=5.0), status(1, 2, ended=3.0), status(2)]).rank == 1
+
+
+def test_the_rank_killed_first_is_named_though_its_status_was_written_last_then_the_others_in_order(tmp_path):
+    # kill -9 of rank 1 at t=100.0: Gloo aborts rank 0 (100.4), the launcher SIGTERMs rank 2 (100.9). Rank 1's nsys
+    # took longest to write its report, so its status file came last, and its wrapper ended last.
+    deaths = [status(0, 134, "SIGABRT", ended=104.0, died=100.4), status(2, 143, "SIGTERM", ended=105.0, died=100.9),
+              status(1, 137, ended=111.0, died=100.0), status(3, 0, ended=103.0, died=102.5)]  # fmt: skip
+    for written in deaths:  # in this order, each a moment after the one before
+        runfolder.runrecord.write_status(str(tmp_path), f"r_node0_rank{written.rank}_worker-0", written)
+    blamed = failure.blame(runfolder.rank_statuses(tmp_path))
+    assert blamed.describe() == ("rank 1 on worker-0 was killed by SIGKILL; then rank 0 on worker-0 was killed by "
+                                 "SIGABRT; then rank 2 on worker-0 was killed by SIGTERM")  # fmt: skip
+    assert blamed.to_dict() == {
+        "rank": 1, "host": "worker-0", "exit_code": 137, "how": "was killed by SIGKILL",
+        "then": [{"rank": 0, "host": "worker-0", "exit_code": 134, "how": "was killed by SIGABRT"},
+                 {"rank": 2, "host": "worker-0", "exit_code": 143, "how": "was killed by SIGTERM"}],
+    }  # fmt: skip
+
+
+def test_a_kill_is_preferred_over_an_abort_timed_just_before_it_but_not_long_after():
+    # Death times a moment apart do not order a peer's abort after the kill that caused it (scheduling under load).
+    near = [status(0, 134, "SIGABRT", died=50.0), status(1, 137, died=50.0 + failure.SIMULTANEOUS_S - 0.5)]
+    assert failure.blame(near).rank == 1
+    # An abort well before a kill (an OOM kill of a rank waiting on the aborted one) is the cause.
+    apart = [status(0, 134, "SIGABRT", died=50.0), status(1, 137, died=50.0 + failure.SIMULTANEOUS_S + 5)]
+    first, then = "rank 0 on worker-0 was killed by SIGABRT", "then rank 1 on worker-0 was killed by SIGKILL"
+    assert failure.blame(apart).describe() == f"{first}; {then}"
+    # Errors are ordered by when the application died, not by when the wrapper ended.
+    assert failure.blame([status(0, 1, ended=20.0, died=5.0), status(1, 1, ended=7.0, died=6.0)]).rank == 0
+
+
+def test_many_later_failures_are_counted_after_the_first_three():
+    statuses = [status(rank, 143, "SIGTERM", died=10.0 + rank) for rank in range(1, 7)] + [status(0, 1, died=1.0)]
+    assert failure.blame(statuses).describe() == (
+        "rank 0 on worker-0 exited with code 1; then rank 1 on worker-0 was killed by SIGTERM; then rank 2 on worker-0 "
+        "was killed by SIGTERM; then rank 3 on worker-0 was killed by SIGTERM; then 3 more ranks"
+    )
 
 
 def test_the_launchers_verdict_when_no_wrapper_recorded_a_failure():

@@ -154,12 +154,14 @@ else:
 """
 
 
-def collect_k8s(root: Path, ranks: Path, monkeypatch) -> Path:
-    """'invoke collect --k8s' of a job whose worker pod holds RANKS in /reports (kubectl stood in for: no cluster here)."""
+def collect_k8s(root: Path, ranks: Path, monkeypatch, **deployed: str) -> Path:
+    """'invoke collect --k8s' of a job whose worker pod holds RANKS in /reports (kubectl stood in for: no cluster here).
+
+    DEPLOYED: settings of the deploy only (collect runs with the defaults, as a later 'invoke collect' does)."""
     root.mkdir()
     (root / "k8s").symlink_to(ROOT / "k8s")
     cfg = config("default", NODES="1", PROCS_PER_NODE="2", GPUS_PER_NODE="0", PROFILER="torch", PROFILE_RANKS="0")
-    _job_dir, name, _files = k8s.render_job(cfg, root)
+    _job_dir, name, _files = k8s.render_job(config("default", NODES="1", PROCS_PER_NODE="2", **deployed) if deployed else cfg, root)
     bin_dir = root / "bin"
     bin_dir.mkdir()
     kubectl = bin_dir / "kubectl"
@@ -167,6 +169,26 @@ def collect_k8s(root: Path, ranks: Path, monkeypatch) -> Path:
     kubectl.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     return k8s.collect(cfg, root, None)
+
+
+def test_cluster_collect_records_the_workload_the_job_was_deployed_with(tmp_path, monkeypatch):
+    # deploy --workload nccl-tests, then a plain 'invoke collect' (its config says WORKLOAD=ddp): the job's own counts.
+    tests = "all_reduce_perf -b 8 -e 1G; alltoall_perf -b 8 -e 1G"
+    ranks = tmp_path / "ranks"
+    (ranks / "nccl-tests").mkdir(parents=True)
+    (ranks / "nccl-tests" / "all_reduce_perf.out").write_text("# nccl-tests\n")
+    k8s_dir = collect_k8s(tmp_path / "k8s", ranks, monkeypatch, WORKLOAD="nccl-tests", NCCL_TESTS=tests)
+    root = tmp_path / "slurm"
+    job_dir = slurm.render_job(config("default", SLURM_MODE="host", WORKLOAD="nccl-tests", NCCL_TESTS=tests), root).parent
+    shutil.copytree(ranks, job_dir / "reports", dirs_exist_ok=True)
+    write_record(job_dir, job_id="78", submitted=True)
+    monkeypatch.setattr(scheduler, "query", lambda _cfg, job_id: scheduler.JobState(job_id, "COMPLETED", 0))
+    slurm_dir = slurm.collect(config("default"), root, None)
+    for folder in (k8s_dir, slurm_dir):
+        record = runrecord.read_run(str(folder))
+        assert record.workload == "nccl-tests", folder
+        assert [t["output"] for t in record.nccl_tests] == ["nccl-tests/all_reduce_perf.out", "nccl-tests/alltoall_perf.out"]
+        assert record.files["nccl_tests"] == ["nccl-tests/all_reduce_perf.out"]
 
 
 def test_run_json_of_earlier_versions_is_read(tmp_path):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from nsyskit.config import load_config
 from nsyskit.errors import ConfigError, EnrootMissing
 
 ROOT = Path(__file__).resolve().parents[2]
-INVOKE = ROOT / ".venv" / "bin" / "invoke"
+INVOKE = Path(sys.executable).with_name("invoke")  # the venv's own (make test's .venv, or any install's)
 OTHER_LINES = (
     "# NVIDIA GPU Cloud\n"
     "machine authn.nvidia.com login $oauthtoken password ngc-secret\n"

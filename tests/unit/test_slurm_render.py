@@ -33,6 +33,10 @@ VARIANTS = {
                           "SLURM_ACCOUNT": "ml-infra", "SLURM_TIME_LIMIT": "30", "SLURM_EXCLUSIVE": "false",
                           "SLURM_CONTAINER_MOUNTS": "/data:/data:ro", "PROFILE_RANKS": "local0", "SLURM_MPI": "pmi2"}),
     "host": ("local-cpu", {"SLURM_MODE": "host", "NODES": "2", "EFA_PER_NODE": "1", "EFA_METRICS": "true"}),
+    # WORKLOAD=nccl-tests: one srun per test (pmix while SLURM_MPI keeps its default); host mode with one test.
+    "pyxis-nccl-tests": (None, {"REGISTRY": ECR, "WORKLOAD": "nccl-tests",
+                                "NCCL_TESTS": "all_reduce_perf -b 8 -e 2G -f 2 -g 1; alltoall_perf -b 1M -e 1G -f 2 -g 1"}),
+    "host-nccl-tests": (None, {"SLURM_MODE": "host", "WORKLOAD": "nccl-tests", "SLURM_MPI": "pmi2", "EFA_PER_NODE": "4"}),
 }  # fmt: skip
 
 
@@ -54,7 +58,7 @@ def shellcheck() -> str:
     return shutil.which("shellcheck")
 
 
-@pytest.mark.parametrize("variant", ["pyxis", "host"])
+@pytest.mark.parametrize("variant", ["pyxis", "host", "pyxis-nccl-tests", "host-nccl-tests"])
 def test_golden_script(variant):
     assert_matches_golden({f"{variant}.sbatch": script(variant)}, GOLDEN / variant)
 
@@ -74,17 +78,24 @@ def sbatch_options(text: str) -> dict[str, str]:
 
 
 def srun_words(text: str) -> list[str]:
-    """The srun command of a script as the shell would split it."""
-    start = text.index("srun ")
-    return shlex.split(text[start:].replace("\\\n", " "))
+    """The (first) srun command of a script as the shell would split it: up to its last continued line."""
+    lines = text[text.index("srun ") :].splitlines()
+    end = next(i for i, line in enumerate(lines) if not line.endswith("\\"))
+    return shlex.split(" ".join(line.removesuffix("\\") for line in lines[: end + 1]))
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_each_task_runs_launch_rank_command(variant):
-    """The per-rank command comes from nsyskit.launch (one renderer), last on the srun line."""
-    words = srun_words(script(variant))
-    command = launch.rank_command(config(variant))
-    assert words[-len(command) :] == command
+    """The per-rank command comes from nsyskit.launch (one renderer), last on the srun line: one srun per step."""
+    cfg = config(variant)
+    report_dir = "/reports" if cfg.slurm_mode == "pyxis" else str(JOB_DIR / "reports")
+    sruns = [srun_words("srun " + chunk) for chunk in script(variant).split("\nsrun ")[1:]]
+    steps = launch.steps(cfg, report_dir)
+    assert len(sruns) == len(steps)
+    for words, step in zip(sruns, steps, strict=True):
+        assert words[-len(step.rank_command) :] == step.rank_command
+    if cfg.workload == "ddp":
+        assert steps[0].rank_command == launch.rank_command(cfg)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # NCCL tests (INSTALL_TESTS, needs INSTALL_EFA): nccl-tests at NCCL_TESTS_VERSION built with MPI=1
 # against the image's CUDA, NCCL and MPI for the gencodes in NCCL_TESTS_GENCODE; binaries go to
-# /opt/nccl-tests/bin and onto PATH. The compilers are installed and removed in this step when the
-# base image has none. Source: NCCL_TESTS_URL (https://, file:// or a path; default GitHub's tag
-# tarball) verified against NCCL_TESTS_SHA256. Idempotent: an existing build of the tag is kept.
+# /opt/nccl-tests/bin and onto PATH: those named in nccl-tests-binaries.txt beside this script (the list
+# the kit checks NCCL_TESTS against; a listed one the build lacks is a warning, all_reduce_perf an error).
+# The compilers are installed and removed in this step when the base image has none. Source:
+# NCCL_TESTS_URL (https://, file:// or a path; default GitHub's tag tarball) verified against
+# NCCL_TESTS_SHA256. Idempotent: an existing build of the tag is kept.
 
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -78,7 +80,16 @@ make -C "$tmp/src" -j"$(nproc)" "${make_args[@]}" >"$tmp/make.log" 2>&1 || {
 }
 
 mkdir -p "$PREFIX/bin"
-find "$tmp/src/build" -maxdepth 1 -name '*_perf' -type f -exec cp {} "$PREFIX/bin/" \;
+binaries="$(dirname "${BASH_SOURCE[0]}")/nccl-tests-binaries.txt"
+[ -f "$binaries" ] || die "no list of binaries at $binaries"
+while read -r tool; do
+    case "$tool" in '' | '#'*) continue ;; esac
+    if [ -f "$tmp/src/build/$tool" ]; then
+        cp "$tmp/src/build/$tool" "$PREFIX/bin/"
+    else
+        warn "the nccl-tests $NCCL_TESTS_VERSION build has no $tool (listed in $binaries): NCCL_TESTS cannot run it"
+    fi
+done <"$binaries"
 [ -x "$PREFIX/bin/all_reduce_perf" ] || die "the nccl-tests build produced no all_reduce_perf"
 for tool in "$PREFIX"/bin/*_perf; do ln -sf "$tool" /usr/local/bin/; done
 echo "$NCCL_TESTS_VERSION" >"$STAMP"

@@ -21,6 +21,7 @@ import sys
 import time
 
 import commhook
+import flops
 import markers
 import rankinfo
 
@@ -162,12 +163,16 @@ def main(argv: list[str] | None = None) -> int:
     commhook.register(ddp)  # each bucket's allreduce as an NVTX range of its backend with its size (CPU runs too)
     optimizer = torch.optim.AdamW(ddp.parameters(), lr=args.lr)
     tokens = torch.Generator().manual_seed(args.seed * 1000 + info.rank)  # each rank its own synthetic shard
+    # The model FLOPs of one step on one GPU (flops.py states the formula), marked in the report for analyze's MFU
+    step_flops = flops.training_flops(config.n_layer, config.n_embd, config.vocab_size, args.batch_size, args.seq_len)
+    flops_mark = runrecord.flops_mark(step_flops, "bf16" if autocast_bf16 else "fp32")
     if info.rank == 0:
         count = sum(p.numel() for p in model.parameters())
         log(
             info,
             f"model={args.model_size} parameters={count} batch={args.batch_size} seq_len={args.seq_len} steps={args.steps}",
         )
+        log(info, f"flops_per_step_per_gpu={step_flops} ({flops.FORMULA})")
 
     window = markers.ProfileWindow(*args.window, use_cuda=use_cuda)
     profiler = torch_profiler(args, info, use_cuda)
@@ -175,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     step_times, cpu_times = [], []
     for step in range(1, args.steps + 1):
         window.before_step(step)
+        if step == (args.window[0] or 1):  # inside the capture range: the first step nsys records
+            markers.mark(flops_mark)
         started, cpu_started = time.perf_counter(), time.process_time()
         markers.push(markers.STEP_FORMAT.format(step))
         with markers.nvtx_range("data"):

@@ -9,9 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nsyskit.analysis.compute.ncclbandwidth import logged_sizes, with_fabric
+from nsyskit.analysis.compute.nccldigest import size_summary
 from nsyskit.analysis.compute.result import Analysis
 from nsyskit.analysis.judge.summary import Summary, summarize
-from nsyskit.analysis.present.report import TIMELINE_NAME, Report, compose, write_report
+from nsyskit.analysis.present.report import TIMELINE_NAME, Report, compose, nccl_logs, write_report
 from nsyskit.analysis.present.timeline import DEFAULT_MAX_EVENTS, RankTimeline, write_timeline, write_trace
 from nsyskit.analysis.trace import analyze_run
 from nsyskit.errors import AnalysisError
@@ -55,8 +57,15 @@ def of_analysis(
     inputs: Mapping[str, Any] | None = None,
 ) -> Outputs:  # fmt: skip
     """The summary and report of an analysis already made (by analyze_run, or merged from parts) for `folder`."""
+    logs = nccl_logs(analysis, folder)  # read once: the NCCL log section, and n where the trace states none
+    if logs is not None and logs.communicators and analysis.nccl is not None:
+        analysis.nccl.logged = logged_sizes(logs.communicators)
+        analysis.nccl_sizes = size_summary(analysis.nccl) if analysis.nccl.logged else analysis.nccl_sizes
+    if (inputs or {}).get("fabric") is not None and analysis.nccl_sizes is not None:  # --fabric: the ceiling per row
+        analysis.nccl_sizes, notes = with_fabric(analysis.nccl_sizes, inputs["fabric"])
+        analysis.warnings.extend(notes)
     summary = summarize(analysis, folder, inputs)
-    return Outputs(list(paths), folder, analysis, summary, compose(analysis, summary, folder, full_names))
+    return Outputs(list(paths), folder, analysis, summary, compose(analysis, summary, folder, full_names, logs))
 
 
 def write(

@@ -23,19 +23,23 @@ from typing import Any
 import numpy as np
 
 from nsyskit import __version__
+from nsyskit.analysis.compute.ncclbandwidth import world_size
 from nsyskit.analysis.compute.nccldigest import NcclDigest
 from nsyskit.analysis.compute.result import Analysis
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.present.timeline import RankTimeline, read_rank
-from nsyskit.analysis.read.discover import discover, open_export
+from nsyskit.analysis.read.discover import discover_named, number_reports, open_export
 from nsyskit.analysis.read.runinfo import not_profiled
-from nsyskit.analysis.trace import TABLE_KEYS, analyze_file, merge
+from nsyskit.analysis.trace import RANKED_KEYS, TABLE_KEYS, analyze_file, merge
 from nsyskit.errors import AnalysisError, NsyskitError, PartialAnalysis, UsageError
 
 # 2: a rank's NCCL operations as their digest (nsyskit.analysis.compute.nccldigest), not a table; 3: the digest's
-# sorted durations as steps (_steps); 4: each rank's evidence for the findings (compute.evidence)
-PART_FORMAT = 4
+# sorted durations as steps (_steps); 4: each rank's evidence for the findings (compute.evidence); 5: each NCCL
+# duration's kind (message and communicator size: the bandwidths)
+PART_FORMAT = 5
 NCCL_GROUPS, NCCL_DURATIONS = "nccl_groups", "nccl_durations"
+NCCL_KINDS, NCCL_KIND_CODES = "nccl_kinds", "nccl_kind_codes"
+KIND_COLUMNS = ("size_bytes", "nranks", "gpu")  # NcclDigest.kinds (numbers exact as float64: sizes, ranks, 0/1)
 SUFFIX = ".part.npz"
 HEADER = "header"
 TIMELINE = "timeline"
@@ -54,6 +58,9 @@ def _encode(results: list[dict[str, Any]]) -> dict[str, np.ndarray]:
         tables: dict[str, dict[str, str]] = {}
         digest = result["nccl"]
         arrays[f"{index}/{NCCL_DURATIONS}"] = _steps(digest.durations, digest.groups["count"])
+        arrays[f"{index}/{NCCL_KIND_CODES}"] = digest.kind_codes
+        # The few kinds as one array (a merge of 1,024 parts reads every array of every part: fewer is faster)
+        arrays[f"{index}/{NCCL_KINDS}"] = np.column_stack([digest.kinds[c].astype(np.float64) for c in KIND_COLUMNS])
         for key, table in [*((k, result[k]) for k in TABLE_KEYS), (NCCL_GROUPS, digest.groups)]:
             kinds = tables[key] = {}
             for column, values in table.columns.items():
@@ -123,7 +130,12 @@ def _decode(data: Any, plain: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 columns[column] = stored
             result[key] = Table(columns)
         groups = result.pop(NCCL_GROUPS)
-        result["nccl"] = NcclDigest(groups, _unsteps(data[f"{index}/{NCCL_DURATIONS}"], groups["count"]), item["nccl"])
+        kinds = data[f"{index}/{NCCL_KINDS}"].reshape(-1, len(KIND_COLUMNS))
+        kinds = Table(
+            {c: kinds[:, i].astype(np.float64 if c == "size_bytes" else np.int64) for i, c in enumerate(KIND_COLUMNS)}
+        )
+        result["nccl"] = NcclDigest(groups, _unsteps(data[f"{index}/{NCCL_DURATIONS}"], groups["count"]), item["nccl"],
+                                    kinds, data[f"{index}/{NCCL_KIND_CODES}"])  # fmt: skip
         if item["warnings"] is not None:
             result["warnings"] = item["warnings"]
         results.append(result)
@@ -191,7 +203,9 @@ def read_timelines(path: Path) -> list[RankTimeline] | None:
     with np.load(path, allow_pickle=False) as data:
         if TIMELINE not in data:
             return None
-        return [RankTimeline(rank, events, total, note) for rank, events, total, note in json.loads(str(data[TIMELINE]))]
+        return [
+            RankTimeline(rank, events, total, note) for rank, events, total, note in json.loads(str(data[TIMELINE]))
+        ]
 
 
 def report_timelines(rank: int, path: Path, budget: int) -> list[RankTimeline]:
@@ -219,14 +233,20 @@ def map_reports(
     """
     if (index is None) != (size is None) or (size is not None and not 0 <= index < size):
         raise UsageError(f"--array-index {index} of --array-size {size}", fix="give both, with 0 <= index < size")
-    found = discover(paths)
+    named = discover_named(paths)
+    found = [(rank, path) for rank, path, _named in named]
     _unprofiled, unprofiled_line = not_profiled([path for _rank, path in found])
     everything = [str(path) for _rank, path in found]
     mine = found if size is None else found[index::size]
     folder = str(Path(paths[0]) if Path(paths[0]).is_dir() else Path(paths[0]).parent)
     written = []
+    known = {path: is_named for _rank, path, is_named in named}
     for done, (rank, path) in enumerate(mine, start=1):
-        header = {"report": str(path), "rank": rank, "reports": everything, "ranks": [r for r, _p in found],
+        # "rank_known" (and "named", for each listed report): whether the rank comes from the name or run.json. Else
+        # it is the order of the names this map saw, which the merge redoes over every part's reports (a report
+        # mapped on its own says rank 0 and rank_known false).
+        header = {"report": str(path), "rank": rank, "rank_known": known[path], "reports": everything,
+                  "ranks": [r for r, _p in found], "named": [known[p] for _r, p in found],
                   "unprofiled": unprofiled_line, "folder": folder, "error": ""}  # fmt: skip
         results: list[dict[str, Any]] = []
         timelines = None
@@ -265,6 +285,13 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
             unreadable[path.name] = exc.one_line()
     if not parts:
         raise next(AnalysisError(p, unreadable[p.name].partition(": ")[2]) for p in paths)
+    # Each part's rank in the run: a rank nothing names is numbered here over every part's reports (see number_reports)
+    headers = [header for _path, header, _results in parts]
+    lists = {tuple(header["reports"]): header for header in headers}  # one per map: each part of a map lists the run
+    owned = [(header["report"], header["rank"], header.get("rank_known", True)) for header in headers]
+    ranks, numbered_note = number_reports(owned, [_listing(header) for header in lists.values()])
+    for _path, header, results in parts:
+        _give_rank(header, results, ranks[header["report"]])
     by_rank: dict[int, Path] = {}
     for path, header, _results in parts:
         if header["rank"] in by_rank:
@@ -275,9 +302,12 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
         by_rank[header["rank"]] = path
     parts.sort(key=lambda part: part[1]["rank"])
     first = parts[0][1]
-    ranks = dict(zip(first["reports"], first.get("ranks") or range(len(first["reports"])), strict=True))
     # By rank, not by path: maps running side by side may each have seen another's report as .nsys-rep or .sqlite.
-    missing = [report for report in first["reports"] if ranks[report] not in by_rank]
+    listed: dict[str, str] = {}  # every report some map listed, one per stem
+    for reports in lists:
+        for report in reports:
+            listed.setdefault(str(Path(report).with_suffix("")), report)
+    missing = sorted((report for report in listed.values() if ranks[report] not in by_rank), key=ranks.__getitem__)
     failed = [(header["rank"], header["report"], header["error"]) for _path, header, _r in parts if header.get("error")]
     left_out = sorted(
         [(ranks[m], m, unreadable.get(part_name(Path(m)), "no part (its map failed or has not run)")) for m in missing]
@@ -285,7 +315,9 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
     )  # fmt: skip
     if strict and left_out:
         rank, report, why = left_out[0]
-        raise PartialAnalysis(f"rank {rank} ({report}): {why}", fix="map it again ('invoke analyze-part'), or merge without --strict")
+        raise PartialAnalysis(
+            f"rank {rank} ({report}): {why}", fix="map it again ('invoke analyze-part'), or merge without --strict"
+        )
     good = [(path, header, results) for path, header, results in parts if not header.get("error")]
     if not good:
         rank, report, why = left_out[0]
@@ -295,14 +327,35 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
     if missing:
         shown = ", ".join(f"{Path(m).name} (rank {ranks[m]})" for m in missing[:5])
         shown += f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-        incomplete.append(f"{len(missing)} of {len(first['reports'])} reports have no part in {folder} (their map "
+        incomplete.append(f"{len(missing)} of {len(listed)} reports have no part in {folder} (their map "
                           f"failed or has not run): {shown}; this analysis covers the others")  # fmt: skip
     incomplete += [f"rank {rank} left out: {why}" for rank, _report, why in left_out if not why.startswith("no part")]
     per_file = [results for _path, _header, results in good]
-    analysis = merge(per_file, straggler_pct, first["unprofiled"], incomplete)
+    world = world_size(first["reports"], sum(map(len, per_file)))  # run.json's, beside the reports, else the ranks
+    analysis = merge(per_file, straggler_pct, first["unprofiled"], incomplete, world)
+    if numbered_note:
+        analysis.warnings.append(numbered_note)
     facts = {"folder": first["folder"], "missing": missing, "parts": len(parts), "left_out": left_out,
              "part_files": [path for path, _header, _results in good]}  # fmt: skip
     return analysis, facts
+
+
+def _listing(header: dict[str, Any]) -> list[tuple[str, int, bool]]:
+    """(report, rank, whether the rank is named) for every report a part's map listed (parts written before "named"
+    name every rank)."""
+    named = header.get("named") or [True] * len(header["reports"])
+    return list(zip(header["reports"], header.get("ranks") or range(len(header["reports"])), named, strict=True))
+
+
+def _give_rank(header: dict[str, Any], results: list[dict[str, Any]], rank: int) -> None:
+    """Give a part the rank the merge numbered it (its results' ranks, from `rank` on, with their tables)."""
+    if header["rank"] == rank:
+        return
+    header["rank"] = rank
+    for offset, result in enumerate(results):
+        result["rank"] = result["summary"]["rank"] = rank + offset
+        for name in RANKED_KEYS:
+            result[name].columns["rank"] = np.full(len(result[name]), rank + offset, dtype=np.int64)
 
 
 def merged_timelines(part_files: list[Path], analysis: Analysis) -> list[RankTimeline]:
@@ -331,7 +384,7 @@ def _renumber_timeline(timeline: RankTimeline, rank: int) -> None:
             args["sort_index"] = rank
         for key in ("name", "labels"):
             if event["name"] in ("process_name", "process_labels") and str(args.get(key, "")).startswith(old):
-                args[key] = new + args[key][len(old):]
+                args[key] = new + args[key][len(old) :]
     if timeline.note.startswith(old):
-        timeline.note = new + timeline.note[len(old):]
+        timeline.note = new + timeline.note[len(old) :]
     timeline.rank = rank

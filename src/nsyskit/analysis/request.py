@@ -48,6 +48,10 @@ class AnalyzeRequest:
     max_parallel: int | None = None  # with cluster: map elements at once
     dry_run: bool = False  # with cluster: render the jobs, submit nothing
     explain: str | None = None  # a rule id (or 'all'): print what it measures, its thresholds, what to try
+    flops_per_step: float | None = None  # the model's training FLOPs of one step on one GPU (low_mfu)
+    dtype: str | None = None  # the dtype of the model's math, for the peak MFU is against (None: the run's, else bf16)
+    gpu_model: str | None = None  # the GPU model when the export names none (or another), matched on the peak table
+    fabric: list[str] | None = None  # nccl-tests outputs (files or a nccl-tests run folder): the fabric's ceiling
 
     @property
     def mode(self) -> str:
@@ -64,8 +68,23 @@ class AnalyzeRequest:
         return DEFAULT_STRAGGLER_PCT if self.straggler_pct is None else self.straggler_pct
 
     def judge_inputs(self) -> dict[str, Any]:
-        """What the findings' rules get from this request beyond the reports (RunView.inputs), read once here."""
-        return {}
+        """What the findings' rules get from this request beyond the reports (RunView.inputs), read once here;
+        --fabric's measured ceiling (nsyskit.nccltests.Ceiling; a file without a table is one error naming it)."""
+        given = {"flops_per_step": self.flops_per_step, "dtype": self.dtype, "gpu_model": self.gpu_model}
+        inputs = {key: value for key, value in given.items() if value is not None}
+        if self.fabric:
+            from nsyskit.nccltests import ceiling_from
+
+            inputs["fabric"] = ceiling_from(self.fabric)
+        return inputs
+
+    def judge_words(self) -> list[str]:
+        """The flags of judge_inputs as a command line ('analyze-merge' on a cluster takes the same; --fabric's paths
+        made absolute: the merge job runs elsewhere)."""
+        words = ["--flops-per-step", repr(float(self.flops_per_step))] if self.flops_per_step is not None else []
+        words += ["--dtype", self.dtype] if self.dtype is not None else []
+        words += ["--fabric", ",".join(str(Path(p).resolve()) for p in self.fabric)] if self.fabric else []
+        return words + (["--gpu-model", self.gpu_model] if self.gpu_model is not None else [])
 
     def check(self) -> AnalyzeRequest:
         """The request itself, or a UsageError naming the flags that do not go together."""
@@ -80,6 +99,9 @@ class AnalyzeRequest:
         if not self.diff and (self.fail_on is not None or self.fail_on_regression is not None):
             raise UsageError("--fail-on and --fail-on-regression need a baseline (--diff)",
                              fix="use 'invoke analyze --diff BASELINE RUN --fail-on step_time=5'")  # fmt: skip
+        if self.fabric and self.diff:
+            raise UsageError("--fabric and --diff both given",
+                             fix="compare each run with the fabric on its own: invoke analyze RUN --fabric NCCL_TESTS_OUTPUT")  # fmt: skip
         if self.cluster is not None:
             if self.diff:
                 raise UsageError("--diff and --slurm/--k8s both given",
@@ -88,6 +110,15 @@ class AnalyzeRequest:
                 raise UsageError(f"--slurm/--k8s analyze one run folder, not {','.join(self.paths)!r}",
                                  fix="pass the run folder (reports/<run-id>)")  # fmt: skip
         return self
+
+
+def dtype_flag(value: str | None) -> str | None:
+    """--dtype's value (None when not given), or a UsageError naming the dtypes the peak table has."""
+    from nsyskit.analysis.compute.peaks import DTYPES
+
+    if value is None or str(value).lower() in DTYPES:
+        return None if value is None else str(value).lower()
+    raise UsageError(f"--dtype {value!r}: no such dtype", fix=f"one of: {', '.join(DTYPES)}")
 
 
 def split_paths(text: str | None) -> list[str]:

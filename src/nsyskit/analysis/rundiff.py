@@ -88,12 +88,12 @@ def run_diff(
 ) -> DiffResult:
     """Diff two runs' windows with the gates of --fail-on (and --fail-on-regression PCT as step_time=PCT).
 
-    The Markdown summary is appended to $GITHUB_STEP_SUMMARY when that is set.
+    The Markdown summary is built and appended to $GITHUB_STEP_SUMMARY only when that is set.
     """
     thresholds = parse_thresholds(fail_on)
     if fail_on_regression is not None:
         thresholds.setdefault("step_time", float(fail_on_regression))
     result = DiffResult(load_side(baseline), load_side(candidate), Table({}))
     result.table = compare(result.a, result.b, thresholds)
-    write_step_summary(result.markdown())
+    write_step_summary(result.markdown)
     return result

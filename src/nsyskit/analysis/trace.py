@@ -22,7 +22,9 @@ from nsyskit.analysis.compute import (
     commcauses,  # noqa: F401  (registers its evidence extractors)
     diagnoses,  # registers its evidence extractors (and computes the GPU busy union beside the NVTX tables)
     evidence,
+    modelflops,  # noqa: F401  (registers its evidence extractor)
     nccl,
+    ncclbandwidth,
     nccldigest,
 )
 from nsyskit.analysis.compute.metrics import comm_share_by_rank, per_rank, view_of, window_steps, windowed_ranks
@@ -310,12 +312,13 @@ def analyze_run(
         raise NsyskitError(message, fix=fix)
     per_file = [outcome for outcome in outcomes if isinstance(outcome, list)]
     incomplete = [f"rank {rank} left out: {out if isinstance(out, str) else out.one_line()}" for rank, out in failed]
-    return merge(per_file, straggler_pct, unprofiled_line, incomplete)
+    world = ncclbandwidth.world_size([path for _rank, path in found], sum(map(len, per_file)))
+    return merge(per_file, straggler_pct, unprofiled_line, incomplete, world)
 
 
 def merge(
     per_file: list[list[dict[str, Any]]], straggler_pct: float = 5.0, unprofiled_line: str = "",
-    incomplete: list[str] | None = None,
+    incomplete: list[str] | None = None, world: ncclbandwidth.WorldSize | None = None,
 ) -> Analysis:  # fmt: skip
     """The reduce: one Analysis from the per-file results of analyze_file (in rank order), the same whether they come
     from this process's workers or from part files written on the cluster (nsyskit.analysis.parts)."""
@@ -330,6 +333,8 @@ def merge(
     for name in RANKED_KEYS:
         setattr(analysis, name, concat([r[name] for r in results]))
     analysis.nccl = nccldigest.rollup({result["rank"]: result["nccl"] for result in results})
+    # n where a report states none: run.json's world size when the caller read one, else the ranks analyzed
+    analysis.nccl.world = world or ncclbandwidth.WorldSize(max(1, len(results)), "rank reports")
     analysis.nccl_sizes = nccldigest.size_summary(analysis.nccl)
     if unprofiled_line:  # the ranks the run ran without nsys: absent from every table, named so no one reads them as idle
         analysis.warnings.append(unprofiled_line)

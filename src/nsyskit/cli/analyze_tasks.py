@@ -5,12 +5,25 @@ from __future__ import annotations
 from pathlib import Path
 
 from nsyskit import console
-from nsyskit.analysis.request import DEFAULT_TOP, AnalyzeRequest, ClusterRequest, split_paths
+from nsyskit.analysis.request import DEFAULT_TOP, AnalyzeRequest, ClusterRequest, dtype_flag, split_paths
 from nsyskit.analyze import progress
 from nsyskit.cli import PROFILE_HELP, load, number_flag, project_root, task
 from nsyskit.errors import AnalysisError, UsageError
 
 PARTS = "analysis-parts"  # the default folder of analyze-part's part files, beside the reports
+# The findings' inputs beyond the reports, taken alike by analyze and analyze-merge (AnalyzeRequest.judge_inputs).
+JUDGE_HELP = {
+    "flops_per_step": "The model's training FLOPs of one step on one GPU (e.g. 6 x parameters x tokens per GPU per "
+    "step, plus attention): the low_mfu rule reports achieved TFLOP/s per GPU and MFU (default: what the kit's "
+    "example marked in its report; without either, no MFU).",
+    "dtype": "The dtype of the model's math, whose dense peak MFU is against: bf16, fp16, tf32, fp32 or fp8 "
+    "(default: the example's mark, else bf16).",
+    "gpu_model": "The GPU model to take the peak of when the export names none (e.g. H100-SXM, A100-PCIe, L40S, "
+    "MI300X); default: the export's GPU name.",
+    "fabric": "nccl-tests output(s) measured on the same fabric (files, or the run folder of a nccl-tests workload), "
+    "comma-separated: each collective row gets nccl-tests' busbw at its size and the ratio; a finding when a bucket "
+    "with >= 10% of the NCCL time reaches under 50% of it.",
+}
 
 
 def _paths(path: str | None) -> list[str]:
@@ -25,7 +38,7 @@ def _paths(path: str | None) -> list[str]:
 @task(
     positional=["path"],
     help={
-        "path": "Run folder (reports/<run-id>) or report files (.nsys-rep, .qdrep, .sqlite, .qdstrm; .ncu-rep; .pt.trace.json.gz), comma-separated.",
+        "path": "Run folder (reports/<run-id>) or report files (.nsys-rep, .qdrep, .sqlite, .qdstrm; .ncu-rep; .pt.trace.json.gz), comma-separated; a quoted pattern ('RUN/*-all-gather_*') takes the reports it matches.",
         "json": "Print the whole analysis (findings first) as JSON on stdout instead of tables (report.html is still written).",
         "html": "Write report.html, the PNG plots and analysis.json into the run folder (default: yes; --no-html skips).",
         "output": "Folder for report.html and the PNGs (default: the run folder, or the folder of the first report).",
@@ -51,12 +64,14 @@ def _paths(path: str | None) -> list[str]:
         "explain": "PATH is a findings rule: print what it measures, when it fires (its thresholds) and what to try, "
         "e.g. 'invoke analyze --explain sync_stall' ('all': every rule); reads no report.",
         "profile": PROFILE_HELP,
+        **JUDGE_HELP,
     },
 )
 def analyze(
     c, path=None, json_=False, html=True, output=None, timeline=False, timeline_max_events=None, diff=None,
     fail_on=None, fail_on_regression=None, straggler_pct=None, top=None, full_names=False, strict=False,
     slurm=False, k8s=False, wait=False, slurm_max_parallel=None, dry_run=False, explain=False, profile=None,
+    flops_per_step=None, dtype=None, gpu_model=None, fabric=None,
 ):  # fmt: skip
     """Findings first, then kernels, GPU breakdown and overlap, NVTX, NCCL sizes, ranks, NCCL logs; report.html, timeline."""
     from nsyskit.analyze import answer
@@ -73,8 +88,16 @@ def analyze(
         diff=_paths(diff) if diff else None, fail_on=fail_on,
         fail_on_regression=number_flag("--fail-on-regression", fail_on_regression, None),
         cluster=cluster, wait=wait, max_parallel=_int_flag("--slurm-max-parallel", slurm_max_parallel),
-        dry_run=dry_run, explain=path if explain else None,
+        dry_run=dry_run, explain=path if explain else None, **_judge_flags(flops_per_step, dtype, gpu_model, fabric),
     ))  # fmt: skip
+
+
+def _judge_flags(flops_per_step: object, dtype: object, gpu_model: object, fabric: object = None) -> dict:
+    """--flops-per-step, --dtype, --gpu-model and --fabric as AnalyzeRequest fields (checked: one error line for a
+    bad value)."""
+    return {"flops_per_step": number_flag("--flops-per-step", flops_per_step, None, low=1.0),
+            "dtype": dtype_flag(dtype), "gpu_model": str(gpu_model) if gpu_model else None,
+            "fabric": split_paths(str(fabric)) or None if fabric else None}  # fmt: skip
 
 
 def _int_flag(flag: str, value: object) -> int | None:
@@ -126,11 +149,12 @@ def analyze_part(
         "strict": "Stop at the first missing, failed or unreadable part (default: merge the others, name the missing "
         "ranks and why first in every output, exit 4).",
         "timeline": "Also write timeline.json.gz from the ranks' timelines the parts hold (mapped with --timeline).",
+        **JUDGE_HELP,
     },
 )
 def analyze_merge(
     c, parts=None, json_=False, html=True, output=None, straggler_pct=None, top=None, full_names=False, strict=False,
-    timeline=False,
+    timeline=False, flops_per_step=None, dtype=None, gpu_model=None, fabric=None,
 ):  # fmt: skip
     """The reduce of a cluster analysis: merge the parts into what 'invoke analyze' makes of the same reports."""
     from nsyskit.analysis import merge_parts, merged_timelines, outputs
@@ -140,11 +164,13 @@ def analyze_merge(
         raise UsageError("no parts folder given", fix="invoke analyze-merge PARTS_DIR")
     rows = int(number_flag("--top", top, 15, integer=True, low=1))
     straggler = number_flag("--straggler-pct", straggler_pct, 5.0)
+    request = AnalyzeRequest([parts], json=json_, html=html, timeline=timeline, top=rows,
+                             **_judge_flags(flops_per_step, dtype, gpu_model, fabric))  # fmt: skip
+    inputs = request.judge_inputs()  # --fabric read before the merge: a file without a table stops it at once
     analysis, facts = merge_parts(Path(parts), straggler, strict)
     timelines = merged_timelines(facts["part_files"], analysis) if timeline else None  # before printing: may refuse
     folder = check_output(output) or Path(facts["folder"])
-    request = AnalyzeRequest([parts], json=json_, html=html, timeline=timeline, top=rows)
-    result = outputs.of_analysis([facts["folder"]], folder, analysis, full_names, request.judge_inputs())
+    result = outputs.of_analysis([facts["folder"]], folder, analysis, full_names, inputs)
     result.timelines = timelines
     show_and_write(result, request)
 

@@ -34,6 +34,7 @@ ns = Collection(
     slurm_tasks.enroot_import,
     k8s_tasks.k8s_setup,
     nccl_tasks.nccl_log,
+    nccl_tasks.nccl_tests,
     analyze_tasks.analyze,
     analyze_tasks.analyze_part,
     analyze_tasks.analyze_merge,

@@ -1,8 +1,9 @@
-"""The nccl-log task: analyze NCCL_DEBUG=INFO logs (per-op sizes, histograms, aggregates, step timing, init facts)."""
+"""The NCCL tasks: nccl-log (NCCL_DEBUG=INFO logs: sizes, histograms, steps, init facts) and nccl-tests (its tables)."""
 
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -71,3 +72,35 @@ def _progress(paths: list[Path]) -> Callable[[int, int], None] | None:
         phases.update(f"read {read / 1e6:,.0f} of {of / 1e6:,.0f} MB ({100 * read / max(of, 1):.0f}%)")
 
     return show
+
+
+@task(
+    positional=["outputs"],
+    help={
+        "outputs": "nccl-tests outputs to read: files (plain or .gz), globs, or the run folder of a nccl-tests "
+        "workload (every text file under it that holds a table); several comma-separated.",
+        "json": "Print the tests as JSON (every row, unrounded) instead of tables.",
+        "diff": "Baseline outputs (files or a run folder) to compare against: the busbw change per size, tests "
+        "paired by operation.",
+        "plot": "Also write busbw against message size (log scale) as a PNG to this file (a run folder always gets "
+        "nccl-tests.png and nccl-tests.json).",
+    },
+)
+def nccl_tests(c, outputs, json_=False, diff=None, plot=None):
+    """Read nccl-tests/rccl-tests outputs: each test's rows (both placements), average busbw, plot, --diff."""
+    from nsyskit.nccltests import check_plot_target, nccl_tests_report, print_diff, print_tests
+
+    outcome = nccl_tests_report([outputs], [diff] if diff else None, check_plot_target(plot))
+    if outcome.reading.tests:
+        if json_:  # plain: rich's print_json re-reads and colours it, 30 s for 15,000 rows
+            sys.stdout.write(json.dumps(outcome.to_dict(), indent=2) + "\n")
+        else:
+            print_tests(outcome.reading.tests, console.out)
+            if outcome.diff is not None:
+                print_diff(outcome.diff, console.out)
+    for note in outcome.notes:
+        console.warn(note)
+    for written in outcome.written:
+        console.done(written)
+    if outcome.error is not None:
+        raise outcome.error

@@ -20,6 +20,7 @@ RUN_HELP = {
     "profile_ranks": "Override PROFILE_RANKS: all, local0 or a list like 0,3.",
     "profiler": "Override PROFILER: nsys (timeline), ncu (Nsight Compute per kernel), torch (PyTorch profiler, HTA).",
     "model_size": "Override MODEL_SIZE: tiny, gpt2, gpt2-medium.",
+    "workload": "Override WORKLOAD: ddp (the DDP example) or nccl-tests (the tests of NCCL_TESTS; needs GPUs).",
     "run_id": "Name of the run folder reports/<run-id>/ (local only; default: UTC time + random suffix).",
     "progress": "Live progress display (default: yes; --no-progress prints only the result).",
     "profile": PROFILE_HELP,
@@ -29,15 +30,15 @@ RUN_HELP = {
 @task(help=RUN_HELP)
 def run(c, local=False, k8s=False, slurm=False, detach=False, nodes=None, procs_per_node=None, steps=None,
         profile_steps=None, profile_ranks=None, model_size=None, run_id=None, progress=True, profile=None,
-        profiler=None):  # fmt: skip
-    """Run the DDP example under its profiler to its end (deploy, wait, collect); reports, logs and run.json in reports/<run-id>/."""
+        profiler=None, workload=None):  # fmt: skip
+    """Run the workload (the DDP example, or the NCCL tests) under its profiler to its end (deploy, wait, collect); reports, logs and run.json in reports/<run-id>/."""
     from nsyskit import targets
 
     target = targets.choose("local", local=local, k8s=k8s, slurm=slurm)
     if target.name != "local" and (detach or run_id):
         raise UsageError(f"--{'detach' if detach else 'run-id'} is for local runs only", fix="drop it, or run with --local")
     cfg = load(c, profile, nodes=nodes, procs_per_node=procs_per_node, steps=steps, profile_steps=profile_steps,
-               profile_ranks=profile_ranks, model_size=model_size, profiler=profiler)  # fmt: skip
+               profile_ranks=profile_ranks, model_size=model_size, profiler=profiler, workload=workload)  # fmt: skip
     if detach:
         from nsyskit.local import dev
 

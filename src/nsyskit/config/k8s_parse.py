@@ -13,6 +13,7 @@ _SUFFIXES = {
     "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
 }  # fmt: skip
 _QUANTITY = re.compile(r"(?P<sign>[+-]?)(?P<number>[0-9]+(\.[0-9]*)?|\.[0-9]+)(?P<suffix>[KMGTPE]i|[kMGTPE])?")
+AUTO = "auto"  # a worker size the kit derives from the node (GPU and EFA nodes, or what a CPU run needs)
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
@@ -34,7 +35,8 @@ def memory_quantity(raw: str, example: str = "256Gi") -> str:
         return ""
     match = _QUANTITY.fullmatch(value)
     if not match:
-        raise Problem("is not a Kubernetes quantity", f"use a size with a unit, e.g. {example} (empty: unset)")
+        fix = f"use a size with a unit, e.g. {example} (empty: unset; auto: sized by the kit)"
+        raise Problem("is not a Kubernetes quantity", fix)
     if match["sign"] == "-":
         raise Problem("is negative", f"use a size of 0 or more, e.g. {example}")
     return value
@@ -46,6 +48,16 @@ def hugepages_quantity(raw: str) -> str:
     if value and quantity_bytes(value) % (2 * 2**20):
         raise Problem("is not a whole number of 2Mi pages", "use a multiple of 2Mi, e.g. 5120Mi (0: no huge pages)")
     return "" if value and quantity_bytes(value) == 0 else value
+
+
+def auto_memory_quantity(raw: str) -> str:
+    """'auto' (sized by Config.k8s_worker_sizes from the node's GPUs and ranks) or a memory quantity (memory_quantity)."""
+    return AUTO if raw.strip().lower() == AUTO else memory_quantity(raw)
+
+
+def auto_hugepages_quantity(raw: str) -> str:
+    """'auto' (huge pages only with EFA, sized by Config.k8s_worker_sizes) or a quantity of 2Mi pages."""
+    return AUTO if raw.strip().lower() == AUTO else hugepages_quantity(raw)
 
 
 def dns_label(raw: str) -> str:

@@ -8,6 +8,8 @@ import unicodedata
 from ipaddress import IPv4Address, IPv6Address
 from urllib.parse import urlsplit
 
+from nsyskit import workloads
+
 # Each parser raises Problem(problem, fix); the loader adds key, value and source.
 
 
@@ -334,3 +336,12 @@ def rank_selection(raw: str) -> str:
     if re.fullmatch(r"[0-9]+(,[0-9]+)*", value):
         return ",".join(str(n) for n in sorted({int(n) for n in value.split(",")}))
     raise Problem("is not a rank selection", "use all, local0 (local rank 0 of each node) or a list of ranks like 0,3")
+
+
+def nccl_tests(raw: str) -> str:
+    """NCCL tests separated by ';', each a binary the image installs and nccl-tests' flags; returned as '; '-joined text."""
+    try:
+        tests = workloads.parse_tests(raw)
+    except workloads.NcclTestsProblem as exc:
+        raise Problem(exc.problem, exc.fix) from None
+    return "; ".join(test.text() for test in tests)

@@ -119,6 +119,12 @@ def cross_checks(v: dict[str, Any], sources: dict[str, str], root: Path) -> list
         ) >= world:
             err("PROFILE_RANKS", f"names a rank outside the world of {world} ranks (NODES x PROCS_PER_NODE)",
                 f"use ranks 0-{world - 1}, all or local0")
+    if have("workload", "profiler") and v["workload"] == "nccl-tests" and v["profiler"] == "torch":
+        err("PROFILER", "is the PyTorch profiler inside the DDP example, which WORKLOAD=nccl-tests does not run",
+            "set PROFILER=nsys (or ncu), or WORKLOAD=ddp")
+    if have("workload", "nccl_tests") and v["workload"] == "nccl-tests" and not v["nccl_tests"]:
+        err("NCCL_TESTS", "names no test, but WORKLOAD=nccl-tests runs them",
+            "give at least one, e.g. NCCL_TESTS='all_reduce_perf -b 8 -e 2G -f 2 -g 1', or set WORKLOAD=ddp")
     if have("profiler", "k8s_profiler") and v["profiler"] != "nsys" and v["k8s_profiler"] != "wrapper":
         # NVIDIA's injectors start nsys themselves: ncu and torch need the kit's wrapper in the pods.
         err("PROFILER", f"needs the kit's wrapper but K8S_PROFILER={v['k8s_profiler']} starts nsys itself",

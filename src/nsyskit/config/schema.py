@@ -6,9 +6,16 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from nsyskit import workloads
 from nsyskit.config import k8s_parse as kp
 from nsyskit.config import parse as p
 from nsyskit.config import slurm_parse as sp
+from nsyskit.workloads import WORKLOADS
+
+# K8S_MEMORY, K8S_SHM_SIZE, K8S_HUGEPAGES=auto. GPU nodes: the p4d/p5 sizes. CPU: the local-cpu example (tiny model,
+# 2 ranks under nsys) peaked at 0.8 GiB in its container (cgroup max_usage); 512Mi + 768Mi a rank leaves 2.5x that.
+GPU_WORKER_MEMORY, GPU_WORKER_SHM, EFA_HUGEPAGES = "256Gi", "64Gi", "5120Mi"
+CPU_WORKER_MIB, CPU_RANK_MIB, CPU_WORKER_SHM = 512, 768, "512Mi"
 
 
 def setting(default: str, parser, section: str, help: str) -> Any:
@@ -78,6 +85,8 @@ class Config:
     batch_size: int = setting("8", p.positive_int, "run", "Micro-batch size per rank.")
     seq_len: int = setting("1024", p.positive_int, "run", "Sequence length of the synthetic token batches.")
     steps: int = setting("50", p.positive_int, "run", "Training steps.")
+    workload: str = setting("ddp", p.choice(*WORKLOADS), "run", "What the ranks run: ddp (the DDP Hugging Face example) or nccl-tests (NCCL_TESTS, one launch per test, each rank under the same nsys wrapper; needs GPUs).")
+    nccl_tests: str = setting(workloads.DEFAULT_TESTS, p.nccl_tests, "run", "The NCCL tests WORKLOAD=nccl-tests runs, separated by ';', in order: a binary the image installs (all_reduce_perf, all_gather_perf, ...; nccl-tests-binaries.txt) and its flags; -g x -t GPUs per rank. Rank 0's output of each goes to nccl-tests/<binary>.out in the run folder.")
 
     # --- profile: what nsys records ---
     profiler: str = setting("nsys", p.choice("nsys", "ncu", "torch"), "profile", "What profiles the selected ranks: nsys (Nsight Systems timeline), ncu (Nsight Compute per kernel, NCU_* settings), torch (the PyTorch profiler in the example, one Kineto trace per rank, analyzed with HTA).")
@@ -104,9 +113,9 @@ class Config:
     k8s_report_host_path: str = setting("/var/lib/nsyskit/reports", kp.absolute_path, "k8s", "Folder on each node for K8S_REPORT_VOLUME=hostpath.")
     k8s_report_pvc: str = setting("", kp.optional_dns_label, "k8s", "PersistentVolumeClaim (ReadWriteMany, e.g. FSx for Lustre) for K8S_REPORT_VOLUME=pvc.")
     k8s_shared_dir: str = setting("", kp.optional_absolute_path, "k8s", "Where this machine sees the claim K8S_REPORT_PVC (e.g. FSx for Lustre mounted at /fsx): 'invoke analyze RUN --k8s' mounts the claim at this same path in its pods, so RUN must lie under it. Empty: analyze --k8s is off.")
-    k8s_memory: str = setting("256Gi", kp.memory_quantity, "k8s", "Memory request and limit of each worker, /dev/shm included; empty: none.")
-    k8s_shm_size: str = setting("64Gi", kp.memory_quantity, "k8s", "Size of /dev/shm (a memory emptyDir) in each worker; it counts against K8S_MEMORY.")
-    k8s_hugepages: str = setting("5120Mi", kp.hugepages_quantity, "k8s", "hugepages-2Mi request and limit of each worker (EFA registers memory in them); 0: none. Needs K8S_MEMORY.")
+    k8s_memory: str = setting("auto", kp.auto_memory_quantity, "k8s", "Memory request and limit of each worker, /dev/shm included. auto: 256Gi with GPUs (p4d/p5 nodes); without GPUs what the example needs, 512Mi + 768Mi per rank (2Gi for the local-cpu profile's 2 ranks); empty: none.")
+    k8s_shm_size: str = setting("auto", kp.auto_memory_quantity, "k8s", "Size of /dev/shm (a memory emptyDir) in each worker; it counts against K8S_MEMORY. auto: 64Gi with GPUs, 512Mi without.")
+    k8s_hugepages: str = setting("auto", kp.auto_hugepages_quantity, "k8s", "hugepages-2Mi request and limit of each worker (EFA registers memory in them); 0: none. auto: 5120Mi with EFA (EFA_PER_NODE > 0), none without. Needs K8S_MEMORY.")
     k8s_clean_pod_policy: str = setting("none", p.choice("none", "running", "all"), "k8s", "runPolicy.cleanPodPolicy: none keeps the worker pods after the launcher ends so 'invoke collect --k8s' can copy hostpath reports ('invoke undeploy --k8s' frees them); running or all delete them.")
     k8s_backoff_limit: int = setting("0", p.non_negative_int, "k8s", "runPolicy.backoffLimit: how often a failed launcher is retried before the job fails.")
     k8s_ttl_seconds_after_finished: int | None = setting("3600", kp.optional_non_negative_int, "k8s", "runPolicy.ttlSecondsAfterFinished: seconds after the job ends before it and its pods are deleted; empty: kept until 'invoke undeploy --k8s'.")
@@ -120,7 +129,7 @@ class Config:
     slurm_account: str = setting("", sp.slurm_name, "slurm", "sbatch --account (empty: your default account).")
     slurm_time_limit: str = setting("01:00:00", sp.slurm_time, "slurm", "sbatch --time: minutes, HH:MM:SS or D-HH:MM:SS (empty: the partition's default).")
     slurm_exclusive: bool = setting("true", p.boolean, "slurm", "sbatch --exclusive: whole nodes, so no other job disturbs the profile.")
-    slurm_mpi: str = setting("none", sp.slurm_name, "slurm", "srun --mpi plugin. none (default): the example's ranks find each other through torch.distributed (MASTER_ADDR), not MPI, so no plugin is needed; pmix: for MPI programs (nccl-tests), needs Slurm's mpi/pmix plugin and libpmix on every node (Debian: libpmix-dev); pmi2: Slurm's own PMI-2, for MPI builds without PMIx; empty: the cluster's MpiDefault.")
+    slurm_mpi: str = setting("none", sp.slurm_name, "slurm", "srun --mpi plugin. none (default): the example's ranks find each other through torch.distributed (MASTER_ADDR), not MPI, so no plugin is needed (WORKLOAD=nccl-tests uses pmix while this is left at its default); pmix: for MPI programs (nccl-tests), needs Slurm's mpi/pmix plugin and libpmix on every node (Debian: libpmix-dev); pmi2: Slurm's own PMI-2, for MPI builds without PMIx; empty: the cluster's MpiDefault.")
     slurm_shared_dir: str = setting("/fsx", sp.node_folder, "slurm", "Shared file system at the same path on every node (FSx for Lustre on ParallelCluster); Pyxis mounts it at the same path. Keep the project on it: the job folder jobs/<id>/ must be visible from the nodes at the same path.")
     slurm_container_image: str = setting("registry", sp.container_image, "slurm", "What Pyxis runs: registry (the pushed REGISTRY/IMAGE:TAG, given as REGISTRY#IMAGE:TAG), sqsh (the file SLURM_SQSH made by 'invoke enroot-import'), an absolute .sqsh path, or any enroot URI Pyxis takes: docker://[USER@][REGISTRY#]IMAGE[:TAG] (docker:// may be left out), dockerd://IMAGE[:TAG] (the nodes' Docker daemon: a locally built image, e.g. dockerd://nsyskit:latest) or podman://IMAGE[:TAG].")
     slurm_sqsh: str = setting("", sp.sqsh_path, "slurm", "Squashfs image 'invoke enroot-import' writes and SLURM_CONTAINER_IMAGE=sqsh runs (empty: SLURM_SHARED_DIR/enroot/IMAGE+TAG.sqsh).")
@@ -157,9 +166,26 @@ class Config:
         return self.gpus_per_node > 0
 
     @property
+    def nccl_test_list(self) -> tuple[workloads.NcclTest, ...]:
+        """The tests of NCCL_TESTS, in order (validated when the config was loaded)."""
+        return workloads.parse_tests(self.nccl_tests)
+
+    @property
     def needs_gpu_counters(self) -> bool:
         """True when ncu profiles GPU kernels: its performance counters are admin-only with the driver's default."""
         return self.profiler == "ncu" and self.uses_gpu
+
+    @property
+    def k8s_worker_sizes(self) -> dict[str, str]:
+        """Each worker's memory, shm and hugepages (K8S_MEMORY, K8S_SHM_SIZE, K8S_HUGEPAGES), auto resolved: p4d/p5
+        sizes on GPU nodes, huge pages for EFA, and on CPU what the example needs ('' for none)."""
+        sizes = {"memory": self.k8s_memory, "shm": self.k8s_shm_size, "hugepages": self.k8s_hugepages}
+        auto = {
+            "memory": GPU_WORKER_MEMORY if self.uses_gpu else f"{CPU_WORKER_MIB + CPU_RANK_MIB * self.procs_per_node}Mi",
+            "shm": GPU_WORKER_SHM if self.uses_gpu else CPU_WORKER_SHM,
+            "hugepages": EFA_HUGEPAGES if self.efa_per_node else "",
+        }
+        return {key: auto[key] if value == kp.AUTO else value for key, value in sizes.items()}
 
     def replace(self, **changes: Any) -> Config:
         """A copy with some attributes changed (no re-validation: use load_config for user input)."""

@@ -53,6 +53,7 @@ def render_job(cfg: Config, root: Path) -> tuple[Path, str, dict[str, Path]]:
             job_dir, job_id=name, namespace=cfg.k8s_namespace, profiler=cfg.k8s_profiler, image=cfg.image_ref,
             report_volume=cfg.k8s_report_volume, report_host_path=cfg.k8s_report_host_path, report_pvc=cfg.k8s_report_pvc,
             world_size=cfg.world_size, nodes=cfg.nodes, submitted=False,
+            workload=cfg.workload, nccl_tests=runfolder.nccl_test_record(cfg),
         )  # fmt: skip
     return job_dir, name, files
 
@@ -209,6 +210,7 @@ def collect(cfg: Config, root: Path, job: str | None) -> Path:
         dest, cfg, TARGET, name, launcher="mpirun", world_size=record.get("world_size", cfg.world_size),
         exit_code=launcher_exit_code(launchers[-1]) if launchers else None, ended_how=state or "running",
         nodes=record.get("nodes", cfg.nodes), image=record.get("image", cfg.image_ref),
+        workload=record.get("workload", "ddp"), nccl_tests=record.get("nccl_tests", []),
         details={"namespace": namespace, "k8s_profiler": record.get("profiler", cfg.k8s_profiler), "job_dir": str(record.get("dir", ""))},
     )  # fmt: skip
     return dest

@@ -11,7 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nsyskit import console
-from nsyskit.clusteranalysis import AnalysisPlan, clear_parts, count_elements, index_list, parts_done, record_submitted
+from nsyskit.clusteranalysis import (
+    AnalysisPlan,
+    clear_parts,
+    count_elements,
+    index_list,
+    parts_done,
+    record_submitted,
+    without_report_line,
+)
 from nsyskit.config import Config
 from nsyskit.errors import ConfigError, ConfigErrors, JobError, PartialAnalysis
 from nsyskit.jobdir import write_record
@@ -170,7 +178,8 @@ def follow(cfg: Config, plan: AnalysisPlan, jobs: Submitted, poll_s: float = POL
         time.sleep(poll_s)
     log = kubectl.run(f"reading the log of Job {jobs.merge_id}", kubectl.command(
         "logs", f"job/{jobs.merge_id}", "-c", "merge", namespace=jobs.namespace))  # fmt: skip
-    console.out.print(log.rstrip(), markup=False, highlight=False)
+    # the merge's tables; its 'report: ...' line is the command's to print, once
+    console.out.print(without_report_line(log, plan.run / "report.html").rstrip(), markup=False, highlight=False)
     write_record(plan.folder, merge_state=state)
     if state == "Complete":
         return plan.run / "report.html"

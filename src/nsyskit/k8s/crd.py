@@ -1,6 +1,6 @@
 """Offline validation of rendered manifests, unknown fields rejected: the MPIJob against the MPI operator's CRD schema,
 the analysis' batch/v1 Jobs against the Job API (its pod template: the same Kubernetes PodTemplateSpec schema the CRD
-embeds)."""
+embeds); formats and the API server's Job and Pod rules as nsyskit.k8s.apirules checks them."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from nsyskit.errors import NsyskitError
+from nsyskit.k8s import apirules
 
 CRD_FILE = Path("k8s") / "crds" / "kubeflow.org_mpijobs.v0.8.2.yaml"  # vendored from kubeflow/mpi-operator v0.8.2
 PRESERVE = "x-kubernetes-preserve-unknown-fields"
@@ -77,9 +78,9 @@ def mpijob_schema(crd_path: Path) -> dict[str, Any]:
 
 # batch/v1 JobSpec (Kubernetes API reference, v1.31+): every field and its type; `template` is the PodTemplateSpec schema
 # of the vendored CRD (generated from the same core/v1 types), so a pod field is checked as strictly as in an MPIJob.
-_INT = {"type": "integer", "minimum": 0, "maximum": 2147483647}
+_INT = {"type": "integer", "minimum": 0, "format": "int32"}
 JOB_SPEC_FIELDS = {
-    "activeDeadlineSeconds": {"type": "integer", "minimum": 1}, "backoffLimit": _INT, "backoffLimitPerIndex": _INT,
+    "activeDeadlineSeconds": {"type": "integer", "minimum": 1, "format": "int64"}, "backoffLimit": _INT, "backoffLimitPerIndex": _INT,
     "completionMode": {"enum": ["NonIndexed", "Indexed"]}, "completions": _INT, "managedBy": {"type": "string"},
     "manualSelector": {"type": "boolean"}, "maxFailedIndexes": _INT, "parallelism": _INT,
     "podFailurePolicy": {"type": "object"}, "podReplacementPolicy": {"enum": ["TerminatingOrFailed", "Failed"]},
@@ -102,16 +103,28 @@ def job_schema(crd_path: Path) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def problems(document: Any, crd_path: Path, schema: dict[str, Any] | None = None) -> list[str]:
-    """Every way `document` breaks the strict schema (default: the MPIJob's), each as 'path.to.field: message'."""
+@functools.lru_cache(maxsize=1)
+def _validator_class() -> Any:
+    """Draft 7 whose `format` keyword checks what the API server checks (int32, int64, date-time), not only annotates."""
     import jsonschema  # imported here: only validation needs it
 
-    validator = jsonschema.Draft7Validator(schema or mpijob_schema(Path(crd_path)))
+    def check_format(_validator, fmt, instance, _schema):
+        problem = apirules.format_problem(fmt, instance)
+        if problem:
+            yield jsonschema.ValidationError(problem)
+
+    return jsonschema.validators.extend(jsonschema.Draft7Validator, {"format": check_format})
+
+
+def problems(document: Any, crd_path: Path, schema: dict[str, Any] | None = None) -> list[str]:
+    """Every way `document` breaks the strict schema (default: the MPIJob's), its formats and the API server's Job and
+    Pod rules, each as 'path.to.field: message'."""
+    validator = _validator_class()(schema or mpijob_schema(Path(crd_path)))
     found = []
     for error in sorted(validator.iter_errors(document), key=lambda e: list(map(str, e.absolute_path))):
         where = ".".join(str(part) for part in error.absolute_path) or "(document)"
         found.append(f"{where}: {error.message}")
-    return found
+    return found + apirules.problems(document)
 
 
 def validate(text: str, crd_path: Path, name: str = "mpijob.yaml") -> dict[str, Any]:

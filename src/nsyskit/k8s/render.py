@@ -10,7 +10,7 @@ from typing import Any
 
 import jinja2
 
-from nsyskit import launch, nsysargs
+from nsyskit import launch, nsysargs, workloads
 from nsyskit.assets import kit_root
 from nsyskit.config import Config
 from nsyskit.templates import render_template
@@ -36,8 +36,9 @@ INJECTORS = {
         "chart": "https://helm.ngc.nvidia.com/nvidia/devtools/charts/nsight-operator-1.1.0.tgz",
     },
 }
-# Which processes the injector wraps: the example that the ranks run.
+# Which processes the injector wraps: the example that the ranks run, or the NCCL test binaries (not rank0tee).
 INJECTION_MATCH = "^.*" + re.escape(launch.EXAMPLE) + ".*$"
+NCCL_TESTS_MATCH = "^(\\S*/)?(" + "|".join(workloads.installed_binaries()) + ")( .*)?$"
 SSH_PORT = 22
 
 
@@ -49,11 +50,8 @@ def worker_host(job: str, index: int) -> str:
 def launcher_command(cfg: Config, job: str) -> list[str]:
     """What the launcher runs: launch.mpirun_command, with the ranks unwrapped when an injector profiles them."""
     # mpirun does not tell the ranks where rank 0 is: export worker 0's name, as the local multi-node run does.
-    command = launch.mpirun_command(cfg, master_addr=worker_host(job, 0), job_id=job)
-    if cfg.k8s_profiler == "wrapper":
-        return command
-    # The injector starts nsys itself; running our wrapper too would profile every rank twice.
-    return [arg for arg in command if arg != launch.WRAPPER]
+    # With an injector, which starts nsys itself, the ranks run unwrapped: the wrapper too would profile them twice.
+    return launch.mpirun_command(cfg, master_addr=worker_host(job, 0), job_id=job, wrapped=cfg.k8s_profiler == "wrapper")
 
 
 def worker_command() -> list[str]:
@@ -80,10 +78,11 @@ def worker_resources(cfg: Config) -> dict[str, str | int]:
         resources["nvidia.com/gpu"] = cfg.gpus_per_node
     if cfg.efa_per_node:
         resources["vpc.amazonaws.com/efa"] = cfg.efa_per_node
-    if cfg.k8s_hugepages:
-        resources["hugepages-2Mi"] = cfg.k8s_hugepages
-    if cfg.k8s_memory:
-        resources["memory"] = cfg.k8s_memory
+    sizes = cfg.k8s_worker_sizes  # K8S_MEMORY and K8S_HUGEPAGES, auto resolved (none of a GPU node's on CPU)
+    if sizes["hugepages"]:
+        resources["hugepages-2Mi"] = sizes["hugepages"]
+    if sizes["memory"]:
+        resources["memory"] = sizes["memory"]
     return resources
 
 
@@ -136,6 +135,7 @@ def context(cfg: Config, job: str) -> dict[str, Any]:
         "slots": cfg.procs_per_node,
         "workers": cfg.nodes,
         "resources": worker_resources(cfg),
+        "shm_size": cfg.k8s_worker_sizes["shm"],
         "capabilities": capabilities(cfg),
         "node_selector": {INSTANCE_TYPE_LABEL: cfg.instance_type} if cfg.instance_type else {},
         "clean_pod_policy": cfg.k8s_clean_pod_policy.capitalize(),
@@ -147,7 +147,7 @@ def context(cfg: Config, job: str) -> dict[str, Any]:
         "injector_label": label,
         "injector_chart": INJECTORS[cfg.k8s_profiler]["chart"] if label else None,
         "injector_args": injector_nsys_args(cfg) if label else None,
-        "injection_match": INJECTION_MATCH,
+        "injection_match": NCCL_TESTS_MATCH if cfg.workload == "nccl-tests" else INJECTION_MATCH,
         "injector_volume": _injector_volume(cfg),
     }
 

@@ -14,7 +14,7 @@ import docker
 from docker.errors import APIError, NotFound
 from docker.types import DeviceRequest
 
-from nsyskit import console, engine, launch
+from nsyskit import console, engine, launch, workloads
 from nsyskit.config import Config
 
 LABEL_RUN = "nsyskit.run"
@@ -35,8 +35,8 @@ def multi_node(cfg: Config) -> bool:
 
 
 def launcher_kind(cfg: Config) -> str:
-    """What starts the ranks: mpirun across nodes, torchrun on one."""
-    return "mpirun" if multi_node(cfg) else "torchrun"
+    """What starts the ranks: mpirun across nodes (and for the NCCL tests, MPI programs), torchrun on one."""
+    return "mpirun" if multi_node(cfg) or workloads.needs_mpi(cfg.workload) else "torchrun"
 
 
 def launcher_role(cfg: Config) -> str:
@@ -126,6 +126,13 @@ def launcher_script(cfg: Config, run_id: str) -> str:
     )
 
 
+def rank_commands(cfg: Config) -> dict[str, list]:
+    """What run.json records the ranks ran: {'rank': argv} for the example, {'tests': {name: argv}} for the NCCL tests."""
+    if cfg.workload == "nccl-tests":
+        return {"tests": {step.name: step.rank_command for step in launch.steps(cfg)}}
+    return {"rank": launch.rank_command(cfg)}
+
+
 @dataclass
 class Member:
     """One container of the run."""
@@ -178,8 +185,8 @@ class LocalCluster:
         environment = {**launch.wrapper_env(self.cfg, launch.CONTAINER_REPORT_DIR, launcher_kind(self.cfg), job_id=self.run_id),
                        "PYTHONUNBUFFERED": "1"}  # fmt: skip
         if not self.multi_node:
-            command = launch.torchrun_command(self.cfg)
-            self.commands = {"launcher": command, "rank": launch.rank_command(self.cfg)}
+            command = launch.single_node_command(self.cfg, self.run_id)
+            self.commands = {"launcher": command, **rank_commands(self.cfg)}
             self._create(worker_name(0), command, environment, True, **self._host_config())
         else:
             self.network = self.client.networks.create(
@@ -202,7 +209,7 @@ class LocalCluster:
             launcher.container.put_archive("/etc", tar_of({"hostfile": (hostfile(self.cfg).encode(), 0o644)}, "mpi"))
             self.commands = {
                 "launcher": launcher_mpirun(self.cfg, self.run_id),
-                "rank": launch.rank_command(self.cfg),
+                **rank_commands(self.cfg),
                 "hostfile": hostfile(self.cfg).splitlines(),
             }  # fmt: skip
         for member in self.members:

@@ -40,10 +40,15 @@ class RunResult:
         """What the task prints after a run."""
         files = self.files
         in_sync = len(set(self.checksums.values())) == 1 and bool(self.checksums)
+        ranks = (
+            f"nccl-tests: {len(files['nccl_tests'])} output(s) from rank 0: {', '.join(files['nccl_tests'])}"
+            if files.get("nccl_tests")
+            else f"ranks: {len(self.checksums)} reported a checksum; world size {', '.join(map(str, sorted(self.world_sizes))) or '?'}; "
+            f"parameters {'in sync' if in_sync else 'NOT in sync' if self.checksums else 'unknown'}"
+        )
         lines = [
             f"run {self.run_id}: exit code {self.exit_code} after {self.duration_s:.0f} s",
-            f"ranks: {len(self.checksums)} reported a checksum; world size {', '.join(map(str, sorted(self.world_sizes))) or '?'}; "
-            f"parameters {'in sync' if in_sync else 'NOT in sync' if self.checksums else 'unknown'}",
+            ranks,
             f"reports: {len(files.get('reports', []))} .nsys-rep, {len(files.get('sqlite', []))} .sqlite"
             + "".join(f", {len(files[k])} {suffix}" for k, suffix in OTHER_REPORTS if files.get(k)),
             f"folder: {self.run_dir}",
@@ -83,7 +88,8 @@ def execute(cfg: Config, client: DockerClient, run_id: str, run_dir: Path, show_
         f"run {run_id}: {cfg.nodes} node(s) x {cfg.procs_per_node} rank(s) of {cfg.image_ref}, reports in {run_dir}"
     )
     try:
-        with RunProgress(cfg.steps, cfg.world_size) if show_progress else _NoProgress() as progress:
+        # The bar counts the example's training steps; the NCCL tests print none (their tables go to the logs).
+        with RunProgress(cfg.steps, cfg.world_size) if show_progress and cfg.workload == "ddp" else _NoProgress() as progress:
             cluster.start()
             record["commands"] = cluster.commands
             record["containers"] = [m.container.name for m in cluster.members]
@@ -145,7 +151,7 @@ def _finish(
         run_dir, cfg, "local", run_id, logs, ranks=statuses, started=record.pop("started"), ended=time.time(),
         duration_s=round(duration, 3), ended_how=ended_how, exit_code=exit_code,
         launcher=launcher_kind(cfg),
-        failed_rank=None if failure is None else {"rank": failure.rank, "host": failure.host, "exit_code": failure.exit_code, "how": failure.how},
+        failed_rank=None if failure is None else failure.to_dict(),
         details={**record, "container_exit_codes": exit_codes},
     )  # fmt: skip
     return RunResult(run_id, run_dir, exit_code, duration, failure, ended_how, checksums=written.checksums,

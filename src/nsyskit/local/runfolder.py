@@ -7,7 +7,7 @@ import secrets
 import time
 from pathlib import Path
 
-from nsyskit import runrecord
+from nsyskit import runrecord, workloads
 from nsyskit.config import Config
 from nsyskit.config.schema import key_of, settings
 from nsyskit.errors import NsyskitError, UsageError
@@ -61,6 +61,7 @@ def outputs(run_dir: Path) -> dict[str, list[str]]:
         "torch_traces": names("*.pt.trace.json.gz"),
         "commands": names("*.cmd"),
         "nccl_logs": names("*.nccl.log"),
+        "nccl_tests": names(f"{workloads.OUTPUT_FOLDER}/*.out"),  # WORKLOAD=nccl-tests: rank 0's output of each test
         "logs": names(f"{LOGS}/*.log"),
         "statuses": names(f"{LOGS}/*{runrecord.STATUS_SUFFIX}"),
     }
@@ -86,6 +87,14 @@ def logs_text(run_dir: Path, extra: tuple[Path, ...] = ()) -> str:
     return "\n".join(Path(path).read_text(errors="replace") for path in paths)
 
 
+def nccl_test_record(cfg: Config) -> list[dict[str, object]]:
+    """What run.json keeps of each NCCL test run (WORKLOAD=nccl-tests): name, binary, flags, output file; else []."""
+    if cfg.workload != "nccl-tests":
+        return []
+    return [{"name": test.name, "binary": test.binary, "args": list(test.args),
+             "output": test.output()} for test in cfg.nccl_test_list]  # fmt: skip
+
+
 def write_run_record(run_dir: Path, cfg: Config, target: str, run_id: str, log_text: str = "", **values) -> RunRecord:
     """Write RUN_DIR/run.json in the one shape every target's collect writes; returns the record.
 
@@ -98,7 +107,7 @@ def write_run_record(run_dir: Path, cfg: Config, target: str, run_id: str, log_t
         run_id=run_id, target=target, nodes=cfg.nodes, procs_per_node=cfg.procs_per_node, world_size=cfg.world_size,
         image=cfg.image_ref, profiler=cfg.profiler, profile_ranks=cfg.profile_ranks, config=config_snapshot(cfg),
         ranks=rank_statuses(run_dir) if ranks is None else ranks, checksums=checksums(text), world_sizes=sorted(world_sizes(text)),
-        files=outputs(Path(run_dir)),
+        files=outputs(Path(run_dir)), workload=cfg.workload, nccl_tests=nccl_test_record(cfg),
     )  # fmt: skip
     for key, value in values.items():
         setattr(record, key, value)

@@ -1,9 +1,12 @@
-/* NVTX texts without PyTorch's per-call suffixes, in one pass over them (see nsyskit/native/texts.py).
+/* NVTX texts grouped, in one pass over them (see nsyskit/native/texts.py): without PyTorch's per-call suffixes, and
+   a trailing step number written N.
 
    The suffix is analyzers.PER_CALL_SUFFIX: one or more units ", seq = N" / ", op_id = N" (\s* around the '=' and
-   after the comma, \d+ for N), then \s* to the end. Python's regex takes ~250 ns a text over the tens of thousands
-   of per-call texts of a rank; this walks each text back from its end. Only ASCII texts are cut here: in others
-   \s and \d also match Unicode spaces and digits, and Python's regex decides (the text is marked). No globals. */
+   after the comma, \d+ for N), then \s* to the end. The step number is analyzers.STEP_NUMBER on what is left: a
+   word of STEP_WORDS (any case, no ASCII letter or digit before it), [\s_:#-]*, \d+, \s* to the end; the digits and
+   the spaces after them become 'N'. Python's regex takes ~250 ns a text over the tens of thousands of per-call texts
+   of a rank; this walks each text back from its end. Only ASCII texts are cut here: in others \s and \d also match
+   Unicode spaces and digits, and Python's regex decides (the text is marked). No globals. */
 #include <stdint.h>
 #include <string.h>
 
@@ -33,22 +36,49 @@ static int64_t kept_end(const uint8_t *s, int64_t a, int64_t b) {
     return cut;
 }
 
+/* analyzers.STEP_WORDS (each is tried: 'batch' ends 'microbatch', whose boundary differs). */
+static const char *const STEP_WORDS[] = {"step", "iter", "iteration", "epoch", "batch", "microbatch", "minibatch"};
+
+static int is_alnum(uint8_t c) { return is_digit(c) || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z'); }
+static int is_separator(uint8_t c) { return is_space(c) || c == '_' || c == ':' || c == '#' || c == '-'; }
+
+/* Where the step number of the text [a, b) starts when it ends with one (b when it does not). */
+static int64_t step_number_start(const uint8_t *s, int64_t a, int64_t b) {
+    int64_t p = b, digits, q;
+    size_t w;
+    while (p > a && is_space(s[p - 1])) p--;
+    q = p;
+    while (q > a && is_digit(s[q - 1])) q--;
+    if (q == p) return b;
+    digits = q;
+    while (q > a && is_separator(s[q - 1])) q--;
+    for (w = 0; w < sizeof STEP_WORDS / sizeof STEP_WORDS[0]; w++) {
+        int64_t n = (int64_t)strlen(STEP_WORDS[w]), i;
+        if (q - a < n || (q - n > a && is_alnum(s[q - n - 1]))) continue;
+        for (i = 0; i < n && (s[q - n + i] | 0x20) == STEP_WORDS[w][i]; i++) {}
+        if (i == n) return digits;
+    }
+    return b;
+}
+
 /* The `size` bytes of `texts`, each text ended by a NUL, copied to `out` (as large) with each text's suffix cut and
-   its NUL kept; non_ascii[i] set to 1 for each text i holding a byte >= 0x80 (copied whole: the caller cuts it),
+   a trailing step number written 'N' and its NUL kept; non_ascii[i] set to 1 for each text i holding a byte >= 0x80 (copied whole: the caller cuts it),
    else 0 (`count` texts, the NULs' count). Returns the bytes written, or -1 when the NULs are not `count`. */
 int64_t nsk_cut_suffixes(const uint8_t *texts, int64_t size, int64_t count, uint8_t *out, uint8_t *non_ascii) {
     int64_t a = 0, written = 0, i = 0;
     while (a < size) {
         const uint8_t *nul = (const uint8_t *)memchr(texts + a, 0, (size_t)(size - a));
-        int64_t b, end, j;
+        int64_t b, end, number, j;
         uint8_t high = 0;
         if (!nul || i >= count) return -1;
         b = nul - texts;
         for (j = a; j < b; j++) high |= texts[j];
         non_ascii[i] = (high & 0x80) != 0;
         end = non_ascii[i] ? b : kept_end(texts, a, b);
-        memcpy(out + written, texts + a, (size_t)(end - a));
-        written += end - a;
+        number = non_ascii[i] ? end : step_number_start(texts, a, end);
+        memcpy(out + written, texts + a, (size_t)(number - a));
+        written += number - a;
+        if (number < end) out[written++] = 'N'; /* digits (one at least) and spaces: never longer than the text */
         out[written++] = 0;
         a = b + 1;
         i++;

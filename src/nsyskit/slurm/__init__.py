@@ -26,7 +26,8 @@ def render_job(cfg: Config, root: Path) -> Path:
         script.chmod(0o755)
         (job_dir / REPORTS).mkdir()
         write_record(job_dir, mode=cfg.slurm_mode, script=SCRIPT, nodes=cfg.nodes, procs_per_node=cfg.procs_per_node,
-                     world_size=cfg.world_size, submitted=False, image=image_that_runs(cfg),
+                     world_size=cfg.world_size, submitted=False, image=image_that_runs(cfg), workload=cfg.workload,
+                     nccl_tests=runfolder.nccl_test_record(cfg),
                      image_id=local_image_id(container_image(cfg)) if cfg.slurm_mode == "pyxis" else "")  # fmt: skip
     return script
 
@@ -144,6 +145,7 @@ def collect(cfg: Config, root: Path, job: str | None) -> Path:
         exit_code=state.exit_code if state else record.get("exit_code"), ended_how=state.state if state else record.get("state") or "",
         nodes=record.get("nodes"), procs_per_node=record.get("procs_per_node"), world_size=record.get("world_size"),
         launcher="srun", image=record.get("image") or image_that_runs(cfg, record.get("mode")),
+        workload=record.get("workload", "ddp"), nccl_tests=record.get("nccl_tests", []),
         details={"mode": record.get("mode"), "job_id": job_id, "job_dir": str(job_dir), "log": log.name,
                  **({"image_id": record["image_id"]} if record.get("image_id") else {})},
     )  # fmt: skip

@@ -9,8 +9,9 @@ import jinja2
 
 from nsyskit.assets import kit_root
 from nsyskit.config import Config
-from nsyskit.launch import CONTAINER_REPORT_DIR, rank_command, wrapper_env
+from nsyskit.launch import CONTAINER_REPORT_DIR, steps, wrapper_env
 from nsyskit.templates import render_template
+from nsyskit.workloads import needs_mpi
 
 TEMPLATE_DIR = "slurm"  # under the project root, beside k8s/
 JOB_NAME = "nsyskit"
@@ -66,6 +67,13 @@ def command_lines(words: list[str]) -> list[str]:
     return lines
 
 
+def mpi_plugin(cfg: Config) -> str:
+    """srun --mpi: SLURM_MPI, except that MPI programs (the NCCL tests) get pmix while SLURM_MPI keeps its default none."""
+    if needs_mpi(cfg.workload) and cfg.slurm_mpi == "none" and cfg.sources.get("SLURM_MPI", "default") == "default":
+        return "pmix"
+    return cfg.slurm_mpi
+
+
 def context(cfg: Config, job_dir: Path) -> dict:
     """The template variables of one job."""
     job_dir = Path(job_dir)
@@ -73,9 +81,10 @@ def context(cfg: Config, job_dir: Path) -> dict:
     pyxis = cfg.slurm_mode == "pyxis"
     task_report_dir = CONTAINER_REPORT_DIR if pyxis else str(report_dir)
     env = wrapper_env(cfg, report_dir=task_report_dir, launcher="slurm")
-    srun_options = [f"--mpi={cfg.slurm_mpi}"] if cfg.slurm_mpi else []
+    srun_options = [f"--mpi={mpi_plugin(cfg)}"] if mpi_plugin(cfg) else []
     return {
         "mode": cfg.slurm_mode,
+        "what": "the NCCL tests" if cfg.workload == "nccl-tests" else "the DDP example",
         "job_name": JOB_NAME,
         "job_dir": str(job_dir),
         "log_pattern": str(job_dir / LOG_PATTERN),
@@ -93,8 +102,11 @@ def context(cfg: Config, job_dir: Path) -> dict:
         "srun_options": srun_options,
         "container_image": container_image(cfg) if pyxis else "",
         "container_mounts": container_mounts(cfg, report_dir) if pyxis else "",
-        "command": command_lines(rank_command(cfg)),
-    }
+        # One srun per launch (the example once, or each NCCL test); with several, each names its reports apart.
+        "steps": [{"name": step.name, "command": command_lines(step.rank_command),
+                   "report_name": REPORT_NAME.replace("%q{SLURM_JOB_ID}", f"%q{{SLURM_JOB_ID}}-{step.tag}") if step.tag else ""}
+                  for step in steps(cfg, task_report_dir)],
+    }  # fmt: skip
 
 
 def environment(root: Path) -> jinja2.Environment:

@@ -29,11 +29,14 @@ def problems(cfg: Config) -> list[ConfigError]:
     if not cfg.registry:
         err("REGISTRY", cfg.registry, f"the cluster must pull the image {cfg.image_ref} from a registry, but REGISTRY is empty",
             "set REGISTRY (e.g. ACCOUNT.dkr.ecr.REGION.amazonaws.com) and run 'invoke push'")  # fmt: skip
-    if cfg.k8s_hugepages and not cfg.k8s_memory:
-        err("K8S_HUGEPAGES", cfg.k8s_hugepages, "Kubernetes admits huge pages only with a memory request, and K8S_MEMORY is empty",
-            "set K8S_MEMORY (e.g. 256Gi), or K8S_HUGEPAGES=0")  # fmt: skip
-    if cfg.k8s_memory and cfg.k8s_shm_size and quantity_bytes(cfg.k8s_shm_size) > quantity_bytes(cfg.k8s_memory):
-        err("K8S_SHM_SIZE", cfg.k8s_shm_size, f"is larger than K8S_MEMORY={cfg.k8s_memory}, and /dev/shm counts against it",
+    sizes = cfg.k8s_worker_sizes  # auto resolved; a message shows 'auto (5120Mi)'
+    shown = {key: f"auto ({sizes[key]})" if raw == "auto" else raw for key, raw in
+             (("memory", cfg.k8s_memory), ("shm", cfg.k8s_shm_size), ("hugepages", cfg.k8s_hugepages))}  # fmt: skip
+    if sizes["hugepages"] and not sizes["memory"]:
+        err("K8S_HUGEPAGES", shown["hugepages"], "Kubernetes admits huge pages only with a memory request, and K8S_MEMORY is empty",
+            "set K8S_MEMORY (e.g. 256Gi, or auto), or K8S_HUGEPAGES=0")  # fmt: skip
+    if sizes["memory"] and sizes["shm"] and quantity_bytes(sizes["shm"]) > quantity_bytes(sizes["memory"]):
+        err("K8S_SHM_SIZE", shown["shm"], f"is larger than K8S_MEMORY={shown['memory']}, and /dev/shm counts against it",
             "lower K8S_SHM_SIZE or raise K8S_MEMORY")  # fmt: skip
     if cfg.k8s_report_volume == "pvc" and not cfg.k8s_report_pvc:
         err("K8S_REPORT_PVC", "", "K8S_REPORT_VOLUME=pvc needs the name of a claim",

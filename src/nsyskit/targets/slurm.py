@@ -9,6 +9,7 @@ from nsyskit.config import Config
 from nsyskit.errors import ConfigError, ConfigErrors
 from nsyskit.jobdir import jobs_root
 from nsyskit.targets.base import ClusterSteps, Job, Outcome
+from nsyskit.workloads import needs_mpi
 
 
 def problems(cfg: Config, root: Path) -> list[ConfigError]:
@@ -22,6 +23,10 @@ def problems(cfg: Config, root: Path) -> list[ConfigError]:
     for key, value in (("NODES", cfg.nodes), ("PROCS_PER_NODE", cfg.procs_per_node)):
         if value < 1:
             errors.append(ConfigError(key, value, "must be 1 or more", f"set {key} to 1 or more", cfg.sources.get(key, "")))
+    if needs_mpi(cfg.workload) and cfg.slurm_mpi == "none" and cfg.sources.get("SLURM_MPI", "default") != "default":
+        errors.append(ConfigError("SLURM_MPI", "none", "starts the NCCL tests (MPI programs) without PMI, so every rank "
+                                  "would run alone as rank 0 of 1", "set SLURM_MPI=pmix (or pmi2; empty: the cluster's "
+                                  "MpiDefault), or leave it unset", cfg.sources.get("SLURM_MPI", "")))  # fmt: skip
     if not cfg.slurm_submit_prefix:  # this host is a cluster node: what the nodes will need can be checked here
         errors += shared_paths_problems(cfg, root)
     return errors

@@ -98,12 +98,9 @@ def test_memcpy_by_kind(two_devices):
 def test_steps_nvtx_and_nccl_sizes(two_devices, tmp_path):
     assert list(two_devices.steps["step"]) == [0, 1] and list(two_devices.steps["duration_ns"]) == [300, 100]
     names = set(two_devices.nvtx["name"])
-    assert {
-        "step 0",
-        "step 1",
-        "ncclAllReduce@NCCL",
-        "ncclAllGather",
-    } <= names  # 'step 1' was a registered string (textId)
+    assert {"step N", "ncclAllReduce@NCCL", "ncclAllGather"} <= names  # 'step 0' and 'step 1': one row
+    step_row = next(row for row in two_devices.nvtx.rows() if row["name"] == "step N")
+    assert step_row["instances"] == 2  # 'step 1' was a registered string (textId): read as well as the inline one
     reader = open_export(tmp_path / "job_rank_0.sqlite")  # the rank's operations, before its digest adds them up
     ops = {row["op"]: row for row in RankTrace(0, reader.path, reader).nccl_operations().rows()}
     reader.close()
@@ -203,8 +200,9 @@ def test_counting_and_sorting_paths_of_duration_stats_agree():
 
 @pytest.mark.parametrize("helper", ["texts.c", "regex"])
 def test_per_call_suffixes_are_cut_as_a_search_per_text_cuts_them(helper, monkeypatch):
-    """The one-pass cut (texts.c, else the regex over NUL-joined texts) equals PER_CALL_SUFFIX searched in each text,
-    for odd texts too (several suffixes, ASCII and Unicode whitespace around them, non-ASCII digits, NULs)."""
+    """The one-pass grouping (texts.c, else the regexes over NUL-joined texts) equals PER_CALL_SUFFIX searched in each
+    text then STEP_NUMBER's N, for odd texts too (several suffixes, ASCII and Unicode whitespace around them, non-ASCII
+    digits and letters, NULs, step words inside other words and in any case)."""
     import random
 
     from nsyskit.native import texts as native_texts
@@ -215,14 +213,21 @@ def test_per_call_suffixes_are_cut_as_a_search_per_text_cuts_them(helper, monkey
         require_built(native_texts, native_texts.function, "texts.c")
     pieces = ["nccl:all_reduce", ", seq = ", ", op_id = ", ",seq=", " ", "\n", "\t", "7", "12", "x", "=", ",",
               "op_id", "seq", "\u0663", "\u00a0", "\x00", "step 1", "", "\r\n", "\x1c", "\x1f", "\x0b", "\x7f",
-              "op_", "_id", "q", "xseq", "\u2003"]  # fmt: skip
+              "op_", "_id", "q", "xseq", "\u2003", "step", "Batch", "ITER", "iteration", "micro", "batch", "epoch", "_",
+              ":", "#", "-", "layer_", "\u017f", "\u00e9", "Z", "[", "`", "@"]  # fmt: skip
     rng = random.Random(5)
-    for _ in range(5000):
+    for _ in range(8000):
         texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 8))) for _ in range(rng.randint(0, 6))]
-        searched = [t[: m.start()] if (m := analyzers.PER_CALL_SUFFIX.search(t)) else t for t in texts]
+        searched = [analyzers.STEP_NUMBER.sub(r"\1N", t[: m.start()] if (m := analyzers.PER_CALL_SUFFIX.search(t)) else t)
+                    for t in texts]  # fmt: skip
         assert analyzers._without_per_call_suffix(texts) == searched, texts
-    assert analyzers._without_per_call_suffix(["nccl:all_reduce, op_id = 17", "fwd, seq = 3, op_id = 4 ", "a, b"]) == [
-        "nccl:all_reduce", "fwd", "a, b"]
+    cut = analyzers._without_per_call_suffix(["nccl:all_reduce, op_id = 17", "fwd, seq = 3, op_id = 4 ", "a, b"])
+    assert cut == ["nccl:all_reduce", "fwd", "a, b"]
+    numbered = ["step 1", "step 20 ", "Batch 7", "train_step:3", "epoch_12", "microbatch-2", "iteration #5"]
+    numbered.append("step 4, seq=9")  # the per-call part first, then the step number
+    grouped = ["step N", "step N", "Batch N", "train_step:N", "epoch_N", "microbatch-N", "iteration #N", "step N"]
+    kept = ["layer_3", "MPI Rank 3", "TBackward0", "ExecutorDispatch::run2", "substep 3", "stepper 3", "step"]
+    assert analyzers._without_per_call_suffix(numbered + kept) == grouped + kept
 
 
 def test_refactorize_equals_factorize_of_the_values_each_code_picks():
@@ -237,10 +242,12 @@ def test_refactorize_equals_factorize_of_the_values_each_code_picks():
 
 
 def test_nvtx_labels_are_each_ranges_text_without_per_call_parts_and_with_its_domain():
-    """Labels as defined per range (the text's per-call suffix cut, '@domain' outside the default domain), factorized;
+    """Labels as defined per range (the text's group: per-call suffix cut, step number N; '@domain' outside the
+    default domain), factorized;
     a text 'a@NCCL' in the default domain and 'a' in the NCCL domain are one label, as their strings are equal."""
     rng = np.random.default_rng(8)
-    texts = ["aten::mm, seq = 1", "aten::mm, seq = 2, op_id = 9", "a@NCCL", "a", "step 3", "ncclAllReduce", "a, b"]
+    texts = ["aten::mm, seq = 1", "aten::mm, seq = 2, op_id = 9", "a@NCCL", "a", "step 3", "ncclAllReduce", "a, b",
+             "step 4", "layer_3"]  # fmt: skip
     for domains in (["NCCL", "", "gloo"], [""], ["NCCL"]):
         for _ in range(200):
             count = int(rng.integers(0, 30))
@@ -248,7 +255,7 @@ def test_nvtx_labels_are_each_ranges_text_without_per_call_parts_and_with_its_do
             domain = np.asarray([domains[i] for i in rng.integers(0, len(domains), count)], dtype=object)
             nothing = np.zeros(count, dtype=np.int64)
             nvtx = records.NvtxRanges(nothing, nothing, text, domain, nothing, np.full(count, np.nan), text)
-            cut = [t[: m.start()] if (m := analyzers.PER_CALL_SUFFIX.search(t)) else t for t in text]
+            cut = [analyzers.group_text(t) for t in text]
             expected = records.factorize([c + (f"@{d}" if d else "") for c, d in zip(cut, domain, strict=True)])
             labels, codes = analyzers.nvtx_labels(nvtx)
             assert (labels, codes.tolist()) == (expected[0], expected[1].tolist())

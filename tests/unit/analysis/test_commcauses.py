@@ -73,3 +73,21 @@ def test_communication_on_the_compute_stream_is_serialized_and_says_so(tmp_path)
     assert finding.ranks == (0, 1) and finding.evidence["gpus_serialized"] == 2
     assert finding.evidence["gpus_sharing_a_stream"] == 2 and "share a stream with compute kernels" in finding.title
     assert finding.at_stake_ns == 1 * MS  # each step's all-reduce, which a side stream would hide behind compute
+
+
+def test_at_512_ranks_each_rule_is_one_line_and_the_merge_tells_the_same(tmp_path):
+    folder = tmp_path / "wide"
+    folder.mkdir()
+    for rank in range(512):  # every rank runs its all-reduce on the compute stream; rank 300's last one is slow
+        planted = training_rank(rank, steps=6, slow={5: 40 * MS} if rank == 300 else None, serial=True)
+        write_export(folder / f"job_rank_{rank}.sqlite", planted)
+    here = summarize(analyze_run([folder]), tmp_path)
+    rules = [f.rule for f in here.findings]
+    assert len(rules) == len(set(rules)) and {"nccl_outlier", "serialized_streams"} <= set(rules)
+    fired = {f.rule: f for f in here.findings}
+    assert fired["nccl_outlier"].ranks == (300,) and fired["nccl_outlier"].steps == (5,)
+    assert len(fired["serialized_streams"].ranks) == 512 and "on 512 of 512 GPUs" in fired["serialized_streams"].title
+    assert all("\n" not in f.title and len(f.title) < 300 for f in here.findings)
+    map_reports([folder], tmp_path / "parts")
+    merged, _facts = merge_parts(tmp_path / "parts")
+    assert find(summarize(merged, tmp_path).view) == here.findings

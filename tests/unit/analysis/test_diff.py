@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from nsys_fixtures import Export, Kernel, Range, write_export
+from real_exports import decompress
 from test_report import make_run
 
 from nsyskit.analysis import run_analysis, rundiff
@@ -97,3 +102,59 @@ def test_markdown_summary_goes_to_the_github_step_summary(tmp_path, monkeypatch)
     assert summary.read_text() == "earlier step\n" + text  # appended, as GitHub expects
     monkeypatch.delenv("GITHUB_STEP_SUMMARY")
     assert diff.write_step_summary(text) is None
+
+
+def test_the_summary_is_built_only_when_it_is_written(tmp_path, monkeypatch):
+    a, b = warm_run(tmp_path / "a"), warm_run(tmp_path / "b", step_ns=1300)
+    built = []
+    summary_of = diff.DiffResult.markdown
+    monkeypatch.setattr(diff.DiffResult, "markdown", lambda self: built.append(1) or summary_of(self))
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    rundiff.run_diff([str(a)], [str(b)])
+    assert built == []  # nothing reads it: not built
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "summary.md"))
+    rundiff.run_diff([str(a)], [str(b)])
+    assert built == [1] and "| step_time |" in (tmp_path / "summary.md").read_text()
+
+
+AIPROFILER = ("aiprofiler_a100_baseline", "aiprofiler_a100_baseline_nvtx", "aiprofiler_a100_firstOptimization",
+              "aiprofiler_a100_secondOptimization", "aiprofiler_a100_thirdOptimization")  # fmt: skip
+# Runs of one model (the AI-Profiler series, nsys-ai's before/after), then the same report or model exported by
+# different nsys versions, then runs of different models and schemas (the diff must hold on any two real exports).
+REAL_PAIRS = [
+    *itertools.combinations(AIPROFILER, 2),
+    ("nsysai_mfu_2gpu_before", "nsysai_mfu_2gpu_after"),
+    ("dlprof_rtx2070_nsys_profile", "dlprof_rtx2070_nsys_profile.export2022_4"),  # nsys 2022.1 vs 2022.4
+    ("fuser_h200_64ee035dc_report1", "fuser_h200_ee4fcf305_report1"),  # nsys 2024.6 vs 2025.1
+    ("h100_gpt2_ddp_nsys2025.3.1", "nsysai_mfu_2gpu_after"),  # nsys 2025.3 vs 2026.2, this project's own
+    ("aiprofiler_a100_baseline", "nsysai_h100_2gpu_1s"),  # schema 3.0.0 vs 3.25.0
+    ("pipit_a100_saxpy_mpi_cuda_rank0", "flameox_rtx3060_nsight_2025_5_2"),  # schema 2.9.1 vs 3.24.0
+]
+
+
+@pytest.mark.parametrize(("baseline", "candidate"), REAL_PAIRS, ids=[f"{a}-vs-{b}" for a, b in REAL_PAIRS])
+def test_the_cli_diff_holds_on_real_pairs_kernels_of_one_run_only_included(
+    baseline, candidate, real_exports_dir, tmp_path
+):
+    a, b = (str(decompress(f"{name}.sqlite", real_exports_dir)) for name in (baseline, candidate))
+    summary = tmp_path / "summary.md"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NSYSKIT_")}
+    shown = subprocess.run([sys.executable, "-m", "nsyskit", "analyze", "--diff", a, b], cwd=tmp_path,
+                           env=env | {"GITHUB_STEP_SUMMARY": str(summary)}, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert "Kernels whose time changed most" in shown.stdout
+    as_json = subprocess.run([sys.executable, "-m", "nsyskit", "analyze", "--diff", a, b, "--json"], cwd=tmp_path,
+                             env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert as_json.returncode == 0, as_json.stderr
+    kernels = json.loads(as_json.stdout)["kernels"]
+    assert kernels
+    markdown = summary.read_text().splitlines()
+    for row in kernels:
+        assert row["change_ns"] == row["total_b_ns"] - row["total_a_ns"]
+        if row["count_a"] == 0:  # a kernel only B ran: no share of A, the summary says 'new'
+            assert row["change_pct"] is None and row["avg_a_ns"] is None
+            cell = row["short_name"].replace("|", "\\|")  # as the Markdown escapes it
+            cells = [line for line in markdown if line.startswith(f"| {cell} |")]
+            assert any(line.endswith("(new) |") for line in cells)
+    if (baseline, candidate) == ("aiprofiler_a100_baseline", "aiprofiler_a100_thirdOptimization"):
+        assert any(row["count_a"] == 0 for row in kernels)  # the pair of issue 35: kernels only the third run has

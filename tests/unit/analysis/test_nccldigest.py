@@ -42,7 +42,9 @@ def test_run_medians_are_those_of_every_duration_whichever_way_they_are_found(se
     even = np.concatenate(per_rank[:-1])
     total_even = nccldigest.rollup({r: nccldigest.digest(ops(r, d, np.full(len(d), 4096.0)), no_steps())
                                     for r, d in enumerate(per_rank[:-1])})  # fmt: skip
-    assert len(even) % 2 == 0 and next(nccldigest.size_summary(total_even).rows())["median_ns"] == float(np.median(even))
+    assert len(even) % 2 == 0 and next(nccldigest.size_summary(total_even).rows())["median_ns"] == float(
+        np.median(even)
+    )
     kept = [d.durations.dtype for d in total.digests]
     assert kept[:-1] == [np.dtype(np.uint32)] * 5 and kept[-1] == np.dtype(np.int64)
 
@@ -53,7 +55,8 @@ def test_groups_bytes_and_unknown_sizes():
     rows = {(r["op"], r["bucket"]): r for r in table.rows()}
     assert rows["AllReduce", "<64KB"]["bytes"] == 100.0
     assert np.isnan(table["bytes"][list(table["bucket"]).index("unknown")])  # no size known: no bytes, not 0
-    assert rows["AllReduce", "1MB-16MB"] | {} == {"op": "AllReduce", "origin": "nccl-nvtx", "bucket": "1MB-16MB",
+    row = rows["AllReduce", "1MB-16MB"]
+    assert {k: row[k] for k in ("op", "origin", "bucket", "count", "total_ns", "avg_ns", "median_ns", "bytes")} == {"op": "AllReduce", "origin": "nccl-nvtx", "bucket": "1MB-16MB",
                                                   "count": 2, "total_ns": 70, "avg_ns": 35.0, "median_ns": 35.0,
                                                   "bytes": 5e6}  # fmt: skip
     assert one.sums["small_count"] == 1 and one.sums["known_ns"] == 80 and one.sums["small_ns"] == 10
@@ -84,7 +87,10 @@ def test_a_digest_of_coded_columns_is_that_of_the_text_columns():
               "bucket": ["<64KB", "64KB-1MB", "unknown", ">16MB", "<64KB"]}  # fmt: skip
     for _ in range(100):
         count = int(rng.integers(1, 300))
-        codes = {name: rng.choice([i for i, v in enumerate(levels) if v is not None], count) for name, levels in values.items()}
+        codes = {
+            name: rng.choice([i for i, v in enumerate(levels) if v is not None], count)
+            for name, levels in values.items()
+        }
         columns = {name: np.asarray(values[name], dtype=object)[code] for name, code in codes.items()}
         columns.update(start_ns=np.sort(rng.integers(0, 10_000, count)), duration_ns=rng.integers(1, 50, count),
                        size_bytes=rng.choice([np.nan, 10.0, 1e6], count))  # fmt: skip
@@ -108,4 +114,8 @@ def test_durations_sorted_within_groups_as_a_lexsort_sorts_them():
             group = rng.integers(0, 20, rng.integers(1, 200)).astype(np.uint16)
             durations = rng.integers(low, high, len(group))
             expected = durations[np.lexsort((durations, group))]
-            assert nccldigest._sorted_in_groups(group, durations).tolist() == expected.tolist()
+            kind = rng.integers(0, 300, len(group))
+            assert nccldigest._sorted_in_groups(group, durations)[0].tolist() == expected.tolist()
+            order = np.lexsort((kind, durations, group))  # each kind travels with its duration
+            got_durations, got_kinds = nccldigest._sorted_in_groups(group, durations, kind)
+            assert got_durations.tolist() == durations[order].tolist() and got_kinds.tolist() == kind[order].tolist()

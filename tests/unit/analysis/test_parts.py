@@ -11,25 +11,31 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
+from nsys_fixtures import Export, Kernel, write_export
 from real_exports import NAMES, PACKED, decompress
 
 from nsyskit.analysis.parts import SUFFIX, map_reports, merge_parts, merged_timelines, read_part
 from nsyskit.analysis.present.timeline import DEFAULT_MAX_EVENTS, write_timeline, write_trace
+from nsyskit.analysis.read.discover import discover
 from nsyskit.analysis.trace import analyze_run
 from nsyskit.errors import AnalysisError, PartialAnalysis
 
 REAL = [name for name in NAMES if name in PACKED]  # the real exports this checkout has (../shared's and its own)
+# The run's reports: a clone without ../shared has only the project's own export (tests/data/real), so the run holds it
+# twice (a second rank) and every test of a missing or cut part still has a rank left to merge.
+RUN = {name: name for name in REAL} | ({} if len(REAL) > 1 else {f"second_{REAL[0]}": REAL[0]})
 
 
 @pytest.fixture(scope="module")
 def real_run(tmp_path_factory, real_exports_dir):
-    """A run folder of every real export (the two-process one holds two ranks)."""
+    """A run folder of every real export (a file of several processes holds several ranks)."""
     folder = tmp_path_factory.mktemp("real-run")
-    for name in REAL:
-        shutil.copy(decompress(name, real_exports_dir), folder / name)
+    for target, name in RUN.items():
+        shutil.copy(decompress(name, real_exports_dir), folder / target)
     return folder
 
 
@@ -48,7 +54,7 @@ def test_the_merge_of_parts_written_in_any_order_is_the_whole_analysis(real_run,
     parts = tmp_path / "parts"
     for index in (2, 0, 1):  # three array elements, finishing in any order
         map_reports([real_run], parts, index, 3)
-    assert len(list(parts.glob("*" + SUFFIX))) == len(REAL)
+    assert len(list(parts.glob("*" + SUFFIX))) == len(RUN)
     merged, facts = merge_parts(parts)
     assert whole_json(merged) == whole_json(analyze_run([real_run]))  # equal numbers, every row of every table
     assert facts["missing"] == [] and merged.incomplete == []
@@ -66,12 +72,12 @@ def test_a_missing_part_names_the_report_at_the_top_and_the_rest_is_merged(real_
     written = map_reports([real_run], tmp_path)
     written[0].unlink()
     merged, facts = merge_parts(tmp_path)
-    assert len(facts["missing"]) == 1 and merged.incomplete[0].startswith(f"1 of {len(REAL)} reports have no part")
+    assert len(facts["missing"]) == 1 and merged.incomplete[0].startswith(f"1 of {len(RUN)} reports have no part")
     assert written[0].name.removesuffix(SUFFIX) in merged.incomplete[0]
 
 
 def test_two_parts_claiming_one_rank_are_one_error_naming_both(real_run, tmp_path):
-    first = map_reports([real_run], tmp_path, 0, len(REAL))[0]
+    first = map_reports([real_run], tmp_path, 0, len(RUN))[0]
     other = tmp_path / ("copy_" + first.name)
     shutil.copy(first, other)
     with pytest.raises(AnalysisError, match=r"claims rank 0, as .* does; fix: keep one part per report"):
@@ -79,14 +85,14 @@ def test_two_parts_claiming_one_rank_are_one_error_naming_both(real_run, tmp_pat
 
 
 def test_a_truncated_part_is_one_line(real_run, tmp_path):
-    part = map_reports([real_run], tmp_path, 0, len(REAL))[0]
+    part = map_reports([real_run], tmp_path, 0, len(RUN))[0]
     part.write_bytes(part.read_bytes()[: part.stat().st_size // 2])
     with pytest.raises(AnalysisError, match=r"is not a whole part file .*; fix: map its report again"):
         read_part(part)
 
 
 def test_a_part_of_another_version_is_refused(real_run, tmp_path):
-    part = map_reports([real_run], tmp_path, 0, len(REAL))[0]
+    part = map_reports([real_run], tmp_path, 0, len(RUN))[0]
     with np.load(part) as data:
         arrays = dict(data)
     header = json.loads(str(arrays["header"]))
@@ -151,13 +157,16 @@ def test_a_report_that_cannot_be_read_gets_a_part_saying_why_and_the_merge_names
     cut.write_bytes(cut.read_bytes()[:5000])  # a rank killed while writing its export
     parts = tmp_path / "parts"
     written = map_reports([run], parts)
-    assert len(written) == len(REAL)
+    assert len(written) == len(RUN)
     merged, facts = merge_parts(parts)
-    assert facts["left_out"][0][1] == str(cut) and len(merged.sources) == len(REAL)  # the two-process file: 2 ranks
-    assert merged.incomplete == [f"rank 0 left out: {facts['left_out'][0][2]}"] and str(cut) in merged.incomplete[0]
+    assert facts["left_out"][0][1] == str(cut)
+    assert merged.sources == analyze_run([run]).sources  # the others' ranks (one per process of a file), cut's left out
+    rank = dict((str(path), rank) for rank, path in discover([run]))[str(cut)]  # as 'invoke analyze' numbers it
+    assert merged.incomplete == [f"rank {rank} left out: {facts['left_out'][0][2]}"]
+    assert str(cut) in merged.incomplete[0]
     with pytest.raises(AnalysisError):
         map_reports([run], tmp_path / "strict", strict=True)
-    with pytest.raises(PartialAnalysis, match=r"^rank 0 \(.*\): .*; fix: map it again"):
+    with pytest.raises(PartialAnalysis, match=rf"^rank {rank} \(.*\): .*; fix: map it again"):
         merge_parts(parts, strict=True)
 
 
@@ -165,7 +174,7 @@ def test_an_unreadable_part_leaves_its_rank_out_with_why_unless_strict(real_run,
     written = map_reports([real_run], tmp_path)
     written[-1].write_bytes(written[-1].read_bytes()[:100])
     merged, facts = merge_parts(tmp_path)
-    assert merged.incomplete[0].startswith(f"1 of {len(REAL)} reports have no part")
+    assert merged.incomplete[0].startswith(f"1 of {len(RUN)} reports have no part")
     assert any("is not a whole part file" in line for line in merged.incomplete[1:])
     with pytest.raises(AnalysisError, match="is not a whole part file"):
         merge_parts(tmp_path, strict=True)
@@ -200,10 +209,11 @@ def test_the_commands_on_a_cut_export_name_its_rank_and_exit_4_or_stop_with_stri
     merged = nsyskit("analyze-merge", str(parts), "--json", "--output", str(tmp_path / "out"), "--timeline")
     assert merged.returncode == 4, merged.stderr
     incomplete = json.loads(merged.stdout)["run"]["incomplete"]
-    assert any(line.startswith(f"rank {len(REAL) - 1} left out: {cut}") for line in incomplete)
+    rank = dict((str(path), rank) for rank, path in discover([run]))[str(cut)]  # as 'invoke analyze' numbers it
+    assert any(line.startswith(f"rank {rank} left out: {cut}") for line in incomplete)
     assert (tmp_path / "out" / "timeline.json.gz").exists() and (tmp_path / "out" / "report.html").exists()
     strict = nsyskit("analyze-merge", str(parts), "--no-html", "--strict")
-    assert strict.returncode == 4 and strict.stderr.strip().splitlines()[-1].startswith(f"error: rank {len(REAL) - 1} (")
+    assert strict.returncode == 4 and strict.stderr.strip().splitlines()[-1].startswith(f"error: rank {rank} (")
     assert nsyskit("analyze-part", str(run), "--out", str(tmp_path / "p2"), "--strict").returncode == 1
 
 
@@ -221,3 +231,69 @@ def test_a_digests_durations_travel_as_steps_and_come_back_whole(dtype):
         durations = durations.astype(dtype)
         back = _unsteps(_steps(durations, counts), counts)
         assert back.dtype == durations.dtype and back.tolist() == durations.tolist()
+
+
+def unranked_run(folder, real_exports_dir, count: int = 8):
+    """A run folder of `count` reports named r0.sqlite, r1.sqlite, ... (no rank in the names, no run.json): the
+    smallest real exports this checkout has, then exports made here with a kernel of their own each, so that every
+    rank's tables tell which file it was read from."""
+    folder.mkdir()
+    real = sorted(REAL, key=lambda name: PACKED[name].stat().st_size)[:3]
+    for index in range(count):
+        target = folder / f"r{index}.sqlite"
+        if index < len(real):
+            os.link(decompress(real[index], real_exports_dir), target)
+        else:
+            write_export(target, Export(kernels=[Kernel(0, 1000 * (index + 1), f"kernel_of_r{index}")]))
+    return folder
+
+
+def without_warnings(analysis) -> str:
+    data = analysis.to_json(rows=1 << 30)
+    data.pop("warnings")
+    return json.dumps(data, sort_keys=True, default=str)
+
+
+def test_reports_without_ranks_mapped_each_on_its_own_merge_as_analyze_numbers_them(real_exports_dir, tmp_path):
+    run = unranked_run(tmp_path / "run", real_exports_dir)
+    nsyskit = functools.partial(run_nsyskit, tmp_path)
+    parts = tmp_path / "parts"
+    for report in sorted(run.iterdir(), reverse=True):  # each mapped on its own, as 8 separate jobs would
+        mapped = nsyskit("analyze-part", str(report), "--out", str(parts))
+        assert mapped.returncode == 0, mapped.stderr
+        header, _results = read_part(parts / (report.name + SUFFIX))
+        assert header["rank"] == 0 and header["rank_known"] is False  # the part says its rank is not known
+    merged = nsyskit("analyze-merge", str(parts), "--json", "--no-html")
+    whole = nsyskit("analyze", str(run), "--json", "--no-html")
+    assert merged.returncode == whole.returncode == 0, merged.stderr
+    merged_data, whole_data = json.loads(merged.stdout), json.loads(whole.stdout)
+    said = [w for w in merged_data.pop("warnings") if "numbered in the order of their sorted names" in w]
+    assert said and "r0.sqlite = rank 0" in said[0] and "8 reports" in said[0]  # the merge says it numbered them
+    assert "numbered in the order" in merged.stderr
+    whole_data.pop("warnings")
+    assert merged_data == whole_data  # every table, rank by rank, as 'invoke analyze' of the same files
+    in_rank_order = [Path(whole_data["sources"][rank]).name for rank in sorted(whole_data["sources"], key=int)]
+    assert list(dict.fromkeys(in_rank_order)) == [f"r{i}.sqlite" for i in range(8)]  # a two-process file: 2 ranks
+
+
+def test_named_and_unnamed_reports_mapped_apart_keep_the_named_ranks(real_exports_dir, tmp_path):
+    run = unranked_run(tmp_path / "run", real_exports_dir, count=3)
+    (run / "r1.sqlite").rename(run / "rank_1.sqlite")  # r0 and r2 take the ranks rank_1 leaves: 0 and 2
+    parts = tmp_path / "parts"
+    for report in run.iterdir():
+        map_reports([report], parts)
+    merged, facts = merge_parts(parts)
+    assert without_warnings(merged) == without_warnings(analyze_run([run])) and facts["missing"] == []
+
+
+def test_two_reports_of_one_named_rank_mapped_apart_are_still_a_clash(real_exports_dir, tmp_path):
+    source = decompress(REAL[0], real_exports_dir)
+    parts = tmp_path / "parts"
+    for run in ("a", "b"):
+        (tmp_path / run).mkdir()
+        os.link(source, tmp_path / run / "job_rank_0.sqlite")
+        map_reports([tmp_path / run / "job_rank_0.sqlite"], parts / run)
+        for part in (parts / run).iterdir():
+            part.rename(parts / f"{run}_{part.name}")
+    with pytest.raises(AnalysisError, match=r"claims rank 0, as .*job_rank_0.* does; fix: keep one part per report"):
+        merge_parts(parts)

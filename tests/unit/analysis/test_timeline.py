@@ -117,3 +117,20 @@ def test_real_export_every_event_is_on_the_timeline(real_export, tmp_path):
     on_streams = sum(n for (_, track), n in per_track.items() if track.startswith("GPU") and "memcpy" not in track)
     assert on_streams == kernels
     assert all(" stream " in track for (_, track) in per_track if track.startswith("GPU") and "memcpy" not in track)
+
+
+def test_kernels_on_the_timeline_carry_their_tables_short_names(real_export, tmp_path):
+    """Each kernel slice is named as the rank's kernel table names it (told apart where short names collide)."""
+    from nsyskit.analysis.trace import analyze_file
+
+    target = tmp_path / "timeline.json.gz"
+    timeline.write_timeline([real_export], target, max_events=10**7)
+    data, _, slices, _ = read_trace(target)
+    tracks = {(e["pid"], e["tid"]): e["args"]["name"] for e in data["traceEvents"] if e["name"] == "thread_name"}
+    on_streams = [e for e in slices if " stream " in tracks[(e["pid"], e["tid"])]]  # kernels: one track per stream
+    first_rank = min(rank for rank, _path, _pid in timeline.rank_sources([real_export]))  # rank_N in a name counts
+    for result in analyze_file(first_rank, real_export):
+        named = set(result["kernel_summary"]["short_name"].tolist())
+        shown = {e["name"] for e in on_streams if e["pid"] == result["rank"]}
+        assert shown == {name if len(name) <= timeline.NAME_WIDTH else name[: timeline.NAME_WIDTH - 1] + "…"
+                         for name in named}  # fmt: skip

@@ -30,6 +30,12 @@ PER_CALL_SUFFIX = re.compile(r"(?:,\s*(?:seq|op_id)\s*=\s*\d+)+\s*$")
 # The same suffix ending before a NUL (texts joined by NULs), written to begin with a literal ',' that the regex
 # engine scans for: half the time of the grouped form over 40K texts.
 PER_CALL_SUFFIX_BEFORE_NUL = re.compile(r",\s*(?:seq|op_id)\s*=\s*\d+(?:,\s*(?:seq|op_id)\s*=\s*\d+)*\s*(?=\0)")
+# A trailing step or iteration number ('step 7', 'Batch 12', 'train_step:3', 'epoch_2'): one of these words, in any
+# case and with no ASCII letter or digit right before it, [\s_:#-]*, the number, \s* to the end. The number is written
+# N ('step N'): one group for every step. Any other trailing number ('layer_3', 'MPI Rank 3', 'TBackward0') stays.
+STEP_WORDS = ("step", "iter", "iteration", "epoch", "batch", "microbatch", "minibatch")
+STEP_NUMBER = re.compile(rf"(?<![0-9A-Za-z])((?:{'|'.join(STEP_WORDS)})[\s_:#-]*)\d+\s*$", re.IGNORECASE)
+STEP_NUMBER_BEFORE_NUL = re.compile(STEP_NUMBER.pattern.replace("$", "(?=\0)"), re.IGNORECASE)
 MAX_INT64 = (1 << 63) - 1
 MAX_COUNTING_GROUPS = np.iinfo(np.uint16).max  # more keys: one sort (numpy's radix argsort takes 16-bit groups)
 STAT_COLUMNS = ("total_ns", "instances", "avg_ns", "median_ns", "min_ns", "max_ns", "stddev_ns")
@@ -257,9 +263,9 @@ def step_times(
     numbers = np.full(len(unique), -1, dtype=np.int64)
     candidates = range(len(unique))
     if grouped is not None and pattern is STEP_NAME:
-        # A text STEP_NAME matches holds no comma, so no per-call part: its group is itself, and matches too. Only
-        # the texts of matching groups are tried (a few hundred groups, not tens of thousands of texts).
-        matching = [index for index, text in enumerate(grouped[0]) if pattern.match(text)]
+        # A text STEP_NAME matches holds no comma, so no per-call part: its group is itself or, its number written N,
+        # a step label. Only the texts of such groups are tried (a few hundred groups, not tens of thousands of texts).
+        matching = [index for index, text in enumerate(grouped[0]) if is_step_label(text)]
         candidates = np.flatnonzero(np.isin(grouped[1], matching)).tolist()
     for index in candidates:
         text = unique[index]
@@ -289,9 +295,21 @@ def step_times(
 
 
 def group_texts(texts: list[str]) -> tuple[list[str], np.ndarray]:
-    """(distinct texts without PyTorch's per-call ', seq = N' / ', op_id = N' parts, index of each of `texts` among
-    them): the tens of thousands of per-call texts of a rank fall into a few hundred groups."""
+    """(distinct texts without PyTorch's per-call ', seq = N' / ', op_id = N' parts and with a trailing step number
+    written N, index of each of `texts` among them): the tens of thousands of per-call texts of a rank fall into a few
+    hundred groups, and 'step 1' ... 'step 20' into one, 'step N'."""
     return factorize(_without_per_call_suffix(texts))
+
+
+def group_text(text: str) -> str:
+    """One text's group (group_texts): its per-call suffix cut (PER_CALL_SUFFIX), then its step number N (STEP_NUMBER)."""
+    cut = text[: match.start()] if (match := PER_CALL_SUFFIX.search(text)) else text
+    return STEP_NUMBER.sub(r"\1N", cut, count=1)
+
+
+def is_step_label(label: str) -> bool:
+    """Whether a text or its group names a training step (STEP_NAME; 'step N' stands for the numbers it groups)."""
+    return bool(STEP_NAME.match(label) or (label.endswith("N") and STEP_NAME.match(label[:-1] + "0")))
 
 
 def nvtx_labels(nvtx: NvtxRanges, grouped: tuple[list[str], np.ndarray] | None = None) -> tuple[list[str], np.ndarray]:
@@ -314,20 +332,20 @@ def nvtx_labels(nvtx: NvtxRanges, grouped: tuple[list[str], np.ndarray] | None =
 
 
 def _without_per_call_suffix(texts: list[str]) -> list[str]:
-    """The texts without PyTorch's per-call ', seq = N' / ', op_id = N' suffix (PER_CALL_SUFFIX)."""
+    """Each text's group (group_text): without PyTorch's per-call suffix, a trailing step number written N."""
     found = native_texts.cut_suffixes(texts)  # texts.c: ASCII texts in one C pass, the others here
     if found is not None:
         cut, whole = found
         for index in whole.tolist():
-            match = PER_CALL_SUFFIX.search(texts[index])
-            cut[index] = texts[index][: match.start()] if match else texts[index]
+            cut[index] = group_text(texts[index])
         return cut
-    # One regex pass over the texts joined by NULs (the suffix then ends before a NUL, not at the end) instead of a
-    # search per text: per-call texts are tens of thousands. A text holding a NUL is searched on its own.
+    # One regex pass of each over the texts joined by NULs (the suffix then ends before a NUL, not at the end) instead
+    # of a search per text: per-call texts are tens of thousands. A text holding a NUL is searched on its own.
     joined = "\0".join(texts)
     if joined.count("\0") != max(len(texts) - 1, 0):
-        return [text[: match.start()] if (match := PER_CALL_SUFFIX.search(text)) else text for text in texts]
-    return PER_CALL_SUFFIX_BEFORE_NUL.sub("", joined + "\0").split("\0")[:-1] if texts else []
+        return [group_text(text) for text in texts]
+    cut = PER_CALL_SUFFIX_BEFORE_NUL.sub("", joined + "\0")
+    return STEP_NUMBER_BEFORE_NUL.sub(r"\1N", cut).split("\0")[:-1] if texts else []
 
 
 def nvtx_gpu_summary(
@@ -343,7 +361,7 @@ def nvtx_gpu_summary(
         return Table({c: np.empty(0, dtype=object if c == "name" else np.int64) for c in columns})
     names, codes = labels
     # 'step N' ranges: one label
-    unique_list, inverse = refactorize(["step" if STEP_NAME.match(name) else name for name in names], codes)
+    unique_list, inverse = refactorize(["step" if is_step_label(name) else name for name in names], codes)
     unique = np.asarray(unique_list, dtype=object)
     count = np.bincount(inverse, minlength=len(unique))
     cpu = np.bincount(inverse, weights=nvtx.end - nvtx.start, minlength=len(unique))

@@ -44,7 +44,8 @@ class RunView:
     memcpy: Table | None = None
     window_source: str = "none"  # 'profile_window', 'warm-up dropped' or 'none'
     evidence: Table | None = None  # every rank's evidence rows for the findings (compute.evidence.pivot reads them)
-    nccl_sizes: Table | None = None  # per op, origin and size bucket: count, time, median (nccldigest.size_summary)
+    nccl_sizes: Table | None = None  # per op, origin, size bucket and n: count, time, median, bandwidths (size_summary;
+    # the fabric's columns with --fabric)
     top_kernels: Table | None = None  # every kernel name's GPU time over all ranks (result.combine_kernel_summaries)
     ranks_table: Table | None = None  # the ranks table (analyzers.cross_rank): its straggler flags are the verdict
     straggler_pct: float = 5.0  # the threshold those flags used

@@ -35,7 +35,14 @@ COLLECTIVES = {
 }  # fmt: skip
 VARIANT_SUFFIXES = re.compile(r"(?:base|coalesced|intotensor|tensor)+$")
 NAME_HEAD_END = re.compile(r"[,(\s]")  # a name's head ends at its first comma, parenthesis or space
-NCCL_OPS_COLUMNS = ("op", "origin", "start_ns", "duration_ns", "size_bytes", "bucket", "source")
+NCCL_OPS_COLUMNS = ("op", "origin", "start_ns", "duration_ns", "size_bytes", "bucket", "source", "nranks")
+NO_NRANKS = 0  # the report does not state the operation's communicator size (the run's world size stands in later)
+# NCCL's NVTX payload entries (nvtx_payload_schemas.h): "No. of ranks" on ncclCommInitRank/CommSplit, "NCCL
+# communicator ID" on those and on every collective; other tools' spellings of a communicator size too.
+NRANKS_KEY = re.compile(
+    r"^(?:no\.?\s*of\s*ranks|n_?ranks|num_?ranks|world_?size|group_?size|comm_?size)$", re.IGNORECASE
+)
+COMM_KEY = re.compile(r"^(?:nccl\s*)?communicator(?:\s*id)?$|^comm(?:_?hash|_?id)?$", re.IGNORECASE)
 
 
 def collective(name: str) -> str | None:
@@ -67,26 +74,72 @@ def size_bucket_codes(sizes: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(sizes), len(BUCKET_LABELS) - 1, index)
 
 
+def distinct_sizes(sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct sizes ascending, NaN last as one value; each size's index among them): a hash pass finds the few
+    distinct sizes and a search codes each one (a sort of every size costs twice as much)."""
+    values = np.sort(np.unique(sizes, sorted=False))
+    return values, np.searchsorted(values, sizes)
+
+
 def size_bucket(size: float) -> str:
     """The bucket of one size (see size_buckets)."""
     return str(size_buckets(np.asarray([np.nan if size is None else size], dtype=np.float64))[0])
 
 
-def payload_sizes(nvtx: NvtxRanges, index: np.ndarray) -> np.ndarray:
-    """Message sizes of the ranges at `index`: the numeric payload, else a size/bytes field of a JSON payload."""
+def payload_sizes(nvtx: NvtxRanges, index: np.ndarray, has_json: np.ndarray | None = None) -> np.ndarray:
+    """Message sizes of the ranges at `index`: the numeric payload, else a size/bytes field of a JSON payload
+    (`has_json`: which of them hold one, when the caller knows)."""
     sizes = nvtx.payload[index].astype(np.float64)
-    has_json = np.not_equal(nvtx.json[index], None)  # elementwise: only ranges with a JSON text need a look
-    for at in np.flatnonzero(np.isnan(sizes) & has_json):
-        text = nvtx.json[index[at]]
-        try:
-            data = json.loads(text) if text else None
-        except ValueError:
-            data = None
-        for key, value in data.items() if isinstance(data, dict) else ():
-            if re.search(r"size|bytes", str(key), re.IGNORECASE) and isinstance(value, int | float):
+    has_json = np.not_equal(nvtx.json[index], None) if has_json is None else has_json
+    for at in np.flatnonzero(np.isnan(sizes) & has_json):  # only JSON holders
+        for key, value in _payload_fields(nvtx.json[index[at]]).items():
+            if re.search(r"size|bytes", key, re.IGNORECASE) and isinstance(value, int | float):
                 sizes[at] = float(value)
                 break
     return sizes
+
+
+def payload_nranks(nvtx: NvtxRanges, index: np.ndarray, has_json: np.ndarray | None = None) -> np.ndarray:
+    """The communicator size each range at `index` states (NO_NRANKS where none): its own JSON payload's rank count,
+    else that of the ncclCommInitRank/CommSplit range of the same rank that created its communicator (by ID).
+    `has_json`: which ranges at `index` hold a JSON payload, when the caller knows."""
+    nranks = np.full(len(index), NO_NRANKS, dtype=np.int64)
+    has_json = np.not_equal(nvtx.json[index], None) if has_json is None else has_json
+    if not has_json.any():  # a collective states its communicator in its JSON payload, or nothing ties it to one
+        return nranks
+    holders = np.flatnonzero(np.not_equal(nvtx.json, None))
+    fields = {int(at): _payload_fields(nvtx.json[at]) for at in holders}
+    comm_size = {}  # communicator ID -> its size, from the ranges that state both (the init ranges)
+    for found in fields.values():
+        comm, size = _field(found, COMM_KEY), _field(found, NRANKS_KEY)
+        if comm is not None and isinstance(size, int) and size > 0:
+            comm_size[comm] = size
+    for position in np.flatnonzero(np.isin(index, holders)).tolist():
+        found = fields[int(index[position])]
+        size = _field(found, NRANKS_KEY)
+        size = size if isinstance(size, int) and size > 0 else comm_size.get(_field(found, COMM_KEY))
+        nranks[position] = size or NO_NRANKS
+    return nranks
+
+
+def _payload_fields(text: str | None) -> dict[str, object]:
+    """A JSON payload's fields by name, one level of nesting flattened (a schema's struct under its own name)."""
+    try:
+        data = json.loads(text) if text else None
+    except ValueError:
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    flat: dict[str, object] = {}
+    for key, value in data.items():
+        flat.update({str(k): v for k, v in value.items()} if isinstance(value, dict) else {str(key): value})
+    return flat
+
+
+def _field(fields: dict[str, object], pattern: re.Pattern) -> object:
+    """The first field whose name `pattern` matches (None when none does); a bool is no number."""
+    value = next((v for k, v in fields.items() if pattern.match(k.strip())), None)
+    return None if isinstance(value, bool) else value
 
 
 def nccl_operations(
@@ -119,7 +172,8 @@ def nccl_operations(
         )
         on_gpu = timing.kernels > 0 if timing is not None else np.zeros(len(chosen), dtype=bool)
         cpu = nvtx.end[chosen] - nvtx.start[chosen]
-        sizes = payload_sizes(nvtx, chosen)
+        has_json = np.not_equal(nvtx.json[chosen], None)  # elementwise: few ranges carry a JSON payload
+        sizes = payload_sizes(nvtx, chosen, has_json)
         # The text columns by index into their few values (the digest factorizes them: no Python step per row).
         origins = ["nccl-nvtx", "pytorch", *BACKEND_DOMAINS.values()]
         origin = torch_head[head[chosen]].astype(np.int64)
@@ -127,13 +181,16 @@ def nccl_operations(
         for index, domain in enumerate(BACKEND_DOMAINS, start=2):  # a range in a backend's own domain is its
             if domain in domains:
                 origin[domain_codes[chosen] == domains.index(domain)] = index
-        bucket = size_bucket_codes(sizes)
-        coded = {"op": (ops_of_head.tolist(), head[chosen]), "origin": (origins, origin), "bucket": (BUCKET_LABELS, bucket)}
+        size_values, size_code = distinct_sizes(sizes)  # the buckets of the few distinct sizes; the digest's kinds
+        bucket = size_bucket_codes(size_values)[size_code]
+        coded = {"op": (ops_of_head.tolist(), head[chosen]), "origin": (origins, origin), "bucket": (BUCKET_LABELS, bucket),
+                 "source": (["nvtx", "gpu"], on_gpu.astype(np.int64)), "size_bytes": (size_values, size_code)}  # fmt: skip
         return Table({
             "op": ops_of_head[head[chosen]], "origin": np.asarray(origins, dtype=object)[origin], "start_ns": nvtx.start[chosen],
             "duration_ns": np.where(on_gpu, timing.span_ns if timing is not None else 0, cpu).astype(np.int64),
             "size_bytes": sizes, "bucket": np.asarray(BUCKET_LABELS, dtype=object)[bucket],
             "source": np.asarray(["nvtx", "gpu"], dtype=object)[on_gpu.astype(np.int64)],
+            "nranks": payload_nranks(nvtx, chosen, has_json),
         }, coded=coded)  # fmt: skip
     nccl = _nccl_kernel_mask(kernels, names)
     if not nccl.any():
@@ -150,11 +207,10 @@ def nccl_operations(
         "op": np.asarray([label[int(i)] for i in ids], dtype=object), "origin": np.full(len(ids), "kernel", dtype=object),
         "start_ns": kernels.start[nccl], "duration_ns": kernels.end[nccl] - kernels.start[nccl],
         "size_bytes": sizes, "bucket": size_buckets(sizes), "source": np.full(len(ids), "gpu", dtype=object),
+        "nranks": np.full(len(ids), NO_NRANKS, dtype=np.int64),
     })  # fmt: skip
 
 
 def _nccl_kernel_mask(kernels: Intervals, names: Mapping[int, str]) -> np.ndarray:
     ids = np.asarray(sorted(i for i, n in names.items() if NCCL_KERNEL.search(n or "")), dtype=np.int64)
     return among(kernels.extra.get("name", np.empty(0, dtype=np.int64)), ids)
-
-

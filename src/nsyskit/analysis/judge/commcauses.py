@@ -14,6 +14,7 @@ from nsyskit.analysis.compute import units
 from nsyskit.analysis.compute.commcauses import OUTLIER_MIN_NS, OUTLIER_X, SEPARATOR, SERIAL_OVERLAP_PCT
 from nsyskit.analysis.compute.evidence import pivot
 from nsyskit.analysis.compute.metrics import RunView
+from nsyskit.analysis.compute.nccldigest import median_of
 from nsyskit.analysis.judge.finding import Finding, document
 
 OUTLIERS = document(
@@ -27,14 +28,11 @@ OUTLIERS = document(
 
 def nccl_outlier(view: RunView) -> Finding | None:
     """Collectives over OUTLIER_X times their group's run-level median: the worst group, counted exactly."""
-    if view.nccl is None or view.nccl_sizes is None or not len(view.nccl_sizes):
+    if view.nccl is None:
         return None
-    medians = {(str(o), str(g), str(b)): float(m) for o, g, b, m in zip(
-        view.nccl_sizes["op"], view.nccl_sizes["origin"], view.nccl_sizes["bucket"], view.nccl_sizes["median_ns"],
-        strict=True)}  # fmt: skip
     groups = []
-    for key, members in view.nccl.grouped().items():
-        median = medians.get(tuple(map(str, key)))
+    for key, members in view.nccl.grouped().items():  # the median over every rank and communicator size
+        median = median_of([values for _part, _row, values in members])
         if not median or median != median:
             continue
         threshold = max(OUTLIER_X * median, median + OUTLIER_MIN_NS)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -172,20 +173,25 @@ def changes_markdown(title: str, table: Table, keys: tuple[str, ...]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def change_text(change_ns: float, change_pct: float) -> str:
-    """'+1.20 ms (+12.5%)': a time change and its share of A ('new' when A had none)."""
+def change_text(change_ns: float, change_pct: float | None) -> str:
+    """'+1.20 ms (+12.5%)': a time change and its share of A ('new' when A had none: a share of None or NaN, as a
+    table row gives a kernel that only B ran)."""
     sign = "+" if change_ns > 0 else ""
-    share = "new" if np.isnan(change_pct) else f"{0.0 if abs(change_pct) < 0.05 else change_pct:+.1f}%"
+    missing = change_pct is None or math.isnan(change_pct)
+    share = "new" if missing else f"{0.0 if abs(change_pct) < 0.05 else change_pct:+.1f}%"
     return f"{sign}{units.duration(change_ns)} ({share})"
 
 
-def write_step_summary(text: str) -> Path | None:
-    """Append `text` to $GITHUB_STEP_SUMMARY when set (GitHub Actions shows it on the run page); the file, or None."""
+def write_step_summary(text: str | Callable[[], str]) -> Path | None:
+    """Append `text` to $GITHUB_STEP_SUMMARY when set (GitHub Actions shows it on the run page); the file, or None.
+
+    `text` may be a function that builds it: it is called only when the summary is written.
+    """
     target = os.environ.get("GITHUB_STEP_SUMMARY")
     if not target:
         return None
     with open(target, "a", encoding="utf-8") as out:
-        out.write(text)
+        out.write(text() if callable(text) else text)
     return Path(target)
 
 

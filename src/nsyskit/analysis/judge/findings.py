@@ -17,7 +17,9 @@ from nsyskit.analysis.compute.metrics import RunView, per_rank, run_metrics, ste
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.judge import commcauses, gpuwork
 from nsyskit.analysis.judge.diagnoses import HOST_RULES
+from nsyskit.analysis.judge.fabric import below_fabric
 from nsyskit.analysis.judge.finding import CATALOG, Finding, document, ordered, ranks_text
+from nsyskit.analysis.judge.mfu import low_mfu
 from nsyskit.errors import UsageError
 
 __all__ = ["RULES", "Finding", "explain", "find"]
@@ -255,7 +257,8 @@ def step_variance(view: RunView) -> Finding | None:
 Rule = Callable[[RunView], "Finding | None"]
 RULES: tuple[Rule, ...] = (
     exposed_communication, straggler, gpu_idle, small_messages, pageable_memcpy, step_variance,
-    gpuwork.tensor_cores_unused, commcauses.nccl_outlier, commcauses.serialized_streams, *HOST_RULES,
+    gpuwork.tensor_cores_unused, commcauses.nccl_outlier, commcauses.serialized_streams, low_mfu, below_fabric,
+    *HOST_RULES,
 )  # fmt: skip
 
 

@@ -44,8 +44,8 @@ def tensor_cores_unused(view: RunView) -> Finding | None:
     if share < SIMT_SHARE_PCT or spent < SIMT_MIN_NS:
         return None
     worst = np.flatnonzero(simt)[np.argsort(-table["total_ns"][simt], kind="stable")][:3]
-    named = ", ".join(f"{short} ({units.duration(ns)})" for short, ns in
-                      zip(short_names(np.asarray(names, dtype=object)[worst]), table["total_ns"][worst], strict=True))  # fmt: skip
+    shorts = table["short_name"] if "short_name" in table else short_names(np.asarray(names, dtype=object))
+    named = ", ".join(f"{shorts[i]} ({units.duration(table['total_ns'][i])})" for i in worst)  # as the table names them
     steps = len(view.steps)
     per_step = spent / steps if steps else float("nan")
     matrix_ns = float(table["total_ns"][matrix].sum())

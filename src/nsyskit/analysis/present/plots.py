@@ -142,12 +142,33 @@ def nccl_size_histograms(total: NcclRollup | None) -> bytes | None:
     return _png(fig)
 
 
+def nccl_busbw(by_size: Table | None) -> bytes | None:
+    """Median bus bandwidth (GB/s, 10^9 bytes/s) against message size (nccl-tests' size, log scale), one line per
+    collective and communicator size, as nccl-tests' own plots draw them."""
+    if by_size is None or not len(by_size):
+        return None
+    fig, ax = plt.subplots(figsize=(WIDTH_IN, 3.6))
+    lines = sorted({(str(op), int(n)) for op, n in zip(by_size["op"], by_size["nranks"], strict=True)})
+    for op, n in lines:
+        mine = by_size.take((by_size["op"] == op) & (by_size["nranks"] == n))
+        label = f"{op} (n={n})" if len({line[1] for line in lines}) > 1 else op
+        ax.plot(mine["size_bytes"], mine["busbw_median_gbps"], marker="o", markersize=3, label=label)
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda value, _pos: units.size(value)))
+    ax.set_xlabel("message size (nccl-tests' size: AllGather's whole output, ReduceScatter's whole input)")
+    ax.set_ylabel("busbw (GB/s, median)")
+    ax.set_title("NCCL bus bandwidth against message size (operations timed on the GPU)")
+    ax.legend(fontsize=8)
+    return _png(fig)
+
+
 def top_kernels(kernels: Table | None, count: int = 12) -> bytes | None:
     """Horizontal bars of the kernels with the most total GPU time (all ranks)."""
     if kernels is None or not len(kernels):
         return None
     top = kernels.take(slice(0, count))
-    names = [_short(n) for n in top["name"]][::-1]
+    # The table's short names (told apart where they collide: equal labels would share one bar)
+    names = [_short(n) for n in (top["short_name"] if "short_name" in top else top["name"])][::-1]
     scale, unit = units.duration_axis(float(top["total_ns"].max()))
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 0.35 * len(names) + 1.5))
     ax.barh(names, (top["total_ns"] / scale)[::-1], color="#4C72B0")
@@ -157,6 +178,5 @@ def top_kernels(kernels: Table | None, count: int = 12) -> bytes | None:
     return _png(fig)
 
 
-def _short(name: str, width: int = 60) -> str:
-    name = name.split("(")[0]
+def _short(name: str, width: int = 80) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"

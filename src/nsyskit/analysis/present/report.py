@@ -83,9 +83,12 @@ def nccl_logs(analysis: Analysis, folder: Path) -> NcclLogAnalysis | None:
     return result if result.lines["nccl_info"] else None
 
 
-def compose(analysis: Analysis, summary: Summary, folder: Path, full_names: bool = False) -> Report:
+UNREAD = object()  # compose's logs when the caller has not read them
+
+
+def compose(analysis: Analysis, summary: Summary, folder: Path, full_names: bool = False, logs=UNREAD) -> Report:
     """The report's sections: findings, kernels, GPU breakdown and overlap, NVTX, NCCL message sizes, ranks, and
-    the NCCL logs' section when the run folder holds NCCL logs."""
+    the NCCL logs' section when the run folder holds NCCL logs (`logs`: nccl_logs' result, when already read)."""
     data = functools.cache(analysis.to_json)  # computed once, and only when JSON is written
     shown = [
         sections.findings(summary),
@@ -95,7 +98,7 @@ def compose(analysis: Analysis, summary: Summary, folder: Path, full_names: bool
         sections.communication(analysis, data),
         sections.ranks(analysis, summary, data),
     ]
-    logs = nccl_logs(analysis, folder)
+    logs = nccl_logs(analysis, folder) if logs is UNREAD else logs
     if logs is not None:
         shown.append(sections.nccl_log(logs))
     return Report(analysis, summary, Path(folder), shown, data)

@@ -234,20 +234,49 @@ def nvtx(analysis: Analysis, data: Callable[[], dict]) -> Section:
     return Section("nvtx", "NVTX ranges", terminal, html, _tables(data, "nvtx", "nvtx_gpu"))
 
 
+NCCL_SIZE_COLUMNS = ["op", "origin", "bucket", "nranks", "count", "total_ns", "median_ns", "bytes", "busbw_p10_gbps",
+                     "busbw_median_gbps", "busbw_p90_gbps", "algbw_median_gbps", "fabric_busbw_gbps", "fabric_ratio"]  # fmt: skip
+
+
+def nccl_size_columns(sizes: Table | None) -> list[str]:
+    """The sizes table's terminal columns: origin only where the run has several (the JSON keeps every column)."""
+    several = sizes is not None and "origin" in sizes and len(set(sizes["origin"].tolist())) > 1
+    return [c for c in NCCL_SIZE_COLUMNS if c != "origin" or several]
+
+
+def n_source_note(sizes: Table | None) -> str:
+    """Where the table's communicator sizes (nranks) come from, in one line ('' without bandwidths)."""
+    if sizes is None or not len(sizes) or "n_source" not in sizes or not (sizes["bw_count"] > 0).any():
+        return ""
+    said = {"report": "the report's NCCL payloads", "run.json": "the run's world size (run.json)",
+            "nccl log": "the NCCL log's [nranks=N] for the collective and size",
+            "rank reports": "the number of ranks analyzed (no run.json states the world size)"}  # fmt: skip
+    sources = sorted(set(sizes["n_source"].tolist()))
+    return ("busbw = algbw x NCCL's factor for the operation and nranks (nccl-tests' PERFORMANCE.md), GB = 10^9 bytes, "
+            "GPU kernel time only; nranks from " + " and ".join(said.get(s, s) for s in sources))  # fmt: skip
+
+
 def communication(analysis: Analysis, data: Callable[[], dict]) -> Section:
     """Collective operations (NCCL, or gloo on CPU runs) by message size: count, time and bandwidth per size bucket."""
 
     def terminal(console: Console, top: int) -> None:
         title = "Collective operations by message size (NCCL, gloo)"
-        _print(console, title, analysis.nccl_sizes, None, top * 2, empty=NO_COLLECTIVES)
+        _print(console, title, analysis.nccl_sizes, nccl_size_columns(analysis.nccl_sizes), top * 2, empty=NO_COLLECTIVES)
+        note = n_source_note(analysis.nccl_sizes)
+        if note:
+            console.print(f"  {note}", markup=False)
 
     def html(folder: Path, top: int) -> dict:
+        from nsyskit.analysis.compute.ncclcurve import busbw_by_size
         from nsyskit.analysis.present import plots
 
         png = plots.nccl_size_histograms(analysis.nccl)
+        busbw = plots.nccl_busbw(busbw_by_size(analysis.nccl)) if analysis.nccl is not None else None
+        note = n_source_note(analysis.nccl_sizes)
         return {
-            "figures": figure("NCCL durations per message size", png, folder, "nccl_sizes.png"),
-            "tables": [table_data(analysis.nccl_sizes, empty=NO_COLLECTIVES)],
+            "figures": figure("NCCL durations per message size", png, folder, "nccl_sizes.png")
+            + figure("NCCL bus bandwidth against message size", busbw, folder, "nccl_busbw.png"),
+            "tables": [table_data(analysis.nccl_sizes, NCCL_SIZE_COLUMNS, title=note, empty=NO_COLLECTIVES)],
         }
 
     return Section("communication", "Communication (collective operations by message size)", terminal, html,

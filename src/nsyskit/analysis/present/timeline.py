@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from nsyskit.analysis.compute import units
+from nsyskit.analysis.compute.kernelnames import short_names
 from nsyskit.analysis.read.records import Intervals, NvtxRanges
 
 DEFAULT_MAX_EVENTS = 500_000
@@ -74,8 +75,8 @@ def nest_lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     return lanes
 
 
-def _short(name: str) -> str:
-    name = name.split("(")[0] if not name.startswith("(") else name
+def _cut(name: str) -> str:
+    """A slice's name within NAME_WIDTH characters."""
     return name if len(name) <= NAME_WIDTH else name[: NAME_WIDTH - 1] + "…"
 
 
@@ -95,8 +96,11 @@ def rank_slices(
         stream = kernels.extra.get("stream")
         track = (kernels.device << 20) | (stream & NO_STREAM if stream is not None else NO_STREAM)
         cats = ["nccl" if "nccl" in n.lower() else "kernel" for n in names]
+        # The kernel tables' short names (told apart where they collide), so that a kernel of a table is found here
+        distinct = sorted(set(names))
+        shown = dict(zip(distinct, map(_cut, short_names(distinct)), strict=True))
         slices.append(
-            Slice(kernels.start, kernels.end, [_short(n) for n in names], "kernel", track, [{"cat": c} for c in cats])
+            Slice(kernels.start, kernels.end, [shown[n] for n in names], "kernel", track, [{"cat": c} for c in cats])
         )
     for intervals, label in ((memcpys, "memcpy"), (memsets, "memset")):
         if not len(intervals):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from pathlib import Path
 
@@ -15,6 +16,7 @@ RANK_IN_NAME = re.compile(r"(?:^|[_\-.])rank[_\-.]?(\d+)", re.IGNORECASE)
 REPORT_SUFFIXES = (".sqlite", ".nsys-rep", ".qdrep", ".qdstrm")
 OUTPUT_DIR_NAMES = {"analysis", "analysis-parts", "analysis-jobs"}  # folders the kit writes below a run folder
 MAX_RANK = (1 << 63) - 1
+GLOB = re.compile(r"[*?\[]")  # a path with these is a pattern (quoted, so the shell left it to us)
 
 
 def discover(paths: list[str | Path]) -> list[tuple[int, Path]]:
@@ -24,6 +26,12 @@ def discover(paths: list[str | Path]) -> list[tuple[int, Path]]:
     'rank_N' in the name, else from run.json's record of the report, else the lowest ranks no file claims.
     Two files claiming one rank are an error naming both.
     """
+    return [(rank, path) for rank, path, _named in discover_named(paths)]
+
+
+def discover_named(paths: list[str | Path]) -> list[tuple[int, Path, bool]]:
+    """discover's (rank, report file), each with whether its rank is named (by 'rank_N' or run.json) rather than
+    given by the order of the names: a report mapped on its own cannot know the latter (the merge numbers it)."""
     chosen: dict[Path, Path] = {}
     for given in paths:
         path = Path(given)
@@ -39,6 +47,12 @@ def discover(paths: list[str | Path]) -> list[tuple[int, Path]]:
                 )
         elif path.exists():
             candidates = [path]
+        elif GLOB.search(str(given)):  # a pattern: one test's reports of a several-test run, a subset of ranks
+            candidates = sorted(p for p in Path(path.anchor or ".").glob(str(path.relative_to(path.anchor or ".")))
+                                if p.suffix in REPORT_SUFFIXES)  # fmt: skip
+            if not candidates:
+                raise ReportFileError(path, "the pattern matches no .nsys-rep, .qdrep, .sqlite or .qdstrm report",
+                                      "check the pattern (quote it so the shell leaves it to nsyskit)")  # fmt: skip
         else:
             raise ReportFileError(path, "no such file or folder", "check the path")
         for candidate in candidates:
@@ -61,15 +75,59 @@ def discover(paths: list[str | Path]) -> list[tuple[int, Path]]:
                 file, f"rank {rank} in its name is beyond a 64-bit integer", "rename it to rank_<N> with N a real rank"
             )
         if rank in claimed:
-            raise AnalysisError(
-                file,
-                f"claims rank {rank}, as {claimed[rank]} does",
-                "pass one report per rank (move or rename one of them)",
-            )
+            raise AnalysisError(file, f"claims rank {rank}, as {claimed[rank]} does", _one_per_rank_fix(file, paths))
         claimed[rank] = file
-    free = (r for r in range(len(files) + len(claimed) + 1) if r not in claimed)
-    ranked = [*claimed.items(), *((next(free), f) for f in unclaimed)]
-    return sorted(ranked)
+    return sorted([(rank, file, True) for rank, file in claimed.items()] + number_unnamed(unclaimed, set(claimed)))
+
+
+def number_unnamed(unnamed: list[Path], claimed: set[int]) -> list[tuple[int, Path, bool]]:
+    """The reports whose rank nothing names, in the order of their sorted paths, each given the lowest rank that no
+    named report claims (as 'invoke analyze' numbers them)."""
+    free = (r for r in range(len(unnamed) + len(claimed) + 1) if r not in claimed)
+    return [(next(free), file, False) for file in sorted(unnamed)]
+
+
+def number_reports(
+    owned: list[tuple[str, int, bool]], listed: list[list[tuple[str, int, bool]]]
+) -> tuple[dict[str, int], str]:
+    """Every report the parts hold or their maps listed -> its rank in the run; and a line saying so when the ranks
+    of reports that nothing names had to be numbered here ('' otherwise).
+
+    `owned`: each part's (report, rank, whether named); `listed`: each map's list of them (once per map). A named rank
+    (rank_N in the name, run.json) is kept. The others are numbered by number_unnamed over all the reports, as
+    'invoke analyze' of the same files numbers them: reports mapped each on its own all said rank 0.
+    """
+    stems: dict[str, str] = {}  # one report per stem, as discover keeps one file per stem
+    named: dict[str, int] = {}
+    for report, rank, is_named in itertools.chain(owned, *listed):
+        stem = str(Path(report).with_suffix(""))
+        stems.setdefault(stem, report)
+        if is_named:
+            named.setdefault(stem, rank)
+    unnamed = [Path(stems[stem]) for stem in stems if stem not in named]
+    numbered = {str(path): rank for rank, path, _named in number_unnamed(unnamed, set(named.values()))}
+    by_stem = {stem: named[stem] if stem in named else numbered[stems[stem]] for stem in stems}
+    ranks = {report: by_stem[str(Path(report).with_suffix(""))] for report, _r, _n in itertools.chain(owned, *listed)}
+    if not unnamed or len(listed) == 1:
+        return ranks, ""  # no unnamed report, or one map listed them all and numbered them as this does
+    shown = ", ".join(f"{path.name} = rank {numbered[str(path)]}" for path in sorted(unnamed)[:8])
+    shown += f" and {len(unnamed) - 8} more" if len(unnamed) > 8 else ""
+    return ranks, (f"{len(unnamed)} reports whose names and run.json give no rank were mapped apart: numbered in the "
+                   f"order of their sorted names, as 'invoke analyze' numbers them: {shown}")  # fmt: skip
+
+
+def _one_per_rank_fix(file: Path, paths: list[str | Path]) -> str:
+    """How to pass one report per rank: for a run of several NCCL tests (each rank has a report per test), one
+    test's reports by a pattern; otherwise move or rename one of the two."""
+    for given in paths:
+        folder = Path(given)
+        record = run_record(folder) if folder.is_dir() else None
+        tests = getattr(record, "nccl_tests", None) or []
+        if len(tests) > 1:
+            tags = [str(t.get("name", "")).replace("_perf", "").replace("_", "-") for t in tests if isinstance(t, dict)]
+            return (f"{folder} holds the reports of {len(tests)} NCCL tests ({', '.join(tags)}): analyze one test's "
+                    f"reports at a time, e.g. invoke analyze '{folder}/*-{tags[0]}_*'")  # fmt: skip
+    return "pass one report per rank (move or rename one of them)"
 
 
 def _preference(path: Path) -> int:

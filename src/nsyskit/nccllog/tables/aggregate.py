@@ -113,6 +113,16 @@ def aggregate_table(groups: Iterable[CallGroup]) -> list[dict]:
     return sorted(rows, key=lambda r: (-r["total_bytes"], -r["calls"], r["op"], r["count"], r["dtype"]))
 
 
+def communicators(groups: Iterable[CallGroup]) -> list[dict]:
+    """Per op, bytes per call and the communicator size the calls state ([nranks=N]): the calls (what the trace's
+    analysis takes its collectives' communicator sizes from where the trace states none)."""
+    acc: Counter = Counter()
+    for g in sized(groups):
+        if g.nranks:
+            acc[(g.op, g.bytes, g.nranks)] += g.calls
+    return [{"op": op, "bytes": nbytes, "nranks": nranks, "calls": calls} for (op, nbytes, nranks), calls in sorted(acc.items())]
+
+
 def unknown_datatypes(groups: Iterable[CallGroup]) -> list[dict]:
     """Calls whose datatype value NCCL does not define (left out of the byte statistics): op, datatype, calls."""
     acc: Counter = Counter()

@@ -38,10 +38,13 @@ class NcclLogAnalysis:
     warnings: list[str] = field(default_factory=list)
     examples: dict[str, list[str]] = field(default_factory=dict)
     files_without_nccl: dict[str, str] = field(default_factory=dict)
+    communicators: list[dict] = field(default_factory=list)  # op, bytes, nranks, calls (for the trace's analysis)
 
     def to_dict(self) -> dict:
-        """Plain dict for --json."""
-        return asdict(self)
+        """Plain dict for --json (without `communicators`, which only the trace's analysis reads)."""
+        data = asdict(self)
+        data.pop("communicators")
+        return data
 
 
 def step_summary(scan: Scan, jobs: dict[str, str]) -> dict:
@@ -182,4 +185,5 @@ def analyze(
         warnings=warnings,
         examples=scan.examples,
         files_without_nccl=scan.files_without_nccl,
+        communicators=aggregate.communicators(groups),
     )

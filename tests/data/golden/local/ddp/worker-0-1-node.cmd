@@ -1,0 +1,11 @@
+python3
+  -m torch.distributed.run
+  --standalone
+  --nnodes 1
+  --nproc-per-node 8
+  --no-python /usr/local/bin/nsys-profile python3 /nsyskit/workload/train.py
+  --model-size gpt2
+  --batch-size 8
+  --seq-len 1024
+  --steps 50
+  --profile-steps 10-15
