@@ -87,6 +87,11 @@ def _of_each(rows: Table, worst: int) -> str:
     return "of the window" if each == "window" else f"of each {each}"
 
 
+def _count(value: float) -> str:
+    """A count per step: '1.5' under ten, '8,008' from ten on."""
+    return f"{value:.1f}" if value < 10 else f"{value:,.0f}"
+
+
 def _rows(view: RunView, rule: str) -> Table:
     return evidence.pivot(view.evidence, rule)
 
@@ -139,7 +144,7 @@ def sync_stall(view: RunView) -> Finding | None:
 
     def title(mine: Table, worst: int, where: str, value: float) -> str:
         return (
-            f"GPU idle {units.percent(value)} {_of_each(mine, worst)} after host syncs ({mine['calls'][worst] / mine['steps'][worst]:,.1f} sync calls blocking "
+            f"GPU idle {units.percent(value)} {_of_each(mine, worst)} after host syncs ({_count(mine['calls'][worst] / mine['steps'][worst])} sync calls blocking "
             f"{units.duration(mine['blocked_ns'][worst] / mine['steps'][worst])} per {_each(mine, worst)}) on {where}"
         )
 
