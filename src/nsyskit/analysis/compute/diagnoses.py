@@ -167,11 +167,12 @@ def _clip(intervals: tuple[np.ndarray, np.ndarray], low: int, high: int) -> tupl
 
 
 def _joined(one: tuple[np.ndarray, np.ndarray], other: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """The union of two unions: the other's intervals inserted in start order (no sort of the whole)."""
+    """The union of two unions (a stable sort of two sorted runs merges them in one pass)."""
     if not len(other[0]):
         return one
-    at = np.searchsorted(one[0], other[0])
-    return union(np.insert(one[0], at, other[0]), np.insert(one[1], at, other[1]))
+    start, end = np.concatenate((one[0], other[0])), np.concatenate((one[1], other[1]))
+    order = np.argsort(start, kind="stable")
+    return union(start[order], end[order])
 
 
 def _kernels_within(kernels, low: int, high: int) -> tuple[int, Callable[[], np.ndarray]]:
