@@ -11,7 +11,7 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 NATIVE = Path("src/nsyskit/native")
-HELPERS = ("pagescan", "sweep", "linescan", "int64s", "launches", "groups", "texts", "rowscan")
+HELPERS = ("pagescan", "sweep", "linescan", "int64s", "launches", "groups", "texts", "rowscan", "jsonvals")
 
 
 class BuildHelpers(build_ext):

@@ -35,8 +35,9 @@ from nsyskit.errors import AnalysisError, NsyskitError, PartialAnalysis, UsageEr
 
 # 2: a rank's NCCL operations as their digest (nsyskit.analysis.compute.nccldigest), not a table; 3: the digest's
 # sorted durations as steps (_steps); 4: each rank's evidence for the findings (compute.evidence); 5: each NCCL
-# duration's kind (message and communicator size: the bandwidths)
-PART_FORMAT = 5
+# duration's kind (message and communicator size: the bandwidths); 6: each rank's sampled counters: their stats,
+# time-bin sums and per-step totals (compute.counters)
+PART_FORMAT = 6
 NCCL_GROUPS, NCCL_DURATIONS = "nccl_groups", "nccl_durations"
 NCCL_KINDS, NCCL_KIND_CODES = "nccl_kinds", "nccl_kind_codes"
 KIND_COLUMNS = ("size_bytes", "nranks", "gpu")  # NcclDigest.kinds (numbers exact as float64: sizes, ranks, 0/1)

@@ -20,6 +20,7 @@ import numpy as np
 from nsyskit.analysis.compute import (
     analyzers,
     commcauses,  # noqa: F401  (registers its evidence extractors)
+    counters,
     diagnoses,  # registers its evidence extractors (and computes the GPU busy union beside the NVTX tables)
     evidence,
     modelflops,  # noqa: F401  (registers its evidence extractor)
@@ -48,10 +49,12 @@ __all__ = [
 ]
 
 # The per-rank tables of analyze_file's results (all but the kernel summary carry a rank column).
-TABLE_KEYS = ("kernel_summary", "breakdown", "memcpy", "nvtx", "nvtx_gpu", "steps", "evidence")  # and "nccl": its NcclDigest
+TABLE_KEYS = ("kernel_summary", "breakdown", "memcpy", "nvtx", "nvtx_gpu", "steps", "evidence",
+              *counters.TABLES)  # and "nccl": its NcclDigest  # fmt: skip
 RANKED_KEYS = TABLE_KEYS[1:]
 MAX_WORKERS = 8  # files analyzed at once: bounds peak memory (~0.3 GB per 2M-kernel rank)
 NVTX_GPU_TOP = 15  # user ranges shown in the NVTX GPU projection besides the example's
+COUNTERS_VARIABLE = "NSYSKIT_COUNTERS"  # 0: the sampled counters (GPU, EFA, NIC metrics) are not read
 
 
 @dataclass
@@ -72,6 +75,11 @@ class RankTrace:
     def kernels(self):
         """The rank's CUDA kernels (empty on CPU-only reports); with correlation ids when NVTX needs the launches."""
         return self.reader.kernels(self.pid, correlation=len(self.nvtx) > 0 and self.reader.has_launches())
+
+    @cached_property
+    def counter_series(self):
+        """This rank's counters sampled beside the trace (see analyze_file); none when NSYSKIT_COUNTERS=0."""
+        return [] if os.environ.get(COUNTERS_VARIABLE) == "0" else self.reader.counters()
 
     @cached_property
     def kernel_names(self) -> dict[int, str]:
@@ -115,17 +123,12 @@ class RankTrace:
         Kernels already given (a process's share of the whole file's) are kept; `with_pid` reads their globalPids.
         """
         wants_correlation = self.reader.has_launches() and self.reader.has_nvtx_ranges()
-        side = [ExportReader(self.reader.path) for _ in range(2)]
+        wants_counters = "counter_series" not in self.__dict__ and os.environ.get(COUNTERS_VARIABLE) != "0"
+        side = [ExportReader(self.reader.path) for _ in range(3 if wants_counters else 2)]
 
         def copies_and_calls():  # the CUDA API calls of every thread when the pages give them (filtered below)
             copies = side[1].memcpys(self.pid), side[1].memsets(self.pid)
-            rows = side[1].runtime_rows() if wants_correlation else None
-            # the diagnoses' host calls (compute/diagnoses.py) from the same rows, classified beside the kernels' read;
-            # their columns freed at once (the launches' join reads the others)
-            calls = side[1].api_calls(self.pid, rows) if rows is not None else None
-            for key in ("end", "name", "end:kind", "name:kind"):
-                (rows or {}).pop(key, None)
-            return copies, rows, calls
+            return copies, *(side[1].runtime_rows_and_calls(self.pid) if wants_correlation else (None, None))
 
         ranges: Future = Future()
 
@@ -140,18 +143,21 @@ class RankTrace:
             return grouped, analyzers.nvtx_labels(nvtx, grouped)
 
         try:
-            with ThreadPoolExecutor(max_workers=2) as pool:
+            with ThreadPoolExecutor(max_workers=len(side)) as pool:
                 labels = pool.submit(ranges_and_labels)
                 second = pool.submit(copies_and_calls)
+                # the counters' scan and parse (SQLite and numpy, mostly without the GIL) beside the rest
+                counted = pool.submit(side[2].counters) if wants_counters else None
                 if "kernels" not in self.__dict__:
                     self.__dict__["kernels"] = self.reader.kernels(self.pid, correlation=wants_correlation, with_pid=with_pid)
                 nvtx = self.__dict__["nvtx"] = ranges.result()
                 (self.__dict__["memcpys"], self.__dict__["memsets"]), runtime, calls = second.result()
-                if calls is not None:
-                    self.reader.share_api_calls(self.pid, calls)
+                self.reader.share_api_calls(self.pid, calls)  # the diagnoses' host calls (compute/diagnoses.py)
                 if wants_correlation:
                     self.__dict__["launches"] = side[1].launches(self.kernels, nvtx.thread, runtime)
                 self.__dict__["grouped_texts"], self.__dict__["nvtx_labels"] = labels.result()
+                if counted is not None:
+                    self.__dict__["counter_series"] = counted.result()
         finally:
             for reader in side:
                 for warning in reader.warnings:
@@ -200,6 +206,14 @@ class RankTrace:
         """NCCL operations with message sizes, timed on the GPU where the trace has the launches."""
         return nccl.nccl_operations(self.nvtx, self.kernels, self.kernel_names, self.launches, self.grouped_texts)
 
+    def counter_tables(self, in_window: Table) -> dict[str, Table]:
+        """The counter tables over the rank's window (compute/counters.py); a line when none was sampled inside it."""
+        names = analyzers.nccl_name_ids(self.kernel_names)
+        tables = counters.rank_tables(self.counter_series, self.kernels, names, in_window)
+        if self.counter_series and not len(tables["counters"]):
+            self.reader.warn(counters.outside_line(str(self.source), self.counter_series))
+        return tables
+
     def evidence_inputs(self, window: Table, breakdown: Table, operations: Table, busy=None) -> evidence.RankInputs:
         """This rank's tables as the findings' extractors read them (compute.evidence)."""
         return evidence.RankInputs(
@@ -212,18 +226,20 @@ class RankTrace:
     def results(self) -> dict[str, Any]:
         """Every per-rank analysis (tables carry a rank column; `summary` feeds the ranks table)."""
         self.kernels, self.kernel_names, self.memcpys, self.memsets  # noqa: B018  (read before two threads use them)
-        with ThreadPoolExecutor(max_workers=1) as pool:
+        with ThreadPoolExecutor(max_workers=2) as pool:
             # The kernel tables are numpy over every kernel (sorts and reductions release the GIL): they run beside
-            # the NVTX and NCCL tables, whose per-text work holds it.
+            # the NVTX and NCCL tables, whose per-text work holds it; so do the counters' (numpy over the samples).
             kernel_tables = pool.submit(lambda: (self.kernel_summary(), self.breakdown()))
             gpu_busy = pool.submit(diagnoses.gpu_busy, self.kernels, self.memcpys, self.memsets)  # numpy too
             rank = self.rank
             nvtx_summary, nvtx_gpu, steps = self.nvtx_summary(), self.nvtx_gpu(), self.steps()
             # The rank's window steps, as the run's view finds them (its own 'profile_window' range or warm-up)
             in_window, _how = window_steps(with_rank(rank, steps), windowed_ranks(with_rank(rank, nvtx_summary)))
+            counted = pool.submit(self.counter_tables, in_window)
             operations = self.nccl_operations()
             nccl_digest, memcpy = nccldigest.digest(operations, in_window), self.memcpy_by_kind()
             kernel_summary, breakdown = kernel_tables.result()
+            counter_tables = counted.result()
             found = evidence.rank_evidence(self.evidence_inputs(in_window, breakdown, operations, gpu_busy.result()))
         window = int(breakdown["window_ns"].sum()) if len(breakdown) else 0
         busy = int(breakdown["busy_ns"].sum()) if len(breakdown) else 0
@@ -242,6 +258,7 @@ class RankTrace:
             "steps": with_rank(rank, steps),
             "nccl": nccl_digest,
             "evidence": found,
+            **{name: with_rank(rank, table) for name, table in counter_tables.items()},
             "summary": {
                 "rank": rank,
                 "host": self.host,
@@ -271,6 +288,9 @@ def analyze_file(rank: int, path: Path) -> list[dict[str, Any]]:
             if "kernels" in whole.__dict__ and "pid" in whole.kernels.extra:  # each process's share of those read
                 for trace in traces:
                     trace.__dict__["kernels"] = whole.kernels.take(whole.kernels.extra["pid"] == trace.pid)
+            devices = [distinct(trace.kernels.device) for trace in traces]
+            for trace, mine in zip(traces, counters.shares(whole.counter_series, devices), strict=True):
+                trace.__dict__["counter_series"] = mine
         results = []
         for offset, trace in enumerate(traces):
             trace.rank = rank + offset

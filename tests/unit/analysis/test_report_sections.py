@@ -21,7 +21,7 @@ from nsyskit.analysis.present.sections import NCCL_LOG_TITLE
 from nsyskit.analysis.trace import Analysis
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "nccl"
-SECTIONS = ["findings", "kernels", "gpu", "nvtx", "communication", "ranks"]
+SECTIONS = ["findings", "kernels", "gpu", "nvtx", "communication", "ranks", "counters"]
 
 
 def composed(run: Path) -> report.Report:

@@ -50,3 +50,40 @@ def test_a_note_on_many_ranks_is_one_line_with_the_count_and_ranges():
     assert lines[0] == ("on 512 of 512 ranks: 976-1,487 of 11,164-11,675 events kept (--timeline-max-events), "
                         "up to 3-3.9 ms into the window")  # fmt: skip
     assert lines[1:] == notes[512:]  # three alike notes stay three lines
+
+
+def test_a_wide_run_with_counters_stays_within_the_limits(real_exports_dir, tmp_path):
+    """512 ranks, copies of a real export with GPU and EFA counters added (counter_fixtures: in the documented
+    schema): the findings open the terminal, the counters are one table of a row per metric, all in 250 lines."""
+    import os
+    import sqlite3
+
+    from counter_fixtures import EFA_FIELDS, Counters, add_counters
+    from real_exports import decompress
+
+    source = tmp_path / "one.sqlite"
+    source.write_bytes(decompress("fuser_h200_ce15be9f9_report2.sqlite", real_exports_dir).read_bytes())
+    with sqlite3.connect(source) as con:
+        low, high = con.execute("SELECT min(start), max(end) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+    times = [low + (high - low) * i // 100 for i in range(101)]
+    tensor = {"Tensor Active [Throughput %]": {0: [(t, 3) for t in times]},
+              "SMs Active [Throughput %]": {0: [(t, 90) for t in times]}}  # fmt: skip
+    efa = {d: [(t, {EFA_FIELDS[0]: 1e9 if d == 0 else 1e7}) for t in times] for d in range(4)}
+    add_counters(source, Counters(gpu=tensor, efa=efa))
+    run = tmp_path / "run"
+    run.mkdir()
+    for rank in range(512):
+        os.link(source, run / f"rank_{rank}.sqlite")
+    analysis, _ = run_analysis([run])
+    assert len(analysis.counters) == 512 * (2 + 4 * len(EFA_FIELDS))  # per rank: 2 GPU metrics, 4 EFA devices
+    console = Console(file=io.StringIO(), width=160, color_system=None)
+    print_report(compose(analysis, summarize(analysis, run), run), console, top=15)
+    lines = console.file.getvalue().splitlines()
+    assert len(lines) <= 250, "\n".join(lines)
+    assert "Findings" in lines[0] or "finding" in lines[0].lower(), lines[:3]
+    head = "\n".join(lines[:40])
+    assert (
+        "tensor cores idle 97.0% of the time the GPU runs kernels (active 3.0%)" in head and "EFA 0 carried 97" in head
+    )
+    table = [line for line in lines if "per metric here" in line]
+    assert len(table) == 1 and "9,216 device rows" in table[0]

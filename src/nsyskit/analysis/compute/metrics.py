@@ -50,6 +50,7 @@ class RunView:
     ranks_table: Table | None = None  # the ranks table (analyzers.cross_rank): its straggler flags are the verdict
     straggler_pct: float = 5.0  # the threshold those flags used
     inputs: Mapping[str, Any] = field(default_factory=dict)  # what the request gives the rules (AnalyzeRequest.judge_inputs)
+    counters: Table | None = None  # the sampled counters per rank, device and metric (compute.counters)
 
     @property
     def ranks(self) -> np.ndarray:
@@ -118,6 +119,7 @@ def view_of(analysis, inputs: Mapping[str, Any] | None = None) -> RunView:
         ranks_table=analysis.ranks,
         straggler_pct=getattr(analysis, "straggler_pct", 5.0),
         inputs=dict(inputs or {}),
+        counters=getattr(analysis, "counters", None),
     )
 
 

@@ -12,8 +12,10 @@ from nsyskit.analysis.compute.nccldigest import NcclRollup
 from nsyskit.analysis.compute.table import Table
 
 JSON_ROWS = 100  # rows per table in analysis.json / --json; the count of the rest is in "more_rows"
-TABLES = ("top_kernels", "breakdown", "memcpy", "nvtx", "nvtx_gpu", "steps", "nccl_sizes", "ranks")
-UNBOUNDED = ("breakdown", "steps", "ranks", "memcpy", "top_kernels", "nccl_sizes")  # every row: a diff reads them
+TABLES = ("top_kernels", "breakdown", "memcpy", "nvtx", "nvtx_gpu", "steps", "nccl_sizes", "ranks", "counters",
+          "counter_steps")  # fmt: skip
+# every row: a diff reads them
+UNBOUNDED = ("breakdown", "steps", "ranks", "memcpy", "top_kernels", "nccl_sizes", "counters")
 
 
 @dataclass
@@ -32,6 +34,9 @@ class Analysis:
     nccl: NcclRollup | None = None  # the ranks' NCCL operations, added up exactly (no table of every operation)
     nccl_sizes: Table | None = None
     ranks: Table | None = None
+    counters: Table | None = None  # the sampled counters' time-weighted stats per rank, device and metric
+    counter_bins: Table | None = None  # their sums per time bin (the heat map), each rank's bins as it wrote them
+    counter_steps: Table | None = None  # what each network counter moved per window step
     straggler_pct: float = 5.0  # the threshold the ranks table's straggler flags used (the findings quote it)
     evidence: Table | None = None  # every rank's evidence for the findings (compute.evidence): rank, rule, key, value
     warnings: list[str] = field(default_factory=list)

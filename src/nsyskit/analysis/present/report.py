@@ -22,7 +22,7 @@ import numpy as np
 
 from nsyskit.analysis.compute.result import Analysis
 from nsyskit.analysis.judge.summary import Summary
-from nsyskit.analysis.present import sections
+from nsyskit.analysis.present import counterview, sections
 from nsyskit.analysis.present.grouping import grouped
 from nsyskit.analysis.present.sections import Section
 from nsyskit.errors import NsyskitError
@@ -87,8 +87,9 @@ UNREAD = object()  # compose's logs when the caller has not read them
 
 
 def compose(analysis: Analysis, summary: Summary, folder: Path, full_names: bool = False, logs=UNREAD) -> Report:
-    """The report's sections: findings, kernels, GPU breakdown and overlap, NVTX, NCCL message sizes, ranks, and
-    the NCCL logs' section when the run folder holds NCCL logs (`logs`: nccl_logs' result, when already read)."""
+    """The report's sections: findings, kernels, GPU breakdown and overlap, NVTX, NCCL message sizes, ranks, the
+    sampled counters, and the NCCL logs' section when the run folder holds NCCL logs (`logs`: nccl_logs' result,
+    when already read)."""
     data = functools.cache(analysis.to_json)  # computed once, and only when JSON is written
     shown = [
         sections.findings(summary),
@@ -97,6 +98,7 @@ def compose(analysis: Analysis, summary: Summary, folder: Path, full_names: bool
         sections.nvtx(analysis, data),
         sections.communication(analysis, data),
         sections.ranks(analysis, summary, data),
+        counterview.section(analysis, data),
     ]
     logs = nccl_logs(analysis, folder) if logs is UNREAD else logs
     if logs is not None:

@@ -34,13 +34,14 @@ from nsyskit.analysis.read.activityread import (  # noqa: F401  (the activity ta
     GpuActivities,
 )
 from nsyskit.analysis.read.apicalls import ApiCalls, read_api_calls, read_launch_spans, read_os_waits
+from nsyskit.analysis.read.counterread import Series, read_counters
 from nsyskit.analysis.read.exportfile import META_TABLES, NSYS_MARKER_TABLES, PID_SHIFT  # noqa: F401  (named here too)
 from nsyskit.analysis.read.launchread import RUNTIME_TABLES, read_launch_calls, read_launches, read_runtime_rows
 from nsyskit.analysis.read.nvtxread import NVTX_RANGE_TYPES, NVTX_TABLES, read_nvtx_ranges
 from nsyskit.analysis.read.records import Intervals, Launches, NvtxRanges, distinct
 from nsyskit.analysis.read.sqlitefile import as_text as _text
 
-__all__ = ["ExportReader", "Intervals", "Launches", "NvtxRanges", "distinct"]
+__all__ = ["ExportReader", "Intervals", "Launches", "NvtxRanges", "Series", "distinct"]
 
 GPU_TABLES = ("TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU", "TARGET_INFO_CUDA_DEVICE")
 
@@ -145,9 +146,21 @@ class ExportReader(GpuActivities):
         read already (see launchread)."""
         return read_launches(self, kernels, threads, rows)
 
-    def share_api_calls(self, pid: int | None, calls: ApiCalls) -> None:
+    def runtime_rows_and_calls(self, pid: int | None) -> tuple[dict[str, np.ndarray] | None, ApiCalls | None]:
+        """runtime_rows() for the launches' join and, classified from the same rows, api_calls(pid); the columns only
+        the calls read are freed at once (None, None: SQLite's read is needed)."""
+        rows = self.runtime_rows()
+        if rows is None:
+            return None, None
+        calls = self.api_calls(pid, rows)
+        for key in ("end", "name", "end:kind", "name:kind"):
+            rows.pop(key, None)
+        return rows, calls
+
+    def share_api_calls(self, pid: int | None, calls: ApiCalls | None) -> None:
         """Keep the api_calls(pid) another reader of this file read (the prefetch's): api_calls(pid) then returns them."""
-        self.__dict__.setdefault("shared_api_calls", {})[pid] = calls
+        if calls is not None:
+            self.__dict__.setdefault("shared_api_calls", {})[pid] = calls
 
     def api_calls(self, pid: int | None = None, rows: dict[str, np.ndarray] | None = None) -> ApiCalls:
         """The CUDA API calls of process `pid` by kind (launch, sync, alloc, module; see apicalls); `rows`: the
@@ -166,3 +179,9 @@ class ExportReader(GpuActivities):
     def nvtx_ranges(self, pid: int | None = None) -> NvtxRanges:
         """NVTX push/pop and start/end ranges that ended, text resolved from `text` or `textId`; bad rows left out."""
         return read_nvtx_ranges(self, pid)
+
+    # ---- counters ------------------------------------------------------------------------------------------
+
+    def counters(self) -> list[Series]:
+        """The counters sampled beside the trace (GPU, EFA, NIC metrics), each series by time (see counterread)."""
+        return read_counters(self)

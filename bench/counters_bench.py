@@ -1,0 +1,63 @@
+"""Benchmark what reading the sampled counters adds to `nsyskit analyze`: the same export with and without them.
+
+Default export: ../shared/real-data's aiprofiler_a100_secondOptimization (76,502 GPU-metric samples of 22 metrics
+as JSON generic events, nsys 2022.4). Each row is the median of --repeat runs of
+`nsyskit analyze EXPORT --json --no-html` (a fresh process, wall seconds), the two kinds alternating so machine load
+weighs on both; without counters is NSYSKIT_COUNTERS=0. Goal: counters add at most 10%.
+
+Usage: .venv/bin/python bench/counters_bench.py [--repeat 7] [EXPORT.sqlite]
+"""
+
+from __future__ import annotations
+
+import argparse
+import lzma
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT = ROOT.parent / "shared" / "real-data" / "nsys-exports" / "aiprofiler_a100_secondOptimization.sqlite.xz"
+NSYSKIT = [str(Path(sys.executable).parent / "nsyskit")]
+GOAL_PCT = 10.0
+
+
+def once(export: Path, counters: bool) -> float:
+    """One `nsyskit analyze` of `export` (wall seconds), with or without the counters."""
+    env = {**os.environ, "NSYSKIT_COUNTERS": "1" if counters else "0"}
+    start = time.perf_counter()
+    subprocess.run([*NSYSKIT, "analyze", str(export), "--json", "--no-html"], cwd=export.parent, env=env,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)  # fmt: skip
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    """Time analyze with and without counters, alternating, and print both and their ratio."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("export", nargs="?", type=Path)
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as work:
+        export = args.export
+        if export is None:
+            export = Path(work) / "a100.sqlite"
+            export.write_bytes(lzma.decompress(DEFAULT.read_bytes()))
+        once(export, True)  # the file in the page cache, the helpers built
+        without, with_counters = [], []
+        for _ in range(args.repeat):
+            without.append(once(export, False))
+            with_counters.append(once(export, True))
+        a, b = statistics.median(without), statistics.median(with_counters)
+        print(f"load average {os.getloadavg()[0]:.2f}; median of {args.repeat} runs, wall seconds; {export.name} "
+              f"({export.stat().st_size / 1e6:.0f} MB)")  # fmt: skip
+        print(f"{'analyze without counters (NSYSKIT_COUNTERS=0)':<50} {a:7.3f} s")
+        print(f"{'analyze with counters':<50} {b:7.3f} s")
+        print(f"{'counters add':<50} {(b / a - 1) * 100:6.1f} %   ratio {b / a:.3f}x   (goal <= {GOAL_PCT:g}%)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,299 @@
+"""Time-weighted statistics of the counters sampled beside the trace, per device and metric, over a rank's window.
+
+Each sample holds its value over [start, end) (read/counterread.py says how each form is timed); the window clips
+it. Per series: samples, the time covered, mean, p50, p95 (a value weighted by the time it held) and max, the
+total moved for rates ("B/s" -> bytes), and the mean while the rank's kernels (of that GPU, for GPU metrics) and
+its NCCL kernels ran. For the run's heat map and its merge, each series' sums per time bin (value x time, time
+covered, max): bins start at the rank's window start, their width 1 ms x 2^k (at most MAX_BINS of them), so a
+merge brings every rank to the widest width by adding whole bins, exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nsyskit.analysis.compute.table import Table
+from nsyskit.analysis.read.counterread import EFA, NIC, Series
+
+MAX_BINS = 64  # time bins per series and rank in the parts (the heat map's columns)
+BASE_BIN_NS = 1_000_000  # the narrowest bin: 1 ms; wider ones double it
+NS_PER_S = 1e9
+TABLES = ("counters", "counter_bins", "counter_steps")  # the per-rank tables rank_tables gives (the parts carry them)
+STAT_COLUMNS = ("kind", "device", "metric", "unit", "samples", "covered_ns", "mean", "p50", "p95", "max", "total",
+                "total_unit", "busy_mean", "nccl_mean", "window_start_ns", "window_end_ns")  # fmt: skip
+BIN_COLUMNS = ("kind", "device", "metric", "bin", "bin_ns", "value_ns", "covered_ns", "max")
+STEP_COLUMNS = ("step", "kind", "device", "metric", "unit", "total")
+
+
+def bin_width(window_ns: int) -> int:
+    """The narrowest 1 ms x 2^k width that covers `window_ns` in at most MAX_BINS bins."""
+    width = BASE_BIN_NS
+    while width * MAX_BINS < window_ns:
+        width *= 2
+    return width
+
+
+def is_rate(unit: str) -> bool:
+    """Whether a unit is a rate per second (its integral over time is an amount)."""
+    return unit.endswith("/s")
+
+
+class _Clipped:
+    """The samples of one timing (series of a device sampled together share their time arrays) clipped to a window:
+    which hold some time inside it, their clipped [start, end), and what depends on the times only, computed once."""
+
+    def __init__(self, start: np.ndarray, end: np.ndarray, low: int, high: int) -> None:
+        clipped_start, clipped_end = np.maximum(start, low), np.minimum(end, high)
+        self.keep = clipped_end > clipped_start
+        self.start, self.end = clipped_start[self.keep], clipped_end[self.keep]
+        self.weight = (self.end - self.start).astype(np.float64)
+        self._inside: dict[int, np.ndarray] = {}
+        self._at: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def inside(self, union: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        """How long each sample lies inside the disjoint sorted intervals `union`."""
+        key = id(union[0])
+        if key not in self._inside:
+            self._inside[key] = _covered(*union, self.end) - _covered(*union, self.start)
+        return self._inside[key]
+
+    def integral(self, value: np.ndarray, at: np.ndarray) -> np.ndarray:
+        """The integral of the samples' `value` from the first sample to each point of `at` (one searchsorted per
+        set of points, whatever the number of series sharing these times)."""
+        key = id(at)
+        if key not in self._at:
+            k = np.searchsorted(self.start, at, side="right")  # samples starting at or before each point
+            self._at[key] = (k, np.where(k > 0, np.maximum(self.end[k - 1] - at, 0), 0))
+        k, tail = self._at[key]
+        full = np.r_[0.0, np.cumsum(value * self.weight)]
+        return full[k] - np.where(k > 0, value[k - 1], 0.0) * tail
+
+
+def _timings(series: list[Series], low: int, high: int) -> list[tuple[_Clipped, np.ndarray]]:
+    """Each series' clipped timing (shared by the series with the same time arrays) and its values inside."""
+    shared: dict[tuple[int, int], _Clipped] = {}
+    out = []
+    for one in series:
+        key = (id(one.start), id(one.end))
+        if key not in shared:
+            shared[key] = _Clipped(one.start, one.end, low, high)
+        clipped = shared[key]
+        value = one.value[clipped.keep]
+        if np.isnan(value).any():  # a field missing from some events: those samples apart, in a timing of its own
+            good = ~np.isnan(value)
+            clipped = _Clipped(clipped.start[good], clipped.end[good], low, high)
+            value = value[good]
+        out.append((clipped, value))
+    return out
+
+
+def _integral(start: np.ndarray, end: np.ndarray, value: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The integral of the step function (value over each disjoint sorted [start, end)) from -inf to each `at`."""
+    full = np.r_[0.0, np.cumsum(value * (end - start))]
+    k = np.searchsorted(start, at, side="right")  # samples starting at or before each point
+    tail = np.where(k > 0, np.maximum(end[k - 1] - at, 0), 0)  # the part of sample k-1 after the point
+    return full[k] - np.where(k > 0, value[k - 1], 0.0) * tail
+
+
+def _covered(union_start: np.ndarray, union_end: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """How much of the disjoint sorted intervals lies before each point of `at`."""
+    return _integral(union_start, union_end, np.ones(len(union_start)), at)
+
+
+SMALL_INTEGERS = 1 << 16  # counters valued 0..65535 in whole numbers (percentages): quantiles by counting
+
+
+def _quantiles(values: np.ndarray, weights: np.ndarray, qs: tuple[float, ...]) -> list[float]:
+    """For each q, the smallest value below which at least q of the weight lies."""
+    if values.min() >= 0 and values.max() < SMALL_INTEGERS and (values == np.floor(values)).all():
+        cumulative = np.cumsum(np.bincount(values.astype(np.int64), weights=weights))  # per whole value: exact sums
+        return [float(np.searchsorted(cumulative, q * cumulative[-1], side="left")) for q in qs]
+    order = np.argsort(values, kind="stable")
+    cumulative, ordered = np.cumsum(weights[order]), values[order]
+    return [float(ordered[min(np.searchsorted(cumulative, q * cumulative[-1], side="left"), len(values) - 1)])
+            for q in qs]  # fmt: skip
+
+
+def _mean_inside(value: np.ndarray, inside: np.ndarray) -> float:
+    """The mean of `value` weighted by the time each sample lies inside a set of intervals (NaN when none does)."""
+    total = inside.sum()
+    return float((value * inside).sum() / total) if total > 0 else np.nan
+
+
+def counter_stats(
+    series: list[Series], window: tuple[int, int], busy: dict[int, tuple[np.ndarray, np.ndarray]],
+    nccl: tuple[np.ndarray, np.ndarray], timings: list | None = None,
+) -> Table:  # fmt: skip
+    """One row per series sampled inside the window: mean, p50, p95, max (time-weighted) and the rest (see module).
+
+    `busy`: per GPU id, the union of its kernels (a GPU metric's 'busy_mean' is over its own GPU's kernels; a network
+    counter's over any GPU's); `nccl`: the union of the rank's NCCL kernels."""
+    low, high = window
+    rows = []
+    every = _every(busy)
+    for one, (clipped, value) in zip(series, timings or _timings(series, low, high), strict=True):
+        if not len(value):
+            continue
+        weight = clipped.weight
+        covered, moved = float(weight.sum()), float((value * weight).sum())
+        rate = is_rate(one.unit)
+        kernels = busy.get(one.device_id, every) if one.device_id >= 0 else every
+        rows.append((one.kind, one.device, one.metric, one.unit, len(value), int(covered), moved / covered,
+                     *_quantiles(value, weight, (0.5, 0.95)), float(value.max()),
+                     moved / NS_PER_S if rate else np.nan, one.unit[:-2] if rate else "",
+                     _mean_inside(value, clipped.inside(kernels)) if len(kernels[0]) else np.nan,
+                     _mean_inside(value, clipped.inside(nccl)) if len(nccl[0]) else np.nan, low, high))  # fmt: skip
+    return _table(STAT_COLUMNS, rows)
+
+
+def _every(busy: dict[int, tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """The union of every GPU's busy intervals."""
+    from nsyskit.analysis.compute.intervals import merge
+
+    return merge(*busy.values())
+
+
+def _table(names: tuple[str, ...], rows: list[tuple]) -> Table:
+    """A Table of `rows` (tuples in `names` order), text columns as objects, numbers as int64 or float64."""
+    if not rows:
+        return Table({name: np.empty(0, dtype=object if name in _TEXT else np.float64) for name in names})
+    columns = list(zip(*rows, strict=True))
+    return Table(
+        {name: np.array(col, dtype=object if name in _TEXT else None) for name, col in zip(names, columns, strict=True)}
+    )
+
+
+_TEXT = {"kind", "device", "metric", "unit", "total_unit"}
+
+
+def counter_bins(series: list[Series], window: tuple[int, int], timings: list | None = None) -> Table:
+    """Per series and time bin of the window: value x time (value_ns), time covered and the max of the samples."""
+    low, high = window
+    width = bin_width(high - low)
+    count = max(1, -(-(high - low) // width))
+    edges = low + width * np.arange(count + 1, dtype=np.int64)
+    edges[-1] = min(edges[-1], high)
+    parts = []
+    spread: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    for one, (clipped, value) in zip(series, timings or _timings(series, low, high), strict=True):
+        if not len(value):
+            continue
+        sums = np.diff(clipped.integral(value, edges))
+        if id(clipped) not in spread:  # the bins each sample of this timing overlaps, and the time covered per bin
+            first, last = (clipped.start - low) // width, (clipped.end - 1 - low) // width
+            spans = last - first + 1
+            where = np.repeat(first, spans) + (np.arange(spans.sum()) - np.repeat(np.cumsum(spans) - spans, spans))
+            spread[id(clipped)] = (spans, where, np.diff(clipped.integral(np.ones(len(value)), edges)))
+        spans, where, covered = spread[id(clipped)]
+        highest = np.full(count, -np.inf)
+        np.maximum.at(highest, where, np.repeat(value, spans))
+        held = covered > 0
+        parts.append((one, np.flatnonzero(held), sums[held], covered[held], highest[held]))
+    n = sum(len(p[1]) for p in parts)
+
+    def text(pick) -> np.ndarray:
+        """A text column: each series' value, once per bin it has."""
+        out = np.empty(n, dtype=object)
+        out[:] = [v for p in parts for v in [pick(p[0])] * len(p[1])]
+        return out
+
+    cat = (lambda i, dtype: np.concatenate([p[i] for p in parts]).astype(dtype)) if parts else (
+        lambda i, dtype: np.empty(0, dtype=dtype))  # fmt: skip
+    return Table({
+        "kind": text(lambda s: s.kind), "device": text(lambda s: s.device), "metric": text(lambda s: s.metric),
+        "bin": cat(1, np.int64), "bin_ns": np.full(n, width, dtype=np.int64), "value_ns": cat(2, np.float64),
+        "covered_ns": cat(3, np.float64), "max": cat(4, np.float64),
+    })  # fmt: skip
+
+
+def step_totals(series: list[Series], steps: Table) -> Table:
+    """What each network rate counter (EFA, NIC; a rate per second) moved in each window step (bytes for B/s)."""
+    rows = []
+    if len(steps):
+        begin = steps["start_ns"].astype(np.int64)
+        finish = begin + steps["duration_ns"].astype(np.int64)
+        for one in series:
+            if one.kind not in (EFA, NIC) or not is_rate(one.unit):
+                continue
+            keep = (one.end > one.start) & ~np.isnan(one.value)
+            start, end, value = one.start[keep], one.end[keep], one.value[keep]
+            if not len(value):
+                continue
+            moved = (_integral(start, end, value, finish) - _integral(start, end, value, begin)) / NS_PER_S
+            rows += [(int(s), one.kind, one.device, one.metric, one.unit[:-2], float(m))
+                     for s, m in zip(steps["step"], moved, strict=True)]  # fmt: skip
+    return _table(STEP_COLUMNS, rows)
+
+
+def heat_map(bins: Table, metric: str) -> tuple[list[str], int, np.ndarray]:
+    """(row labels 'rank R device', bin width, matrix of time-weighted means: NaN where nothing was sampled) of one
+    metric over every rank's bins, brought to the widest width (whole bins added: exact)."""
+    mine = bins.take(bins["metric"] == metric) if len(bins) else bins
+    if not len(mine):
+        return [], BASE_BIN_NS, np.empty((0, 0))
+    width = int(mine["bin_ns"].max())
+    column = mine["bin"] * mine["bin_ns"] // width  # a bin of width w lies whole inside bin (b * w) // width
+    labels = [f"rank {r} {d}" for r, d in zip(mine["rank"], mine["device"], strict=True)]
+    names = sorted(set(labels), key=lambda label: (int(label.split()[1]), label))
+    index = {name: i for i, name in enumerate(names)}
+    row = np.array([index[label] for label in labels], dtype=np.int64)
+    shape = (len(names), int(column.max()) + 1)
+    value, covered = np.zeros(shape), np.zeros(shape)
+    np.add.at(value, (row, column), mine["value_ns"])
+    np.add.at(covered, (row, column), mine["covered_ns"])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return names, width, np.where(covered > 0, value / covered, np.nan)
+
+
+def counter_window(steps: Table, kernels, series: list[Series]) -> tuple[int, int] | None:
+    """The rank's analyzed window: its window steps' span, else its kernels' span, else its samples' (None: none)."""
+    if len(steps):
+        begin = steps["start_ns"].astype(np.int64)
+        return int(begin.min()), int((begin + steps["duration_ns"].astype(np.int64)).max())
+    if len(kernels):
+        return int(kernels.start.min()), int(kernels.end.max())
+    spans = [(int(s.start.min()), int(s.end.max())) for s in series if len(s.start)]
+    return (min(s[0] for s in spans), max(s[1] for s in spans)) if spans else None
+
+
+def rank_tables(series: list[Series], kernels, nccl_ids: np.ndarray, steps: Table) -> dict[str, Table]:
+    """The rank's counter tables over its window: stats ('counters'), time bins ('counter_bins') and what the
+    network counters moved per window step ('counter_steps'); empty tables without samples."""
+    from nsyskit.analysis.compute.intervals import union
+
+    window = counter_window(steps, kernels, series)
+    if window is None or window[1] <= window[0] or not series:
+        return {"counters": _table(STAT_COLUMNS, []), "counter_bins": counter_bins([], (0, 1)),
+                "counter_steps": _table(STEP_COLUMNS, [])}  # fmt: skip
+    busy = {int(d): union(kernels.start[kernels.device == d], kernels.end[kernels.device == d])
+            for d in np.unique(kernels.device)} if len(kernels) else {}  # fmt: skip
+    is_nccl = (
+        np.isin(kernels.extra["name"], nccl_ids) if len(kernels) and "name" in kernels.extra else np.zeros(0, bool)
+    )
+    nccl = union(kernels.start[is_nccl], kernels.end[is_nccl]) if is_nccl.any() else (np.empty(0, np.int64),) * 2
+    timings = _timings(series, *window)  # clipped once for the stats and the bins
+    return {"counters": counter_stats(series, window, busy, nccl, timings),
+            "counter_bins": counter_bins(series, window, timings),
+            "counter_steps": step_totals(series, steps)}  # fmt: skip
+
+
+def shares(series: list[Series], devices: list[np.ndarray]) -> list[list[Series]]:
+    """A file of several ranks (`devices`: the GPUs each rank's kernels ran on): each GPU's metrics go to the first
+    rank that used that GPU, the rest (network counters, GPUs no rank used) to the file's first rank; each series
+    once."""
+    owner: dict[int, int] = {}
+    for index in reversed(range(len(devices))):
+        owner.update(dict.fromkeys((int(d) for d in devices[index]), index))
+    out: list[list[Series]] = [[] for _ in devices]
+    for one in series:
+        out[owner.get(one.device_id, 0)].append(one)
+    return out
+
+
+def outside_line(source: str, series: list[Series]) -> str:
+    """The one line for a report whose counters hold no sample inside its window: how many, and when they were."""
+    spans = [(int(s.start.min()), int(s.end.max())) for s in series if len(s.start)]
+    sampled = f"{min(a for a, _b in spans)}-{max(b for _a, b in spans)} ns" if spans else "no time"
+    return (f"{source}: {len(series)} counter series (GPU/EFA/NIC metrics) hold no sample inside the analyzed window "
+            f"(samples cover {sampled}); the counter tables leave them out; fix: sample during the profiled steps "
+            "(nsys --gpu-metrics-devices / --nic-metrics with the capture range)")  # fmt: skip

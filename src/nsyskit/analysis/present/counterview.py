@@ -1,0 +1,167 @@
+"""The report's section on the counters sampled beside the trace: one terminal table, heat maps over time per
+device (like NVIDIA's gpu_metric_util_map and network_map_aws recipes) and the bytes each network device moved per
+step in report.html, the tables unrounded in analysis.json."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from nsyskit.analysis.compute.counters import heat_map
+from nsyskit.analysis.compute.result import Analysis
+from nsyskit.analysis.compute.table import Table
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+TITLE = "Counters sampled beside the trace (GPU, EFA, NIC metrics)"
+SHOWN = ["rank", "kind", "device", "metric", "unit", "mean", "p50", "p95", "max", "total", "busy_mean", "nccl_mean"]
+SUMMARY_SHOWN = ["kind", "metric", "unit", "devices", "mean", "lowest_mean", "lowest", "highest_mean", "highest", "max"]
+STEP_SHOWN = ["rank", "step", "kind", "device", "metric", "total", "unit"]
+NONE = ("none in these reports: record GPU metrics with nsys --gpu-metrics-devices=all, EFA metrics with "
+        "--enable efa_metrics (nsys 2024.4+), NIC metrics with --nic-metrics")  # fmt: skip
+# The metrics drawn as heat maps, in this order, when sampled: utilization first, then the network
+MAPPED = (r"^SMs? Active", r"^Tensor (Pipe )?Active", r"^DRAM Read", r"^NVLink (RX|TX)", r"^PCIe (RX|TX)",
+          r"^rdma_(read|write)_bytes per second", r"Bytes (sent|received|transmitted)")  # fmt: skip
+MAX_MAPS = 6
+MAX_MAP_ROWS = 64  # devices drawn per heat map; the others are in the bins of analysis.json's tables
+
+
+def _key_order(table: Table) -> np.ndarray:
+    """Network counters first, then the metrics the maps draw, then the rest; by rank and device within."""
+    first = np.array([0 if kind != "gpu" else 1 for kind in table["kind"]])
+    mapped = np.array(
+        [next((i for i, p in enumerate(MAPPED) if re.search(p, m)), len(MAPPED)) for m in table["metric"]]
+    )
+    return np.lexsort((table["metric"].astype(str), table["device"].astype(str), table["rank"], mapped, first))
+
+
+def summary(table: Table) -> Table:
+    """One row per (kind, metric) over every rank and device: the mean of their means, the lowest and highest device."""
+    keys = list(dict.fromkeys(zip(table["kind"], table["metric"], table["unit"], strict=True)))
+    rows = []
+    for kind, metric, unit in keys:
+        mine = table.take((table["kind"] == kind) & (table["metric"] == metric) & (table["unit"] == unit))
+        low, high = int(np.argmin(mine["mean"])), int(np.argmax(mine["mean"]))
+        label = [f"rank {r} {d}" for r, d in zip(mine["rank"], mine["device"], strict=True)]
+        rows.append((kind, metric, unit, len(mine), float(mine["mean"].mean()), float(mine["mean"][low]), label[low],
+                     float(mine["mean"][high]), label[high], float(mine["max"].max())))  # fmt: skip
+    columns = list(zip(*rows, strict=True)) if rows else [[] for _ in SUMMARY_SHOWN]
+    text = {"kind", "metric", "unit", "lowest", "highest"}
+    return Table(
+        {n: np.array(c, dtype=object if n in text else None) for n, c in zip(SUMMARY_SHOWN, columns, strict=True)}
+    )
+
+
+def device_bytes(table: Table) -> Table:
+    """Per rank and network device (EFA, NIC): the bytes its byte-rate counters moved in the window, all directions."""
+    keep = np.isin(table["kind"], ("efa", "nic")) & np.isin(table["total_unit"], ("B", "bytes", "Bytes", "byte"))
+    mine = table.take(keep)
+    keys = list(dict.fromkeys(zip(mine["rank"].tolist(), mine["kind"].tolist(), mine["device"].tolist(), strict=True)))
+    moved = [float(mine["total"][(mine["rank"] == r) & (mine["device"] == d)].sum()) for r, _k, d in keys]
+    return Table({"rank": np.array([k[0] for k in keys], dtype=np.int64), "kind": np.array([k[1] for k in keys], dtype=object),
+                  "device": np.array([k[2] for k in keys], dtype=object), "bytes": np.array(moved)})  # fmt: skip
+
+
+def terminal_table(table: Table, top: int) -> tuple[Table, list[str], str]:
+    """The one terminal table: every device's row when they fit in `top` rows or each metric has one device, else
+    the per-metric summary."""
+    whole = summary(table)
+    if len(table) <= top or len(whole) == len(table):
+        return table.take(_key_order(table)), SHOWN, ""
+    return whole.take(_key_order_summary(whole)), SUMMARY_SHOWN, f"{len(table):,} device rows: per metric here"
+
+
+def _key_order_summary(table: Table) -> np.ndarray:
+    """The per-metric rows: network counters first, then the mapped metrics, then the rest."""
+    first = np.array([0 if kind != "gpu" else 1 for kind in table["kind"]])
+    mapped = np.array(
+        [next((i for i, p in enumerate(MAPPED) if re.search(p, m)), len(MAPPED)) for m in table["metric"]]
+    )
+    return np.lexsort((table["metric"].astype(str), mapped, first))
+
+
+def mapped_metrics(table: Table) -> list[str]:
+    """The metrics to draw (the first sampled of each MAPPED pattern, in its order, at most MAX_MAPS)."""
+    names = list(dict.fromkeys(table["metric"].tolist()))
+    chosen = [next((n for n in names if re.search(pattern, n)), None) for pattern in MAPPED]  # one per pattern
+    return [n for n in dict.fromkeys(chosen) if n is not None][:MAX_MAPS]
+
+
+def heat_map_png(bins: Table, metric: str, unit: str) -> bytes | None:
+    """One metric's heat map: a row per rank and device (at most MAX_MAP_ROWS), time along x."""
+    names, width, means = heat_map(bins, metric)
+    if not names:
+        return None
+    import io
+
+    from nsyskit.analysis.present import plots
+
+    plt = plots.plt
+    shown = means[:MAX_MAP_ROWS]
+    fig, ax = plt.subplots(figsize=(plots.WIDTH_IN, min(1.2 + 0.22 * len(shown), 8.0)))
+    seconds = width * shown.shape[1] / 1e9
+    image = ax.imshow(np.ma.masked_invalid(shown), aspect="auto", cmap="viridis", interpolation="nearest",
+                      extent=(0, seconds, len(shown) - 0.5, -0.5))  # fmt: skip
+    ax.set_yticks(range(len(shown)), names[:MAX_MAP_ROWS] if len(shown) <= 32 else [""] * len(shown))
+    more = f" (first {MAX_MAP_ROWS} of {len(names)} devices)" if len(names) > MAX_MAP_ROWS else ""
+    ax.set_xlabel(f"time into each rank's window (s), bins of {width / 1e6:g} ms{more}")
+    ax.set_title(metric)
+    fig.colorbar(image, ax=ax, label=unit or "value")
+    buffer = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buffer, format="png", dpi=plots.DPI)
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def section(analysis: Analysis, data: Callable[[], dict]):
+    """The counters section: the terminal table, report.html's heat maps and tables, analysis.json's tables."""
+    from nsyskit.analysis.present.sections import Section, figure, table_data
+
+    table = analysis.counters if analysis.counters is not None else Table({})
+    steps = analysis.counter_steps
+
+    def terminal(console: Console, top: int) -> None:
+        """The one table, or the line saying how to record counters."""
+        if not len(table):
+            console.print(f"{TITLE}: {NONE}", markup=False)
+            return
+        from nsyskit.analysis.present.terminal import rich_table
+
+        shown, columns, note = terminal_table(table, top)
+        title = f"{TITLE}, time-weighted over each rank's window" + (f" ({note})" if note else "")
+        console.print(rich_table(title, shown, columns, top))
+
+    def html(folder: Path, top: int) -> dict[str, Any]:
+        """The heat maps (written beside report.html too) and the tables."""
+        if not len(table):
+            return {"note": f"Counters: {NONE}"}
+        figures = []
+        for index, metric in enumerate(mapped_metrics(table)):
+            unit = str(table["unit"][np.flatnonzero(table["metric"] == metric)[0]])
+            png = heat_map_png(analysis.counter_bins, metric, unit)
+            figures += figure(f"{metric} over time per device", png, folder, f"counters_{index}.png")
+        tables = [table_data(table.take(_key_order(table)), SHOWN, top, title="Per device (time-weighted)")]
+        whole = summary(table)
+        if len(table) > top and len(whole) < len(table):  # several devices per metric: their spread first
+            tables.insert(0, table_data(whole, SUMMARY_SHOWN, top, title="Per metric, over every device"))
+        moved = device_bytes(table)
+        if len(moved):
+            tables.append(
+                table_data(moved, None, top, title="Bytes each network device moved in the window (all directions)")
+            )
+        if steps is not None and len(steps):
+            tables.append(table_data(steps, STEP_SHOWN, top, title="What each network device moved per step"))
+        return {"figures": figures, "tables": tables}
+
+    def json() -> dict:
+        """analysis.json's counters and counter_steps."""
+        whole = data()
+        return {name: whole[name] for name in ("counters", "counter_steps") if name in whole}
+
+    return Section("counters", TITLE, terminal, html, json)
