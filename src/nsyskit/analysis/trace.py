@@ -28,14 +28,15 @@ from nsyskit.analysis.compute import (
     ncclbandwidth,
     nccldigest,
 )
-from nsyskit.analysis.compute.metrics import comm_share_by_rank, per_rank, view_of, window_steps, windowed_ranks
+from nsyskit.analysis.compute.metrics import window_steps, windowed_ranks
 from nsyskit.analysis.compute.projection import project
-from nsyskit.analysis.compute.result import Analysis, combine_kernel_summaries, concat, with_rank
+from nsyskit.analysis.compute.result import Analysis, combine_kernel_summaries, with_rank
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.read.discover import RANK_IN_NAME, REPORT_SUFFIXES, discover, open_export  # noqa: F401
 from nsyskit.analysis.read.reader import ExportReader
 from nsyskit.analysis.read.records import Intervals, distinct
 from nsyskit.analysis.read.runinfo import not_profiled
+from nsyskit.analysis.reduce import RANKED_KEYS, TABLE_KEYS, merge  # noqa: F401  (parts and tests take them here)
 from nsyskit.errors import NsyskitError
 
 __all__ = [
@@ -48,10 +49,6 @@ __all__ = [
     "open_export",
 ]
 
-# The per-rank tables of analyze_file's results (all but the kernel summary carry a rank column).
-TABLE_KEYS = ("kernel_summary", "breakdown", "memcpy", "nvtx", "nvtx_gpu", "steps", "evidence",
-              *counters.TABLES)  # and "nccl": its NcclDigest  # fmt: skip
-RANKED_KEYS = TABLE_KEYS[1:]
 MAX_WORKERS = 8  # files analyzed at once: bounds peak memory (~0.3 GB per 2M-kernel rank)
 NVTX_GPU_TOP = 15  # user ranges shown in the NVTX GPU projection besides the example's
 COUNTERS_VARIABLE = "NSYSKIT_COUNTERS"  # 0: the sampled counters (GPU, EFA, NIC metrics) are not read
@@ -336,39 +333,6 @@ def analyze_run(
     return merge(per_file, straggler_pct, unprofiled_line, incomplete, world)
 
 
-def merge(
-    per_file: list[list[dict[str, Any]]], straggler_pct: float = 5.0, unprofiled_line: str = "",
-    incomplete: list[str] | None = None, world: ncclbandwidth.WorldSize | None = None,
-) -> Analysis:  # fmt: skip
-    """The reduce: one Analysis from the per-file results of analyze_file (in rank order), the same whether they come
-    from this process's workers or from part files written on the cluster (nsyskit.analysis.parts)."""
-    results = _renumber(per_file)
-    analysis = Analysis(sources={}, nsys_versions={}, incomplete=list(incomplete or []))
-    for result in results:
-        analysis.sources[result["rank"]] = result["source"]
-        analysis.nsys_versions[result["rank"]] = result["nsys_version"]
-        analysis.kernel_summaries[result["rank"]] = result["kernel_summary"]
-        analysis.warnings.extend(result.get("warnings", []))
-    analysis.top_kernels = combine_kernel_summaries(analysis.kernel_summaries)
-    for name in RANKED_KEYS:
-        setattr(analysis, name, concat([r[name] for r in results]))
-    analysis.nccl = nccldigest.rollup({result["rank"]: result["nccl"] for result in results})
-    # n where a report states none: run.json's world size when the caller read one, else the ranks analyzed
-    analysis.nccl.world = world or ncclbandwidth.WorldSize(max(1, len(results)), "rank reports")
-    analysis.nccl_sizes = nccldigest.size_summary(analysis.nccl)
-    if unprofiled_line:  # the ranks the run ran without nsys: absent from every table, named so no one reads them as idle
-        analysis.warnings.append(unprofiled_line)
-    # The ranks table's comm share is the findings' (on a CPU run: of the window's step time, not of GPU busy time).
-    view = view_of(analysis)
-    shares = comm_share_by_rank(view)
-    summaries = [{**r["summary"], "comm_share_pct": shares.get(r["rank"], r["summary"]["comm_share_pct"])} for r in results]
-    # One verdict per concept: the table flags the stragglers the findings name, on the findings' measure
-    work = per_rank(view)
-    analysis.ranks = analyzers.cross_rank(summaries, straggler_pct, dict(zip(work["rank"].tolist(), work["work_ns"].tolist(), strict=True)))
-    analysis.straggler_pct = straggler_pct
-    return analysis
-
-
 def _analyze_here(rank: int, path: Path) -> list[dict[str, Any]] | NsyskitError:
     """analyze_file in this process; a user error comes back as the error, to stop or to leave the rank out."""
     try:
@@ -391,17 +355,3 @@ def _counted(items: Iterable[Any], total: int, progress: Callable[[int, int], No
         yield item
         if progress:
             progress(done, total)
-
-
-def _renumber(per_file: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Flat per-rank results; when a file held several ranks, every rank is renumbered 0..N-1 in file order."""
-    if all(len(results) == 1 for results in per_file):
-        return [results[0] for results in per_file]
-    flat = [result for results in per_file for result in results]
-    for new, result in enumerate(flat):
-        if result["rank"] != new:
-            result["rank"] = new
-            for name in RANKED_KEYS:
-                result[name].columns["rank"] = np.full(len(result[name]), new, dtype=np.int64)
-            result["summary"]["rank"] = new
-    return flat
