@@ -23,6 +23,9 @@ RULE_OF = {"sync": "sync_stall", "launch": "launch_bound", "alloc": "allocator",
 MINE = set(measure.RULES)
 
 
+SYMPTOMS = {"straggler", "gpu_idle", "step_variance", "exposed_comm", "comm_share"}  # what a cause makes visible
+
+
 def diagnoses_of(run) -> dict[str, object]:
     """The host-side findings of a run folder, by rule."""
     return {f.rule: f for f in find(view_of(analyze_run([run], workers=1))) if f.rule in MINE}
@@ -31,8 +34,12 @@ def diagnoses_of(run) -> dict[str, object]:
 @pytest.mark.parametrize("cause", CAUSES)
 @pytest.mark.parametrize("variant", [0, 1])
 def test_a_planted_cause_fires_its_rule_and_no_other(tmp_path, cause, variant):
-    found = diagnoses_of(training_run(tmp_path / "run", cause, variant=variant))
+    run = training_run(tmp_path / "run", cause, variant=variant)
+    found = diagnoses_of(run)
     assert set(found) == {RULE_OF[cause]}
+    # Of every rule, only its symptoms join it (the planted rank straggles, the GPU idles, a step runs long)
+    every = {f.rule for f in find(view_of(analyze_run([run], workers=1)))}
+    assert every - SYMPTOMS == {RULE_OF[cause]}
     finding = found[RULE_OF[cause]]
     assert finding.ranks == (1,)  # planted on rank 1 only
     assert finding.at_stake_ns > 0 and finding.evidence and finding.advice
