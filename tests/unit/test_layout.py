@@ -110,3 +110,11 @@ def test_cli_uses_only_the_analysis_facade():
         if stage_of(target) or target.startswith("nsyskit.analysis.profilers")
     ]
     assert inner == []
+
+
+MAX_MODULE_LINES = 400  # one concern per module: past this, a module holds two
+
+
+def test_no_module_is_over_400_lines():
+    long = {name: n for name, path in modules().items() if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"split these modules (one concern each): {long}"

@@ -21,20 +21,22 @@ from nsyskit.analysis.compute import (
     analyzers,
     commcauses,  # noqa: F401  (registers its evidence extractors)
     counters,
+    diagnoses,  # registers its evidence extractors (and computes the GPU busy union beside the NVTX tables)
     evidence,
     modelflops,  # noqa: F401  (registers its evidence extractor)
     nccl,
     ncclbandwidth,
     nccldigest,
 )
-from nsyskit.analysis.compute.metrics import comm_share_by_rank, per_rank, view_of, window_steps, windowed_ranks
+from nsyskit.analysis.compute.metrics import window_steps, windowed_ranks
 from nsyskit.analysis.compute.projection import project
-from nsyskit.analysis.compute.result import Analysis, combine_kernel_summaries, concat, with_rank
+from nsyskit.analysis.compute.result import Analysis, combine_kernel_summaries, with_rank
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.read.discover import RANK_IN_NAME, REPORT_SUFFIXES, discover, open_export  # noqa: F401
 from nsyskit.analysis.read.reader import ExportReader
 from nsyskit.analysis.read.records import Intervals, distinct
 from nsyskit.analysis.read.runinfo import not_profiled
+from nsyskit.analysis.reduce import RANKED_KEYS, TABLE_KEYS, merge  # noqa: F401  (parts and tests take them here)
 from nsyskit.errors import NsyskitError
 
 __all__ = [
@@ -47,10 +49,6 @@ __all__ = [
     "open_export",
 ]
 
-# The per-rank tables of analyze_file's results (all but the kernel summary carry a rank column).
-TABLE_KEYS = ("kernel_summary", "breakdown", "memcpy", "nvtx", "nvtx_gpu", "steps", "evidence",
-              *counters.TABLES)  # and "nccl": its NcclDigest  # fmt: skip
-RANKED_KEYS = TABLE_KEYS[1:]
 MAX_WORKERS = 8  # files analyzed at once: bounds peak memory (~0.3 GB per 2M-kernel rank)
 NVTX_GPU_TOP = 15  # user ranges shown in the NVTX GPU projection besides the example's
 COUNTERS_VARIABLE = "NSYSKIT_COUNTERS"  # 0: the sampled counters (GPU, EFA, NIC metrics) are not read
@@ -127,7 +125,7 @@ class RankTrace:
 
         def copies_and_calls():  # the CUDA API calls of every thread when the pages give them (filtered below)
             copies = side[1].memcpys(self.pid), side[1].memsets(self.pid)
-            return copies, side[1].runtime_rows() if wants_correlation else None
+            return copies, *(side[1].runtime_rows_and_calls(self.pid) if wants_correlation else (None, None))
 
         ranges: Future = Future()
 
@@ -150,7 +148,8 @@ class RankTrace:
                 if "kernels" not in self.__dict__:
                     self.__dict__["kernels"] = self.reader.kernels(self.pid, correlation=wants_correlation, with_pid=with_pid)
                 nvtx = self.__dict__["nvtx"] = ranges.result()
-                (self.__dict__["memcpys"], self.__dict__["memsets"]), runtime = second.result()
+                (self.__dict__["memcpys"], self.__dict__["memsets"]), runtime, calls = second.result()
+                self.reader.share_api_calls(self.pid, calls)  # the diagnoses' host calls (compute/diagnoses.py)
                 if wants_correlation:
                     self.__dict__["launches"] = side[1].launches(self.kernels, nvtx.thread, runtime)
                 self.__dict__["grouped_texts"], self.__dict__["nvtx_labels"] = labels.result()
@@ -212,13 +211,13 @@ class RankTrace:
             self.reader.warn(counters.outside_line(str(self.source), self.counter_series))
         return tables
 
-    def evidence_inputs(self, window: Table, breakdown: Table, operations: Table) -> evidence.RankInputs:
+    def evidence_inputs(self, window: Table, breakdown: Table, operations: Table, busy=None) -> evidence.RankInputs:
         """This rank's tables as the findings' extractors read them (compute.evidence)."""
         return evidence.RankInputs(
             rank=self.rank, kernels=self.kernels, kernel_names=self.kernel_names, nvtx=self.nvtx,
             nvtx_labels=self.nvtx_labels, launches=self.launches,
             memcpys=self.memcpys, memsets=self.memsets, steps=window, breakdown=breakdown,
-            nccl_operations=operations, reader=self.reader, pid=self.pid,
+            nccl_operations=operations, reader=self.reader, pid=self.pid, busy=busy,
         )  # fmt: skip
 
     def results(self) -> dict[str, Any]:
@@ -228,6 +227,7 @@ class RankTrace:
             # The kernel tables are numpy over every kernel (sorts and reductions release the GIL): they run beside
             # the NVTX and NCCL tables, whose per-text work holds it; so do the counters' (numpy over the samples).
             kernel_tables = pool.submit(lambda: (self.kernel_summary(), self.breakdown()))
+            gpu_busy = pool.submit(diagnoses.gpu_busy, self.kernels, self.memcpys, self.memsets)  # numpy too
             rank = self.rank
             nvtx_summary, nvtx_gpu, steps = self.nvtx_summary(), self.nvtx_gpu(), self.steps()
             # The rank's window steps, as the run's view finds them (its own 'profile_window' range or warm-up)
@@ -237,7 +237,7 @@ class RankTrace:
             nccl_digest, memcpy = nccldigest.digest(operations, in_window), self.memcpy_by_kind()
             kernel_summary, breakdown = kernel_tables.result()
             counter_tables = counted.result()
-            found = evidence.rank_evidence(self.evidence_inputs(in_window, breakdown, operations))
+            found = evidence.rank_evidence(self.evidence_inputs(in_window, breakdown, operations, gpu_busy.result()))
         window = int(breakdown["window_ns"].sum()) if len(breakdown) else 0
         busy = int(breakdown["busy_ns"].sum()) if len(breakdown) else 0
         comm = int(breakdown["comm_ns"].sum()) if len(breakdown) else 0
@@ -333,39 +333,6 @@ def analyze_run(
     return merge(per_file, straggler_pct, unprofiled_line, incomplete, world)
 
 
-def merge(
-    per_file: list[list[dict[str, Any]]], straggler_pct: float = 5.0, unprofiled_line: str = "",
-    incomplete: list[str] | None = None, world: ncclbandwidth.WorldSize | None = None,
-) -> Analysis:  # fmt: skip
-    """The reduce: one Analysis from the per-file results of analyze_file (in rank order), the same whether they come
-    from this process's workers or from part files written on the cluster (nsyskit.analysis.parts)."""
-    results = _renumber(per_file)
-    analysis = Analysis(sources={}, nsys_versions={}, incomplete=list(incomplete or []))
-    for result in results:
-        analysis.sources[result["rank"]] = result["source"]
-        analysis.nsys_versions[result["rank"]] = result["nsys_version"]
-        analysis.kernel_summaries[result["rank"]] = result["kernel_summary"]
-        analysis.warnings.extend(result.get("warnings", []))
-    analysis.top_kernels = combine_kernel_summaries(analysis.kernel_summaries)
-    for name in RANKED_KEYS:
-        setattr(analysis, name, concat([r[name] for r in results]))
-    analysis.nccl = nccldigest.rollup({result["rank"]: result["nccl"] for result in results})
-    # n where a report states none: run.json's world size when the caller read one, else the ranks analyzed
-    analysis.nccl.world = world or ncclbandwidth.WorldSize(max(1, len(results)), "rank reports")
-    analysis.nccl_sizes = nccldigest.size_summary(analysis.nccl)
-    if unprofiled_line:  # the ranks the run ran without nsys: absent from every table, named so no one reads them as idle
-        analysis.warnings.append(unprofiled_line)
-    # The ranks table's comm share is the findings' (on a CPU run: of the window's step time, not of GPU busy time).
-    view = view_of(analysis)
-    shares = comm_share_by_rank(view)
-    summaries = [{**r["summary"], "comm_share_pct": shares.get(r["rank"], r["summary"]["comm_share_pct"])} for r in results]
-    # One verdict per concept: the table flags the stragglers the findings name, on the findings' measure
-    work = per_rank(view)
-    analysis.ranks = analyzers.cross_rank(summaries, straggler_pct, dict(zip(work["rank"].tolist(), work["work_ns"].tolist(), strict=True)))
-    analysis.straggler_pct = straggler_pct
-    return analysis
-
-
 def _analyze_here(rank: int, path: Path) -> list[dict[str, Any]] | NsyskitError:
     """analyze_file in this process; a user error comes back as the error, to stop or to leave the rank out."""
     try:
@@ -388,17 +355,3 @@ def _counted(items: Iterable[Any], total: int, progress: Callable[[int, int], No
         yield item
         if progress:
             progress(done, total)
-
-
-def _renumber(per_file: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Flat per-rank results; when a file held several ranks, every rank is renumbered 0..N-1 in file order."""
-    if all(len(results) == 1 for results in per_file):
-        return [results[0] for results in per_file]
-    flat = [result for results in per_file for result in results]
-    for new, result in enumerate(flat):
-        if result["rank"] != new:
-            result["rank"] = new
-            for name in RANKED_KEYS:
-                result[name].columns["rank"] = np.full(len(result[name]), new, dtype=np.int64)
-            result["summary"]["rank"] = new
-    return flat

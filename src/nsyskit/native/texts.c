@@ -1,8 +1,8 @@
 /* NVTX texts grouped, in one pass over them (see nsyskit/native/texts.py): without PyTorch's per-call suffixes, and
    a trailing step number written N.
 
-   The suffix is analyzers.PER_CALL_SUFFIX: one or more units ", seq = N" / ", op_id = N" (\s* around the '=' and
-   after the comma, \d+ for N), then \s* to the end. The step number is analyzers.STEP_NUMBER on what is left: a
+   The suffix is nvtxnames.PER_CALL_SUFFIX: one or more units ", seq = N" / ", op_id = N" (\s* around the '=' and
+   after the comma, \d+ for N), then \s* to the end. The step number is nvtxnames.STEP_NUMBER on what is left: a
    word of STEP_WORDS (any case, no ASCII letter or digit before it), [\s_:#-]*, \d+, \s* to the end; the digits and
    the spaces after them become 'N'. Python's regex takes ~250 ns a text over the tens of thousands of per-call texts
    of a rank; this walks each text back from its end. Only ASCII texts are cut here: in others \s and \d also match
@@ -36,7 +36,7 @@ static int64_t kept_end(const uint8_t *s, int64_t a, int64_t b) {
     return cut;
 }
 
-/* analyzers.STEP_WORDS (each is tried: 'batch' ends 'microbatch', whose boundary differs). */
+/* nvtxnames.STEP_WORDS (each is tried: 'batch' ends 'microbatch', whose boundary differs). */
 static const char *const STEP_WORDS[] = {"step", "iter", "iteration", "epoch", "batch", "microbatch", "minibatch"};
 
 static int is_alnum(uint8_t c) { return is_digit(c) || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z'); }

@@ -119,6 +119,22 @@ class Launch:
 
 
 @dataclass
+class ApiCall:
+    """One CUDA runtime/driver API call (cudaStreamSynchronize_v3020, cuModuleLoadData ...) or, in `os_calls`, one
+    OS runtime call (poll, futex ...), by function name."""
+
+    start: int
+    end: int
+    name: str
+    thread: int = THREAD
+
+
+OSRT_DDL = """CREATE TABLE OSRT_API (
+    start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass INTEGER NOT NULL, globalTid INTEGER,
+    nameId INTEGER NOT NULL, returnValue INTEGER NOT NULL, nestingLevel INTEGER, callchainId INTEGER NOT NULL)"""
+
+
+@dataclass
 class Export:
     """Contents of one synthetic export."""
 
@@ -134,6 +150,8 @@ class Export:
     cpu_only: bool = False
     env_blob: bytes | None = None  # a binary TARGET_INFO_SYSTEM_ENV value, as nsys <= 2022.4 wrote for GPU runs
     pruned: Sequence[str] = ()  # strings removed from StringIds after writing (derived files prune them)
+    api_calls: Sequence[ApiCall] = ()  # CUDA API calls other than the launches (no correlation id)
+    os_calls: Sequence[ApiCall] | None = None  # OS runtime calls (None: no OSRT_API table, osrt not traced)
 
 
 def write_export(path: Path, export: Export) -> Path:
@@ -192,6 +210,16 @@ def write_export(path: Path, export: Export) -> Path:
         con.executemany(
             "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?,?,0,?,?,?,0,NULL)",
             [(x.start, x.end, x.thread, x.correlation, launch_name) for x in export.launches],
+        )
+        con.executemany(
+            "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?,?,0,?,NULL,?,0,NULL)",
+            [(x.start, x.end, x.thread, sid(x.name)) for x in export.api_calls],
+        )
+    if export.os_calls is not None:
+        con.execute(OSRT_DDL)
+        con.executemany(
+            "INSERT INTO OSRT_API VALUES (?,?,27,?,?,0,0,0)",
+            [(x.start, x.end, x.thread, sid(x.name)) for x in export.os_calls],
         )
     domains: dict[str, int] = {}
     for r in export.ranges:

@@ -9,7 +9,7 @@ import pytest
 from native_built import require_built
 from nsys_fixtures import Export, Kernel, Launch, Memop, Range, write_export
 
-from nsyskit.analysis.compute import analyzers, intervals
+from nsyskit.analysis.compute import analyzers, intervals, nvtxnames
 from nsyskit.analysis.read import records
 from nsyskit.analysis.trace import RankTrace, analyze_run, open_export
 
@@ -220,14 +220,14 @@ def test_per_call_suffixes_are_cut_as_a_search_per_text_cuts_them(helper, monkey
         texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 8))) for _ in range(rng.randint(0, 6))]
         searched = [analyzers.STEP_NUMBER.sub(r"\1N", t[: m.start()] if (m := analyzers.PER_CALL_SUFFIX.search(t)) else t)
                     for t in texts]  # fmt: skip
-        assert analyzers._without_per_call_suffix(texts) == searched, texts
-    cut = analyzers._without_per_call_suffix(["nccl:all_reduce, op_id = 17", "fwd, seq = 3, op_id = 4 ", "a, b"])
+        assert nvtxnames._without_per_call_suffix(texts) == searched, texts
+    cut = nvtxnames._without_per_call_suffix(["nccl:all_reduce, op_id = 17", "fwd, seq = 3, op_id = 4 ", "a, b"])
     assert cut == ["nccl:all_reduce", "fwd", "a, b"]
     numbered = ["step 1", "step 20 ", "Batch 7", "train_step:3", "epoch_12", "microbatch-2", "iteration #5"]
     numbered.append("step 4, seq=9")  # the per-call part first, then the step number
     grouped = ["step N", "step N", "Batch N", "train_step:N", "epoch_N", "microbatch-N", "iteration #N", "step N"]
     kept = ["layer_3", "MPI Rank 3", "TBackward0", "ExecutorDispatch::run2", "substep 3", "stepper 3", "step"]
-    assert analyzers._without_per_call_suffix(numbered + kept) == grouped + kept
+    assert nvtxnames._without_per_call_suffix(numbered + kept) == grouped + kept
 
 
 def test_refactorize_equals_factorize_of_the_values_each_code_picks():

@@ -17,25 +17,24 @@ from nsyskit.analysis.compute.nccl import (  # noqa: F401  (their home moved to 
     payload_sizes,
     size_bucket,
 )
+from nsyskit.analysis.compute.nvtxnames import (  # noqa: F401  (their home is nvtxnames.py)
+    PER_CALL_SUFFIX,
+    STEP_NAME,
+    STEP_NUMBER,
+    STEP_WORDS,
+    group_text,
+    group_texts,
+    is_step_label,
+    nvtx_labels,
+)
 from nsyskit.analysis.compute.projection import Projection
+from nsyskit.analysis.compute.ranks import cross_rank, over_the_others, stragglers  # noqa: F401  (home: ranks.py)
 from nsyskit.analysis.compute.table import Table
-from nsyskit.analysis.read.records import Intervals, NvtxRanges, among, distinct, factorize, refactorize
+from nsyskit.analysis.read.records import Intervals, NvtxRanges, among, distinct, refactorize
 from nsyskit.native import groups as native_groups
-from nsyskit.native import texts as native_texts
 
-STEP_NAME = re.compile(r"^\s*(?:train[ _-]?)?step[\s_:#-]*(\d+)\s*$", re.IGNORECASE)
 PROFILE_WINDOW = "profile_window"  # the example's capture range: steps outside it are warm-up
 EXAMPLE_RANGES = ("step", "data", "forward", "backward", "optimizer", PROFILE_WINDOW)
-PER_CALL_SUFFIX = re.compile(r"(?:,\s*(?:seq|op_id)\s*=\s*\d+)+\s*$")
-# The same suffix ending before a NUL (texts joined by NULs), written to begin with a literal ',' that the regex
-# engine scans for: half the time of the grouped form over 40K texts.
-PER_CALL_SUFFIX_BEFORE_NUL = re.compile(r",\s*(?:seq|op_id)\s*=\s*\d+(?:,\s*(?:seq|op_id)\s*=\s*\d+)*\s*(?=\0)")
-# A trailing step or iteration number ('step 7', 'Batch 12', 'train_step:3', 'epoch_2'): one of these words, in any
-# case and with no ASCII letter or digit right before it, [\s_:#-]*, the number, \s* to the end. The number is written
-# N ('step N'): one group for every step. Any other trailing number ('layer_3', 'MPI Rank 3', 'TBackward0') stays.
-STEP_WORDS = ("step", "iter", "iteration", "epoch", "batch", "microbatch", "minibatch")
-STEP_NUMBER = re.compile(rf"(?<![0-9A-Za-z])((?:{'|'.join(STEP_WORDS)})[\s_:#-]*)\d+\s*$", re.IGNORECASE)
-STEP_NUMBER_BEFORE_NUL = re.compile(STEP_NUMBER.pattern.replace("$", "(?=\0)"), re.IGNORECASE)
 MAX_INT64 = (1 << 63) - 1
 MAX_COUNTING_GROUPS = np.iinfo(np.uint16).max  # more keys: one sort (numpy's radix argsort takes 16-bit groups)
 STAT_COLUMNS = ("total_ns", "instances", "avg_ns", "median_ns", "min_ns", "max_ns", "stddev_ns")
@@ -294,60 +293,6 @@ def step_times(
     )
 
 
-def group_texts(texts: list[str]) -> tuple[list[str], np.ndarray]:
-    """(distinct texts without PyTorch's per-call ', seq = N' / ', op_id = N' parts and with a trailing step number
-    written N, index of each of `texts` among them): the tens of thousands of per-call texts of a rank fall into a few
-    hundred groups, and 'step 1' ... 'step 20' into one, 'step N'."""
-    return factorize(_without_per_call_suffix(texts))
-
-
-def group_text(text: str) -> str:
-    """One text's group (group_texts): its per-call suffix cut (PER_CALL_SUFFIX), then its step number N (STEP_NUMBER)."""
-    cut = text[: match.start()] if (match := PER_CALL_SUFFIX.search(text)) else text
-    return STEP_NUMBER.sub(r"\1N", cut, count=1)
-
-
-def is_step_label(label: str) -> bool:
-    """Whether a text or its group names a training step (STEP_NAME; 'step N' stands for the numbers it groups)."""
-    return bool(STEP_NAME.match(label) or (label.endswith("N") and STEP_NAME.match(label[:-1] + "0")))
-
-
-def nvtx_labels(nvtx: NvtxRanges, grouped: tuple[list[str], np.ndarray] | None = None) -> tuple[list[str], np.ndarray]:
-    """(distinct summary labels, label of each range): a range's text without its per-call parts (group_texts: the
-    texts' groups when known), '@domain' appended outside the default domain; labels in first-seen order."""
-    if len(nvtx) == 0:
-        return [], np.empty(0, dtype=np.int64)
-    texts, text_codes = nvtx.texts
-    cut, cut_of_text = grouped if grouped is not None else group_texts(texts)
-    group = cut_of_text[text_codes]
-    domains, domain_codes = nvtx.domains
-    if len(domains) == 1:  # one domain (usually the default): a label per group
-        return refactorize([text + (f"@{domains[0]}" if domains[0] else "") for text in cut], group)
-    pairs, pair_codes = np.unique(group * len(domains) + domain_codes, return_inverse=True)
-    labels = []
-    for pair in pairs.tolist():
-        domain = domains[pair % len(domains)]
-        labels.append(cut[pair // len(domains)] + (f"@{domain}" if domain else ""))
-    return refactorize(labels, pair_codes)
-
-
-def _without_per_call_suffix(texts: list[str]) -> list[str]:
-    """Each text's group (group_text): without PyTorch's per-call suffix, a trailing step number written N."""
-    found = native_texts.cut_suffixes(texts)  # texts.c: ASCII texts in one C pass, the others here
-    if found is not None:
-        cut, whole = found
-        for index in whole.tolist():
-            cut[index] = group_text(texts[index])
-        return cut
-    # One regex pass of each over the texts joined by NULs (the suffix then ends before a NUL, not at the end) instead
-    # of a search per text: per-call texts are tens of thousands. A text holding a NUL is searched on its own.
-    joined = "\0".join(texts)
-    if joined.count("\0") != max(len(texts) - 1, 0):
-        return [group_text(text) for text in texts]
-    cut = PER_CALL_SUFFIX_BEFORE_NUL.sub("", joined + "\0")
-    return STEP_NUMBER_BEFORE_NUL.sub(r"\1N", cut).split("\0")[:-1] if texts else []
-
-
 def nvtx_gpu_summary(
     labels: tuple[list[str], np.ndarray], nvtx: NvtxRanges, projection: Projection, top: int = 15
 ) -> Table:
@@ -380,85 +325,3 @@ def nvtx_gpu_summary(
         }
     )  # fmt: skip
     return table
-
-
-def over_the_others(values: np.ndarray) -> np.ndarray:
-    """Per value, how many percent it lies above (or below: negative) the median of the OTHER values; NaN for a
-    missing value or when no other value is there. Against the others, not all: with 2 ranks 12% apart the slow
-    one is 12% over the other, and the fast one is not 'slower than the median' by half of it."""
-    values = np.asarray(values, dtype=np.float64)
-    out = np.full(len(values), np.nan)
-    valid = np.flatnonzero(~np.isnan(values))
-    if len(valid) < 2:
-        return out
-    order = valid[np.argsort(values[valid], kind="stable")]
-    ranked = values[order]
-    n = len(ranked) - 1  # how many others each value has
-
-    def other(position: int, k: int) -> float:  # the k-th smallest of the others of the value at `position`
-        return ranked[k] if k < position else ranked[k + 1]
-
-    for position, index in enumerate(order):
-        mid = n // 2
-        median = other(position, mid) if n % 2 else (other(position, mid - 1) + other(position, mid)) / 2
-        out[index] = (values[index] - median) * 100.0 / median if median else np.nan
-    return out
-
-
-def stragglers(values: np.ndarray, over_others: np.ndarray, pct: float) -> np.ndarray:
-    """The ranks slower than the rest: more than `pct` over the median of the others, and in the slower half
-    (two ranks at the median with a fast third are not slower than the rest)."""
-    values = np.asarray(values, dtype=np.float64)
-    if np.isnan(values).all():
-        return np.zeros(len(values), dtype=bool)
-    above = np.nan_to_num(values, nan=-np.inf) > np.nanmedian(values)
-    return above & (np.nan_to_num(over_others, nan=0.0) > pct)
-
-
-def cross_rank(
-    per_rank: Sequence[Mapping[str, float]], straggler_pct: float = 5.0, work: Mapping[int, float] | None = None
-) -> Table:
-    """Per rank: step time and communication share, how far each lies over the other ranks, stragglers flagged.
-
-    A straggler is a rank slower than the rest: its time per step outside communication (`work`, per rank: the
-    findings' measure, since the others wait for a straggler inside their collectives, so every rank's step time is
-    alike) lies more than `straggler_pct` percent above the median of the other ranks (over_the_others). Without
-    `work`, the mean step time (or, without steps, GPU busy time) is the measure. A faster rank never is one.
-    """
-    if not per_rank:
-        return Table.empty(
-            (
-                "rank",
-                "host",
-                "steps",
-                "step_mean_ns",
-                "step_median_ns",
-                "gpu_busy_pct",
-                "comm_share_pct",
-                "deviation_pct",
-                "straggler",
-            )
-        )
-    rank = np.asarray([r["rank"] for r in per_rank], dtype=np.int64)
-    step_mean = np.asarray([r.get("step_mean_ns", np.nan) for r in per_rank], dtype=np.float64)
-    busy = np.asarray([r.get("gpu_busy_ns", np.nan) for r in per_rank], dtype=np.float64)
-    basis = step_mean if not np.isnan(step_mean).all() else busy
-    if work is not None:
-        outside = np.asarray([work.get(int(r), np.nan) for r in rank], dtype=np.float64)
-        basis = outside if not np.isnan(outside).all() else basis
-    deviation = over_the_others(basis)
-    flagged = stragglers(basis, deviation, straggler_pct)
-    table = Table(
-        {
-            "rank": rank,
-            "host": np.asarray([r.get("host", "") for r in per_rank], dtype=object),
-            "steps": np.asarray([r.get("steps", 0) for r in per_rank], dtype=np.int64),
-            "step_mean_ns": step_mean,
-            "step_median_ns": np.asarray([r.get("step_median_ns", np.nan) for r in per_rank], dtype=np.float64),
-            "gpu_busy_pct": np.asarray([r.get("gpu_busy_pct", np.nan) for r in per_rank], dtype=np.float64),
-            "comm_share_pct": np.asarray([r.get("comm_share_pct", np.nan) for r in per_rank], dtype=np.float64),
-            "deviation_pct": deviation,
-            "straggler": flagged,
-        }
-    )
-    return table.sorted_by("rank", descending=False)

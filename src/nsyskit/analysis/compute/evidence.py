@@ -37,6 +37,7 @@ class RankInputs:
     nccl_operations: Table | None = None  # the rank's NCCL operations (compute.nccl)
     reader: Any = None  # the rank's read.reader.ExportReader, for tables only some rules read (read them once, lazily)
     pid: int | None = None  # the process of the file this rank is (None: the whole file)
+    busy: Any = None  # (start, end) union of the rank's GPU activities when the map computed it (diagnoses.gpu_busy)
 
 
 Extractor = Callable[[RankInputs], Iterable[tuple[str, str, float]]]

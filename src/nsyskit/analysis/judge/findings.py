@@ -16,6 +16,7 @@ from nsyskit.analysis.compute import units
 from nsyskit.analysis.compute.metrics import RunView, per_rank, run_metrics, step_cv_by_rank
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.judge import commcauses, counterfindings, gpuwork
+from nsyskit.analysis.judge.diagnoses import HOST_RULES
 from nsyskit.analysis.judge.fabric import below_fabric
 from nsyskit.analysis.judge.finding import CATALOG, Finding, document, ordered, ranks_text
 from nsyskit.analysis.judge.mfu import low_mfu
@@ -258,6 +259,7 @@ RULES: tuple[Rule, ...] = (
     exposed_communication, straggler, gpu_idle, small_messages, pageable_memcpy, step_variance,
     gpuwork.tensor_cores_unused, commcauses.nccl_outlier, commcauses.serialized_streams, low_mfu, below_fabric,
     *counterfindings.RULES,  # the sampled counters' rules (judge/counterfindings.py)
+    *HOST_RULES,
 )  # fmt: skip
 
 

@@ -18,12 +18,13 @@ MAX_CASE_THREADS = 32  # NVTX threads up to which the runtime read sends thread 
 
 
 def read_runtime_rows(reader: ExportFile) -> dict[str, np.ndarray] | None:
-    """thread, start and corr (with their kinds) of every CUDA API call, from the file's pages (None: SQLite's
-    read is needed); read before the NVTX threads are known, filtered by read_launch_calls."""
+    """thread, start, corr, end and name (with their kinds) of every CUDA API call, from the file's pages (None:
+    SQLite's read is needed); read before the NVTX threads are known, filtered by read_launch_calls; end and name
+    (nameId) serve the diagnoses' host calls (apicalls.py), at no extra pass."""
     runtime = reader.table(RUNTIME_TABLES)
     if not runtime:
         return None
-    columns = {"thread": "globalTid", "start": "start", "corr": "correlationId"}
+    columns = {"thread": "globalTid", "start": "start", "corr": "correlationId", "end": "end", "name": "nameId"}
     return reader.pages(runtime, columns, kinds=tuple(columns.values()))
 
 

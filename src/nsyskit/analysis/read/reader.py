@@ -10,7 +10,7 @@ schemas 2.9 … 3.25) and is handled here, and only here:
   left out with a warning, never a wrong number;
 - several processes (ranks) in one file: every read can be scoped to one process (`pid`, a globalPid).
 Parts of this reader, each in its own module over the file-level interface of exportfile.ExportFile: the GPU
-activities (kernels, memcpys, memsets: activityread.py, the reader's base class), the NVTX ranges (nvtxread.py) and the CUDA API calls that launched kernels (launchread.py).
+activities (kernels, memcpys, memsets: activityread.py, the reader's base class), the NVTX ranges (nvtxread.py), the CUDA API calls that launched kernels (launchread.py) and the host calls the diagnoses read (apicalls.py).
 
 Large tables are read from the file's pages by C when every value is what it should be (pagescan.read_columns:
 no SQLite virtual machine), else columnar through SQLite (sqlitefile.packed_scan: one scan, an aggregate per column:
@@ -33,6 +33,7 @@ from nsyskit.analysis.read.activityread import (  # noqa: F401  (the activity ta
     PID_SQL,
     GpuActivities,
 )
+from nsyskit.analysis.read.apicalls import ApiCalls, read_api_calls, read_launch_spans, read_os_waits
 from nsyskit.analysis.read.counterread import Series, read_counters
 from nsyskit.analysis.read.exportfile import META_TABLES, NSYS_MARKER_TABLES, PID_SHIFT  # noqa: F401  (named here too)
 from nsyskit.analysis.read.launchread import RUNTIME_TABLES, read_launch_calls, read_launches, read_runtime_rows
@@ -144,6 +145,36 @@ class ExportReader(GpuActivities):
         """The CUDA API calls on `threads` that launched `kernels` (read with correlation=True); `rows`: runtime_rows()
         read already (see launchread)."""
         return read_launches(self, kernels, threads, rows)
+
+    def runtime_rows_and_calls(self, pid: int | None) -> tuple[dict[str, np.ndarray] | None, ApiCalls | None]:
+        """runtime_rows() for the launches' join and, classified from the same rows, api_calls(pid); the columns only
+        the calls read are freed at once (None, None: SQLite's read is needed)."""
+        rows = self.runtime_rows()
+        if rows is None:
+            return None, None
+        calls = self.api_calls(pid, rows)
+        for key in ("end", "name", "end:kind", "name:kind"):
+            rows.pop(key, None)
+        return rows, calls
+
+    def share_api_calls(self, pid: int | None, calls: ApiCalls | None) -> None:
+        """Keep the api_calls(pid) another reader of this file read (the prefetch's): api_calls(pid) then returns them."""
+        if calls is not None:
+            self.__dict__.setdefault("shared_api_calls", {})[pid] = calls
+
+    def api_calls(self, pid: int | None = None, rows: dict[str, np.ndarray] | None = None) -> ApiCalls:
+        """The CUDA API calls of process `pid` by kind (launch, sync, alloc, module; see apicalls); `rows`: the
+        runtime_rows() read already."""
+        shared = self.__dict__.get("shared_api_calls", {})
+        return shared[pid] if pid in shared else read_api_calls(self, pid, rows)
+
+    def launch_spans(self, pid: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(start, end) of the kernel launch calls of process `pid` in start order (see apicalls)."""
+        return read_launch_spans(self, pid)
+
+    def os_waits(self, pid: int | None = None) -> ApiCalls:
+        """The OS runtime calls threads block in (poll, futex, pthread_cond_wait, read...; see apicalls)."""
+        return read_os_waits(self, pid)
 
     def nvtx_ranges(self, pid: int | None = None) -> NvtxRanges:
         """NVTX push/pop and start/end ranges that ended, text resolved from `text` or `textId`; bad rows left out."""
