@@ -360,8 +360,8 @@ emit:
                 s->text_ends[(int64_t)s->text_slot[slot] * s->capacity + row] = value + serial_size(st);
             }
         }
-        if ((flags & WANT_SPAN) && kind != KIND_TEXT && kind != KIND_BLOB) /* an empty span */
-            s->text_ends[(int64_t)s->text_slot[slot] * s->capacity + row] = value;
+        if ((flags & WANT_SPAN) && kind != KIND_TEXT && kind != KIND_BLOB) /* an empty span, at 0 */
+            s->text_ends[(int64_t)s->text_slot[slot] * s->capacity + row] = 0;
         if (flags & WANT_TEXT) { /* every (row, text slot) ends with a NUL, an empty value for non-texts */
             int done = emit_text(s, NULL, 0);
             if (done != 0) return done;
@@ -491,7 +491,7 @@ int64_t nsk_count_rows(const uint8_t *file, int64_t file_size, int64_t root) {
    on an error; free it with nsk_free), its size to *text_size, the count of NULs inside the values to *text_nuls.
    Slots flagged WANT_SPAN (text slots too, numbered with those of WANT_TEXT) copy nothing: a TEXT or BLOB value's
    bytes are [values[...], text_ends[...]) of the mapped file (NSK_NOT_IN_PLACE where they spill to overflow pages);
-   a value of another kind ends where it starts (an empty span). */
+   a value of another kind has the empty span [0, 0) (its value as usual). */
 int64_t nsk_read_rows(const uint8_t *file, int64_t file_size, int64_t root, int64_t slots, const int32_t *position,
                       const int32_t *flags, const int32_t *kind_slot, const int32_t *slot_of, int32_t max_position,
                       int64_t *values, uint8_t *kinds, int64_t capacity, int64_t *text_ends, uint8_t **text,

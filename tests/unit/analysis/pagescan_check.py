@@ -9,6 +9,7 @@ PAGESCAN_LIBRARY=path.so reads with that build of pagescan.c (e.g. one made with
 
 from __future__ import annotations
 
+import ctypes
 import os
 import sqlite3
 import sys
@@ -134,6 +135,29 @@ def compare_table(con, path: Path, table: str, comparison: Comparison, thorough:
             for name in chosen:
                 comparison.same_texts(every[f"{name}:text"], expected[name][2], f"{table}.{name}:text with all columns")
                 comparison.same(every[name], expected[name][0], f"{table}.{name} with all columns as texts")
+        raw = read_raw(con, path, table, chosen)  # the bytes where they lie (or copied), as the counters read them
+        if raw is not None:
+            for index, name in enumerate(chosen):
+                cast = [
+                    r[0] for r in con.execute(f"SELECT CAST({quoted(name)} AS BLOB) FROM {quoted(table)} NOT INDEXED")
+                ]
+                bytes_of = [
+                    c if k in (KINDS["text"], KINDS["blob"]) else b""
+                    for c, k in zip(cast, expected[name][1], strict=True)
+                ]
+                if raw[index] != bytes_of:
+                    comparison.differs.append(f"{table}.{name} bytes where they lie")
+
+
+def read_raw(con, path: Path, table: str, names: tuple[str, ...]) -> list[list[bytes]] | None:
+    """Per column, each row's bytes as pagescan's raw read hands them over (its spans), or None."""
+
+    def spans(found: dict, address: int, size: int, starts: np.ndarray, ends: np.ndarray) -> list[list[bytes]]:
+        assert ((starts >= 0) & (starts <= ends) & (ends <= size)).all()
+        return [[ctypes.string_at(address + int(a), int(b - a)) for a, b in zip(s, e, strict=True)]
+                for s, e in zip(starts, ends, strict=True)]  # fmt: skip
+
+    return pagescan.read_columns(con, path, table, ("rowid",), texts=names, raw=spans)
 
 
 def compare_file(path: Path, thorough: bool = True) -> Comparison:
@@ -166,6 +190,7 @@ def check_file(path: Path) -> str:
                 names = tuple(columns_of(con, table)[: pagescan.MAX_COLUMNS])
                 pagescan.read_columns(con, path, table, (*names, "rowid"), kinds=names)
                 pagescan.read_columns(con, path, table, ("rowid",), texts=names)
+                read_raw(con, path, table, names)
         except (sqlite3.DatabaseError, UnicodeDecodeError):
             pass
         return "sqlite-failed"

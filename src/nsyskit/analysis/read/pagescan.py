@@ -238,7 +238,8 @@ def _read(compiled, mapped: mmap.mmap, path: Path, root: int, names: list[str], 
         try:
             if raw is not None:  # the bytes handed over where they lie, no str per value
                 ends = text_ends[: len(text_names)]
-                return _hand_over(raw, result, text_names, slots, view, text.value, text_size.value, ends)
+                mapped_at = (view.ctypes.data, len(view))
+                return _hand_over(raw, result, text_names, slots, mapped_at, text.value, text_size.value, ends)
             buffer = ctypes.string_at(text.value, text_size.value) if text.value else b""
         finally:
             free(text)
@@ -254,14 +255,16 @@ def _read(compiled, mapped: mmap.mmap, path: Path, root: int, names: list[str], 
     return result
 
 
-def _hand_over(raw: Callable, result: dict, text_names: list[str], slots, view: np.ndarray, text: int | None,
-               size: int, ends: np.ndarray):  # fmt: skip
+def _hand_over(raw: Callable, result: dict, text_names: list[str], slots, mapped_at: tuple[int, int],
+               text: int | None, size: int, ends: np.ndarray):  # fmt: skip
     """read_columns' raw(...): spans of the mapped file (WANT_SPAN) or of the C text buffer (WANT_TEXT)."""
     if any(f & WANT_SPAN for _, f in slots):  # a text's value is where it starts; any other value's span is empty
         kinds = np.array([result[f"{name}:kind"] for name in text_names])
         is_text = (kinds == KIND_CODES["text"]) | (kinds == KIND_CODES["blob"])
         starts = np.where(is_text, np.array([result[name] for name in text_names]), ends)
-        return raw(result, view.ctypes.data, len(view), starts, ends)
+        for name, texts in zip(text_names, is_text, strict=True):  # a TEXT or BLOB value is 0, as read_columns says
+            result[name] = np.where(texts, 0, result[name])
+        return raw(result, *mapped_at, starts, ends)  # (no array of the mapping: it closes whatever raw raises)
     stops = ends.T.reshape(-1)  # the buffer's order: row by row, each value's bytes then a NUL
     starts = np.concatenate(([0], stops[:-1] + 1)).reshape(ends.T.shape).T if stops.size else ends
     return raw(result, text or 0, size, starts, ends)
