@@ -167,18 +167,24 @@ int64_t nsk_json_values(const char *text, int64_t size, int64_t count, int64_t w
 }
 
 /* The same for objects at spans of `text`: object i fills [starts[i], ends[i]) whole (pagescan's text buffer, the
-   rows of one type picked from it); the number of objects, or -1. */
-int64_t nsk_json_spans(const char *text, const int64_t *starts, const int64_t *ends, int64_t count, int64_t width,
-                       double *out) {
+   rows of one type picked from it), objects from..to-1 into their rows of out (object 0 read first all the same,
+   for the layout: two threads may read two ranges of one call's objects, the same numbers as one); the number of
+   objects read, or -1. */
+int64_t nsk_json_spans(const char *text, const int64_t *starts, const int64_t *ends, int64_t from, int64_t to,
+                       int64_t width, double *out) {
     Layout layout;
+    double *scratch;
     int64_t p = 0, i;
-    if (width <= 0 || width > MAX_KEYS || !open_layout(&layout, width)) return -1;
-    for (i = 0; i < count && p >= 0; i++) {
-        p = starts[i] < 0 || ends[i] < starts[i] ? -1
-                                                 : next_object(text, starts[i], ends[i], i == 0, width, &layout,
-                                                               out + i * width);
+    if (width <= 0 || width > MAX_KEYS || from < 0 || to <= from || !open_layout(&layout, width)) return -1;
+    scratch = (double *)malloc(sizeof(double) * (size_t)width);
+    for (i = 0; i < to && p >= 0; i = (i == 0 && from > 0) ? from : i + 1) {
+        double *row = (i == 0 && from > 0) ? scratch : out + i * width; /* object 0 for the layout only */
+        p = !row || starts[i] < 0 || ends[i] < starts[i] ? -1
+                                                         : next_object(text, starts[i], ends[i], i == 0, width,
+                                                                       &layout, row);
         if (p >= 0 && skip_space(text, p, ends[i]) != ends[i]) p = -1;
     }
+    free(scratch);
     free(layout.key_at);
-    return p >= 0 ? count : -1;
+    return p >= 0 ? to - from : -1;
 }

@@ -75,10 +75,13 @@ def test_without_the_helper_the_numbers_are_the_same(monkeypatch):
     assert with_helper.tolist() == [[5, 0, 1e9, 12.5], [100, 3, 999, 0]]
 
 
-def test_objects_at_spans_of_a_buffer_give_the_joined_objects_numbers():
+@pytest.mark.parametrize("split_at", [jsonvals.SPLIT_AT, 2], ids=["one thread", "two threads"])
+def test_objects_at_spans_of_a_buffer_give_the_joined_objects_numbers(split_at, monkeypatch):
     """pagescan hands the objects over where they lie (other bytes between them); some laid out as the first one
-    (read by comparing the bytes around their values), some not (other spaces, an escaped quote, a bare number)."""
+    (read by comparing the bytes around their values), some not (other spaces, an escaped quote, a bare number);
+    read by one thread, or the second half by another (laid out after the first object all the same)."""
     require_built(jsonvals, jsonvals.function, "jsonvals")
+    monkeypatch.setattr(jsonvals, "SPLIT_AT", split_at)
     alike = [json.dumps(dict(zip(FIELDS, map(str, row), strict=True)), indent=4) for row in
              ([1, 22, 1_154_000_000, 3.5], [100, 0, 999, 0], [7, 7, 7, 7])]  # fmt: skip
     other = [alike[0].replace("    ", "  "), alike[1].replace('"3.5"', "-4e1"), alike[2].replace('"7"', '"7\\""', 1)]
