@@ -70,8 +70,13 @@ def make_parts(part: Path, count: int, folder: Path) -> None:
                                                   "ranks": list(range(count)), "named": [True] * count}))  # fmt: skip
         plain[0]["rank"] = plain[0]["summary"]["rank"] = rank
         arrays["results"] = np.asarray(json.dumps(plain))
-        for name in [n for n in arrays if n.endswith("/rank")]:
-            arrays[name] = np.full(len(arrays[name]), rank, dtype=np.int64)
+        columns = arrays["columns"].copy()  # each table's rank column, rewritten where the part packed it
+        for table in plain[0]["tables"].values():
+            if "array" in table.get("rank", {}):
+                dtype, shape, offset = table["rank"]["array"]
+                columns[offset : offset + np.dtype(dtype).itemsize * int(np.prod(shape))] = np.full(
+                    shape, rank, dtype=dtype).view(np.uint8).ravel()  # fmt: skip
+        arrays["columns"] = columns
         with open(folder / f"rank_{rank}.sqlite.part.npz", "wb") as out:
             np.savez(out, **arrays)
 

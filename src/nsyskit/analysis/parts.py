@@ -27,6 +27,7 @@ from nsyskit.analysis.compute.ncclbandwidth import world_size
 from nsyskit.analysis.compute.nccldigest import NcclDigest
 from nsyskit.analysis.compute.result import Analysis
 from nsyskit.analysis.compute.table import Table
+from nsyskit.analysis.partpack import Packer, unpack
 from nsyskit.analysis.present.timeline import RankTimeline, read_rank
 from nsyskit.analysis.read.discover import discover_named, number_reports, open_export
 from nsyskit.analysis.read.runinfo import not_profiled
@@ -36,13 +37,14 @@ from nsyskit.errors import AnalysisError, NsyskitError, PartialAnalysis, UsageEr
 # 2: a rank's NCCL operations as their digest (nsyskit.analysis.compute.nccldigest), not a table; 3: the digest's
 # sorted durations as steps (_steps); 4: each rank's evidence for the findings (compute.evidence); 5: each NCCL
 # duration's kind (message and communicator size: the bandwidths); 6: each rank's sampled counters: their stats,
-# time-bin sums and per-step totals (compute.counters)
-PART_FORMAT = 6
+# time-bin sums and per-step totals (compute.counters); 7: the numeric columns packed in one array (partpack.Packer)
+PART_FORMAT = 7
 NCCL_GROUPS, NCCL_DURATIONS = "nccl_groups", "nccl_durations"
 NCCL_KINDS, NCCL_KIND_CODES = "nccl_kinds", "nccl_kind_codes"
 KIND_COLUMNS = ("size_bytes", "nranks", "gpu")  # NcclDigest.kinds (numbers exact as float64: sizes, ranks, 0/1)
 SUFFIX = ".part.npz"
 HEADER = "header"
+COLUMNS = "columns"  # every numeric column of the part's tables, packed (partpack.Packer)
 TIMELINE = "timeline"
 
 
@@ -52,39 +54,39 @@ def part_name(report: Path) -> str:
 
 
 def _encode(results: list[dict[str, Any]]) -> dict[str, np.ndarray]:
-    """The per-rank results of one report as named arrays (numbers as they are, texts and summaries as JSON)."""
-    arrays: dict[str, np.ndarray] = {}
+    """The per-rank results of one report as two arrays: every numeric column packed into one byte array (its
+    place, dtype and shape indexed in the JSON), and the JSON of the texts, summaries and that index. A merge of
+    1,024 parts then opens two members per part, not one per column (150 columns: 16 of a 20 s merge went to
+    opening them)."""
+    packed = Packer()
     plain: list[dict[str, Any]] = []
-    for index, result in enumerate(results):
-        tables: dict[str, dict[str, str]] = {}
+    for result in results:
+        tables: dict[str, dict[str, Any]] = {}
         digest = result["nccl"]
-        arrays[f"{index}/{NCCL_DURATIONS}"] = _steps(digest.durations, digest.groups["count"])
-        arrays[f"{index}/{NCCL_KIND_CODES}"] = digest.kind_codes
-        # The few kinds as one array (a merge of 1,024 parts reads every array of every part: fewer is faster)
-        arrays[f"{index}/{NCCL_KINDS}"] = np.column_stack([digest.kinds[c].astype(np.float64) for c in KIND_COLUMNS])
+        numbers = {
+            NCCL_DURATIONS: packed.add(_steps(digest.durations, digest.groups["count"])),
+            NCCL_KIND_CODES: packed.add(digest.kind_codes),
+            NCCL_KINDS: packed.add(np.column_stack([digest.kinds[c].astype(np.float64) for c in KIND_COLUMNS])),
+        }
         for key, table in [*((k, result[k]) for k in TABLE_KEYS), (NCCL_GROUPS, digest.groups)]:
             kinds = tables[key] = {}
             for column, values in table.columns.items():
-                name = f"{index}/{key}/{column}"
                 if values.dtype == object and not all(map(_hashable, values.tolist())):
-                    kinds[column] = "json"
-                    arrays[name] = np.asarray(json.dumps([_plain(v) for v in values.tolist()]))
-                elif values.dtype == object:  # texts: each distinct value once (JSON), and a code per row
-                    kinds[column] = "codes"
+                    kinds[column] = {"json": [_plain(v) for v in values.tolist()]}
+                elif values.dtype == object:  # texts: each distinct value once, and a code per row
                     vocabulary: dict[Any, int] = {}
                     codes = np.fromiter((vocabulary.setdefault(_plain(v), len(vocabulary)) for v in values.tolist()),
                                         dtype=np.int64, count=len(values))  # fmt: skip
-                    arrays[name] = codes.astype(np.int32 if len(vocabulary) > 250 else np.uint8)
-                    arrays[name + "#values"] = np.asarray(json.dumps(list(vocabulary)))
+                    kinds[column] = {"codes": packed.add(codes.astype(np.int32 if len(vocabulary) > 250 else np.uint8)),
+                                     "values": list(vocabulary)}  # fmt: skip
                 else:
-                    kinds[column] = "array"
-                    arrays[name] = values
+                    kinds[column] = {"array": packed.add(values)}
         plain.append({
             "rank": result["rank"], "source": result["source"], "nsys_version": result["nsys_version"],
             "summary": result["summary"], "warnings": result.get("warnings"), "tables": tables, "nccl": digest.sums,
+            "numbers": numbers,
         })  # fmt: skip
-    arrays["results"] = np.asarray(json.dumps(plain))
-    return arrays
+    return {"results": np.asarray(json.dumps(plain)), COLUMNS: packed.bytes()}
 
 
 def _steps(durations: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -115,28 +117,30 @@ def _plain(value: Any) -> Any:
 
 
 def _decode(data: Any, plain: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    blob = data[COLUMNS]
     results = []
-    for index, item in enumerate(plain):
+    for item in plain:
         result = {k: item[k] for k in ("rank", "source", "nsys_version", "summary")}
         for key, kinds in item["tables"].items():
             columns = {}
-            for column, kind in kinds.items():
-                stored = data[f"{index}/{key}/{column}"]
-                if kind == "json":
-                    stored = np.asarray(json.loads(str(stored)), dtype=object)
-                elif kind == "codes":
-                    values = np.empty(len(json.loads(str(data[f"{index}/{key}/{column}#values"]))), dtype=object)
-                    values[:] = json.loads(str(data[f"{index}/{key}/{column}#values"]))
-                    stored = values[stored]
-                columns[column] = stored
+            for column, stored in kinds.items():
+                if "json" in stored:
+                    columns[column] = np.asarray(stored["json"], dtype=object)
+                elif "codes" in stored:
+                    values = np.empty(len(stored["values"]), dtype=object)
+                    values[:] = stored["values"]
+                    columns[column] = values[unpack(blob, stored["codes"])]
+                else:
+                    columns[column] = unpack(blob, stored["array"])
             result[key] = Table(columns)
         groups = result.pop(NCCL_GROUPS)
-        kinds = data[f"{index}/{NCCL_KINDS}"].reshape(-1, len(KIND_COLUMNS))
+        numbers = item["numbers"]
+        kinds = unpack(blob, numbers[NCCL_KINDS]).reshape(-1, len(KIND_COLUMNS))
         kinds = Table(
             {c: kinds[:, i].astype(np.float64 if c == "size_bytes" else np.int64) for i, c in enumerate(KIND_COLUMNS)}
         )
-        result["nccl"] = NcclDigest(groups, _unsteps(data[f"{index}/{NCCL_DURATIONS}"], groups["count"]), item["nccl"],
-                                    kinds, data[f"{index}/{NCCL_KIND_CODES}"])  # fmt: skip
+        result["nccl"] = NcclDigest(groups, _unsteps(unpack(blob, numbers[NCCL_DURATIONS]), groups["count"]),
+                                    item["nccl"], kinds, unpack(blob, numbers[NCCL_KIND_CODES]))  # fmt: skip
         if item["warnings"] is not None:
             result["warnings"] = item["warnings"]
         results.append(result)
