@@ -3,6 +3,8 @@ threshold, and stays quiet under it."""
 
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
 from counter_fixtures import EFA_FIELDS, Counters
 from test_counters import MS, TENSOR, export_with
@@ -30,6 +32,26 @@ def test_tensor_cores_idle_while_the_gpu_is_busy(tmp_path, busy_pct, fires):
         assert finding.value == pytest.approx(100 - busy_pct) and finding.ranks == (0,)  # idle share while busy
         assert finding.evidence["tensor_active_while_busy_pct"] == pytest.approx(busy_pct)
         assert "rank 0 GPU 0" in finding.title and finding.threshold == 100 - counterfindings.TENSOR_ACTIVE_PCT
+
+
+def test_tensor_cores_idle_stays_silent_where_the_gpu_does_little_matrix_math(tmp_path):
+    # The same 4% of tensor activity, but the GPU's compute kernels are elementwise: not a tensor-core problem (as
+    # the AI-Profiler A100 profiles after AMP: their GEMMs and convolutions are a quarter of the kernel time)
+    tensor = {0: [(0, 95), (10 * MS, 4), (90 * MS, 95), (100 * MS, 0)]}
+    path = export_with(tmp_path / "t.sqlite", Counters(gpu={TENSOR: tensor}))
+    with sqlite3.connect(path) as con:  # every compute kernel renamed an elementwise one
+        con.execute("UPDATE StringIds SET value = 'vectorized_elementwise_kernel' WHERE value = 'ampere_sgemm'")
+    assert "tensor_cores_idle" not in findings(path)
+
+
+@pytest.mark.parametrize("name", ["aiprofiler_a100_secondOptimization.sqlite", "aiprofiler_a100_thirdOptimization.sqlite"])
+def test_the_ai_profiler_runs_with_gpu_metrics_raise_no_tensor_core_cause(name, real_exports_dir):
+    # Their authors: the A100 run 'already uses the Tensor Cores' (TF32), and AMP (the third) uses them more;
+    # tensor activity is low there because most kernel time is elementwise and pooling work, not matrix math.
+    from real_exports import decompress
+
+    found = findings(decompress(name, real_exports_dir))
+    assert not {"tensor_cores_idle", "tensor_cores_unused"} & set(found)
 
 
 @pytest.mark.parametrize(("rate", "fires"), [(1 * GB, True), (10 * GB, False)])

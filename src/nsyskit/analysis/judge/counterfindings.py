@@ -13,11 +13,14 @@ import re
 import numpy as np
 
 from nsyskit.analysis.compute import units
+from nsyskit.analysis.compute.kernelclass import classify
 from nsyskit.analysis.compute.metrics import RunView
+from nsyskit.analysis.compute.nccl import NCCL_KERNEL
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.judge.finding import Finding, document, ranks_text
 
-TENSOR_ACTIVE_PCT = 10.0  # tensor cores active, % of the time the GPU's kernels run
+TENSOR_ACTIVE_PCT = 10.0  # tensor cores active, % of the time the GPU's kernels run ...
+TENSOR_MATRIX_PCT = 50.0  # ... while matrix math (GEMM/convolution kernels) holds this much of the compute kernels' time
 LINE_RATE_PCT = 25.0  # a network device's busiest direction while NCCL kernels run, % of its line rate
 LINE_RATE_GBITS = 100.0  # per device (one EFA device of p4d/p5 instances); NSYSKIT_NIC_LINE_RATE_GBPS overrides
 LINE_RATE_VARIABLE = "NSYSKIT_NIC_LINE_RATE_GBPS"
@@ -28,11 +31,13 @@ SHOWN = 3  # devices named in a title
 
 TENSOR_DOC = document(
     "tensor_cores_idle", "GPU metrics (nsys --gpu-metrics-devices): the tensor cores' activity ('Tensor Active') "
-    "averaged over the time each GPU's kernels run", f"it is under {TENSOR_ACTIVE_PCT:g}% on a GPU (the finding's "
-    f"value is the idle share, above {100 - TENSOR_ACTIVE_PCT:g}%)",
-    "the busy GPU does little matrix math on its tensor cores: either its time goes to other work (elementwise, "
-    "normalization, copies: the top kernels say; fuse them with torch.compile, grow the batch) or its matmuls run "
-    "on the CUDA cores (see tensor_cores_unused: bf16/fp16 with torch.autocast, or TF32)",
+    "averaged over the time each GPU's kernels run, where matrix math (GEMM/convolution kernels, by name) is most of "
+    "the compute kernels' time", f"it is under {TENSOR_ACTIVE_PCT:g}% on a GPU while GEMM/convolution kernels hold at "
+    f"least {TENSOR_MATRIX_PCT:g}% of the compute kernels' time (a GPU busy with elementwise work is not a tensor-core "
+    f"problem; the finding's value is the idle share, above {100 - TENSOR_ACTIVE_PCT:g}%)",
+    "the matrix math does not keep the tensor cores busy: run it in bf16/fp16 (torch.autocast) or TF32, with "
+    "dimensions multiples of 8 (see tensor_cores_unused for the kernels on the CUDA cores), and grow the GEMMs "
+    "(batch size, fused projections)",
 )  # fmt: skip
 LINE_DOC = document(
     "nic_under_line_rate", "EFA and NIC byte counters (--enable efa_metrics, --nic-metrics): each device's busiest "
@@ -75,7 +80,8 @@ def tensor_cores_idle(view: RunView) -> Finding | None:
         return None
     busy = rows["busy_mean"].astype(np.float64)
     under = np.flatnonzero(busy < TENSOR_ACTIVE_PCT)  # NaN (no kernel ran on that GPU) is never under
-    if not len(under):
+    matrix = matrix_share(view)
+    if not len(under) or not matrix >= TENSOR_MATRIX_PCT:  # mostly other work: low tensor activity is its due
         return None
     order = under[np.argsort(busy[under], kind="stable")]
     active = float(busy[under].mean())
@@ -84,9 +90,23 @@ def tensor_cores_idle(view: RunView) -> Finding | None:
         f"tensor cores idle {units.percent(100 - active)} of the time the GPU runs kernels (active "
         f"{units.percent(active)}) on {len(under)} of {len(rows)} GPUs (lowest: {_labels(rows, order)})",
         100 - active, 100 - TENSOR_ACTIVE_PCT, TENSOR_DOC.advice,
-        evidence={"tensor_active_while_busy_pct": active, "gpus_under": float(len(under)), "gpus": float(len(rows))},
+        evidence={"tensor_active_while_busy_pct": active, "gpus_under": float(len(under)), "gpus": float(len(rows)),
+                  "matrix_share_of_compute_pct": matrix},
         ranks=tuple(sorted({int(r) for r in rows["rank"][under]})),
     )  # fmt: skip
+
+
+def matrix_share(view: RunView) -> float:
+    """GEMM/convolution kernels' share of the compute kernels' GPU time over the run (NCCL kernels left out), in %;
+    NaN without a kernel table."""
+    table = view.top_kernels
+    if table is None or not len(table):
+        return float("nan")
+    names = [str(n) for n in table["name"]]
+    matrix, _tensor = classify(names)
+    compute = ~np.fromiter((bool(NCCL_KERNEL.search(n)) for n in names), dtype=bool, count=len(names))
+    total = float(table["total_ns"][compute].sum())
+    return float(table["total_ns"][matrix & compute].sum()) * 100.0 / total if total else float("nan")
 
 
 def line_rate_bytes() -> float:
