@@ -56,30 +56,28 @@ def pod_problems(spec: Any, where: str) -> Iterator[str]:
     containers = [(kind, i, c) for kind in ("initContainers", "containers")
                   for i, c in enumerate(spec.get(kind) or []) if isinstance(c, dict)]  # fmt: skip
     volumes = [v for v in spec.get("volumes") or [] if isinstance(v, dict)]
-    seen: set[str] = set()
+    yield from _named([(f"{where}.{kind}.{index}", c.get("name")) for kind, index, c in containers], "container")
+    volume_names = {v.get("name") for v in volumes}
     for kind, index, container in containers:
         at = f"{where}.{kind}.{index}"
-        name = container.get("name")
-        if problem := label_problem(name):
-            yield f"{at}.name: {problem}"
-        elif name in seen:
-            yield f"{at}.name: {name!r} is the name of another container of the pod (names are unique)"
-        seen.add(name)
         for port_index, port in enumerate(container.get("ports") or []):
             if isinstance(port, dict) and "name" in port and (problem := port_name_problem(port["name"])):
                 yield f"{at}.ports.{port_index}.name: {problem}"
-        volume_names = {v.get("name") for v in volumes}
         for mount_index, mount in enumerate(container.get("volumeMounts") or []):
             if isinstance(mount, dict) and isinstance(mount.get("name"), str) and mount["name"] not in volume_names:
                 yield f"{at}.volumeMounts.{mount_index}.name: {mount['name']!r} is not a volume of the pod"
-    names: set[str] = set()
-    for index, volume in enumerate(volumes):
-        name = volume.get("name")
+    yield from _named([(f"{where}.volumes.{index}", v.get("name")) for index, v in enumerate(volumes)], "volume")
+
+
+def _named(items: list[tuple[str, Any]], what: str) -> Iterator[str]:
+    """The name problems of a pod's containers or volumes, given as (where, name): an RFC 1123 label, unique."""
+    seen: set[str] = set()
+    for at, name in items:
         if problem := label_problem(name):
-            yield f"{where}.volumes.{index}.name: {problem}"
-        elif name in names:
-            yield f"{where}.volumes.{index}.name: {name!r} is the name of another volume of the pod (names are unique)"
-        names.add(name)
+            yield f"{at}.name: {problem}"
+        elif name in seen:
+            yield f"{at}.name: {name!r} is the name of another {what} of the pod (names are unique)"
+        seen.add(name)
 
 
 def job_problems(spec: Any) -> Iterator[str]:
