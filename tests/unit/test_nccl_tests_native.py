@@ -132,3 +132,14 @@ def test_numbers_read_in_c_equal_pythons_float_to_the_last_bit(compiled):
     found = rowscan.scan_rows(("\n".join(lines) + "\n").encode())
     assert (found["flags"] != rowscan.OTHER).all()
     assert found["nums"][:, 2].tolist() == [float(t) for t in texts]
+
+
+def test_line_numbers_counted_in_c_are_pythons(compiled):
+    # Newlines at every alignment, bytes that differ from '\n' in one bit, offsets inside words and at both ends
+    import random
+
+    chooser = random.Random(7)
+    buffer = bytes(chooser.choice(b"ab\n\n\x8a\x0b\x0e\xff\x00") for _ in range(50_000))
+    offsets = sorted({0, len(buffer), *chooser.sample(range(len(buffer)), 700)})
+    assert rowscan.line_numbers(buffer, offsets) == [1 + buffer.count(b"\n", 0, at) for at in offsets]
+    assert rowscan.line_numbers(buffer, [5, 3]) is None  # not ascending: Python counts instead

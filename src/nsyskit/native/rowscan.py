@@ -16,19 +16,32 @@ DISABLE_VARIABLE = "NSYSKIT_NATIVE_ROWSCAN"
 OTHER = 128  # flags of a line the regex path reads (a row in pieces, noise that starts with a digit)
 BATCH = 1 << 16  # records per call: the arrays stay small whatever the file's size
 
-_loaded: list = []  # [(nsk_nt_rows, nsk_nt_texts_size, nsk_nt_texts, nsk_nt_find) or None] once looked for
+_loaded: list = []  # [(nsk_nt_rows, nsk_nt_texts_size, nsk_nt_texts, nsk_nt_find, nsk_nt_line_numbers) or None]
 
 
 def functions():
-    """The compiled (nsk_nt_rows, nsk_nt_texts_size, nsk_nt_texts, nsk_nt_find), typed; None when they cannot be
-    built here."""
+    """The compiled (nsk_nt_rows, nsk_nt_texts_size, nsk_nt_texts, nsk_nt_find, nsk_nt_line_numbers), typed; None
+    when they cannot be built here."""
     size, pointer = ctypes.c_int64, ctypes.c_void_p
     return native.load(_loaded, "rowscan", DISABLE_VARIABLE, {
-        "nsk_nt_rows": (size, [ctypes.c_char_p, size, size, size, size, *(pointer,) * 8]),
+        "nsk_nt_rows": (size, [ctypes.c_char_p, size, size, size, size, *(pointer,) * 9]),
         "nsk_nt_texts_size": (size, []),
         "nsk_nt_texts": (size, [pointer, pointer]),
         "nsk_nt_find": (size, [ctypes.c_char_p, size, ctypes.c_char_p, size, size, size, pointer, pointer]),
+        "nsk_nt_line_numbers": (size, [ctypes.c_char_p, size, pointer, size, pointer]),
     })  # fmt: skip
+
+
+def line_numbers(buffer: bytes, offsets: list[int]) -> list[int] | None:
+    """The 1-based line number of each offset (ascending) into BUFFER, in one C pass; None: count in Python."""
+    compiled = functions()
+    if compiled is None:
+        return None
+    wanted = np.asarray(offsets, dtype=np.int64)
+    out = np.empty(len(wanted), np.int64)
+    if compiled[4](buffer, len(buffer), wanted.ctypes.data, len(wanted), out.ctypes.data) < 0:
+        return None
+    return out.tolist()
 
 
 def find(buffer: bytes, needle: bytes) -> list[int] | None:
@@ -55,21 +68,19 @@ def scan_rows(buffer: bytes) -> dict[str, np.ndarray | list[str]] | None:
     compiled = functions()
     if compiled is None:
         return None
-    rows, texts_size, texts, _ = compiled
+    rows, texts_size, texts = compiled[:3]
     state = ctypes.create_string_buffer(texts_size())
     parts: list[tuple[np.ndarray, ...]] = []
-    offset, line, following = 0, 1, ctypes.c_int64(0)
+    offset, line, following, following_line = 0, 1, ctypes.c_int64(0), ctypes.c_int64(1)
     while offset < len(buffer):
         arrays = (np.empty(BATCH, np.int64), np.empty(BATCH, np.int64), np.empty((BATCH, 3), np.int64),
                   np.empty((BATCH, 6), np.float64), np.empty((BATCH, 4), np.int16), np.empty(BATCH, np.uint8))  # fmt: skip
         written = rows(buffer, len(buffer), offset, line, BATCH, *(a.ctypes.data for a in arrays), state,
-                       ctypes.byref(following))  # fmt: skip
+                       ctypes.byref(following), ctypes.byref(following_line))  # fmt: skip
         if written < 0:
             return None
         parts.append(tuple(a[:written] for a in arrays))
-        if following.value < len(buffer):
-            line += buffer.count(b"\n", offset, following.value)
-        offset = following.value
+        offset, line = following.value, following_line.value
     names = ("starts", "lines", "ints", "nums", "codes", "flags")
     found: dict = {
         name: np.concatenate([part[i] for part in parts]) if parts else np.empty(0) for i, name in enumerate(names)

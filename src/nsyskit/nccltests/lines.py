@@ -57,10 +57,11 @@ class Line:
     """A line that matters: its kind, where it starts, its regex groups, and its text without prefixes (OpenMPI tags
     cut), made on first use (most lines need only their groups)."""
 
-    __slots__ = ("kind", "start", "groups", "_buffer", "_text")
+    __slots__ = ("kind", "start", "groups", "number", "_buffer", "_text")
 
     def __init__(self, kind: str, start: int, buffer: bytes, groups: tuple[str, ...] = ()) -> None:
         self.kind, self.start, self.groups, self._buffer, self._text = kind, start, groups, buffer, None
+        self.number: int | None = None  # its 1-based line number, when the C helper counted it (else the table does)
 
     @property
     def text(self) -> str:
@@ -227,7 +228,18 @@ def scan(buffer: bytes, native: bool = True) -> tuple[list[Line], WholeRows]:
         if (start, kind) not in seen:
             seen.add((start, kind))
             lines.append(Line(kind, start, buffer, tuple(decode(g or b"") for g in groups)))
+    numbers = _line_numbers(buffer, [line.start for line in lines]) if native else None
+    if numbers is not None:
+        for line, number in zip(lines, numbers, strict=True):
+            line.number = number
     return lines, rows
+
+
+def _line_numbers(buffer: bytes, starts: list[int]) -> list[int] | None:
+    """The line numbers of the lines that matter (their starts ascending), counted in C; None without the helper."""
+    from nsyskit.native import rowscan
+
+    return rowscan.line_numbers(buffer, starts)
 
 
 def top_rank(buffer: bytes, start: int, end: int) -> int:

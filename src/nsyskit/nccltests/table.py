@@ -181,8 +181,11 @@ class _Scanner:
                              placements[1] if len(placements) > 1 else None, line))  # fmt: skip
 
     def feed(self, line: Line) -> None:
-        """Read one line that matters (its number counted forward)."""
-        self.at = self.number(line.start)
+        """Read one line that matters (its number counted forward, unless the C helper counted it)."""
+        if line.number is None:
+            self.at = self.number(line.start)
+        else:
+            self.at, self.counted = line.number, (line.start, line.number)
         self.handlers[line.kind](line)
 
     def on_start(self, line: Line) -> None:
