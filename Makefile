@@ -8,7 +8,7 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/pip install --quiet -e '.[test]'
 	touch $@
 
-.PHONY: install demo test
+.PHONY: install demo test test-unit
 install: $(VENV)/.installed  ## create .venv with nsyskit and its test dependencies
 
 demo: $(VENV)/.installed  ## setup, build, run the example under nsys, analyze (local-cpu profile)
@@ -16,3 +16,6 @@ demo: $(VENV)/.installed  ## setup, build, run the example under nsys, analyze (
 
 test: $(VENV)/.installed  ## lint and run the whole test suite against real components
 	$(VENV)/bin/invoke test
+
+test-unit: $(VENV)/.installed  ## lint and run the unit tests only (no engine, cluster or registry needed)
+	$(VENV)/bin/invoke test --unit
