@@ -91,8 +91,7 @@ class AnalyzeRequest:
         if self.explain:
             return self  # reads no report: the other flags do not matter
         if not self.paths:
-            raise UsageError("no run folder or report given",
-                             fix="pass a run folder (reports/<run-id>) or report files separated by commas")  # fmt: skip
+            raise no_reports()
         if self.cluster is None and (self.wait or self.dry_run or self.max_parallel is not None):
             raise UsageError("--wait, --dry-run and --slurm-max-parallel go with --slurm or --k8s",
                              fix="invoke analyze RUN_FOLDER --slurm --wait")  # fmt: skip
@@ -124,3 +123,9 @@ def dtype_flag(value: str | None) -> str | None:
 def split_paths(text: str | None) -> list[str]:
     """The comma-separated paths of a flag or argument, blanks dropped."""
     return [p.strip() for p in (text or "").split(",") if p.strip()]
+
+
+def no_reports() -> UsageError:
+    """The error of a command given no run folder or report."""
+    return UsageError("no run folder or report given",
+                      fix="pass a run folder (reports/<run-id>) or report files separated by commas")  # fmt: skip

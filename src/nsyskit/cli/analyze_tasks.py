@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from nsyskit import console
-from nsyskit.analysis.request import DEFAULT_TOP, AnalyzeRequest, ClusterRequest, dtype_flag, split_paths
+from nsyskit.analysis.request import DEFAULT_TOP, AnalyzeRequest, ClusterRequest, dtype_flag, no_reports, split_paths
 from nsyskit.analyze import progress
 from nsyskit.cli import PROFILE_HELP, load, number_flag, project_root, task
 from nsyskit.errors import AnalysisError, UsageError
@@ -27,11 +27,10 @@ JUDGE_HELP = {
 
 
 def _paths(path: str | None) -> list[str]:
+    """The comma-separated paths given, or the one-line error of none."""
     parts = split_paths(path)
     if not parts:
-        raise UsageError(
-            "no run folder or report given", fix="pass a run folder (reports/<run-id>) or report files separated by commas"
-        )
+        raise no_reports()
     return parts
 
 
@@ -81,7 +80,7 @@ def analyze(
     engine = "slurm" if slurm else "k8s" if k8s else None
     cluster = ClusterRequest(engine, load(c, profile), project_root(c)) if engine else None
     answer(AnalyzeRequest(
-        paths=[] if explain else _paths(path), json=json_, html=html, output=output and Path(output), timeline=timeline,
+        paths=[] if explain else split_paths(path), json=json_, html=html, output=output and Path(output), timeline=timeline,
         timeline_max_events=_int_flag("--timeline-max-events", timeline_max_events),
         straggler_pct=number_flag("--straggler-pct", straggler_pct, None),
         top=int(number_flag("--top", top, DEFAULT_TOP, integer=True, low=1)), full_names=full_names, strict=strict,
