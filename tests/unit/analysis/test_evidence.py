@@ -49,7 +49,8 @@ def test_evidence_from_parts_is_the_evidence_of_one_process(with_kernel_facts, r
     assert whole.evidence.to_json() == merged.evidence.to_json()
     facts = evidence.pivot(merged.evidence, "test_rule")
     assert facts["rank"].tolist() == sorted(whole.sources)  # one row per rank, every rank
-    assert (facts["kernels"] >= 0).all()
+    kernels = {rank: int(table["instances"].sum()) if len(table) else 0 for rank, table in merged.kernel_summaries.items()}
+    assert dict(zip(facts["rank"].tolist(), facts["kernels"].astype(int).tolist(), strict=True)) == kernels  # each its own
 
 
 def test_pivot_gives_a_row_per_rank_and_nan_where_a_rank_lacks_a_key():
