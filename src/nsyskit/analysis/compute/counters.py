@@ -23,7 +23,6 @@ NS_PER_S = 1e9
 TABLES = ("counters", "counter_bins", "counter_steps")  # the per-rank tables rank_tables gives (the parts carry them)
 STAT_COLUMNS = ("kind", "device", "metric", "unit", "samples", "covered_ns", "mean", "p50", "p95", "max", "total",
                 "total_unit", "busy_mean", "nccl_mean", "window_start_ns", "window_end_ns")  # fmt: skip
-BIN_COLUMNS = ("kind", "device", "metric", "bin", "bin_ns", "value_ns", "covered_ns", "max")
 STEP_COLUMNS = ("step", "kind", "device", "metric", "unit", "total")
 
 

@@ -113,7 +113,6 @@ def world_size(paths: list, ranks: int) -> WorldSize:
 
 
 NCCL_TESTS_NAMES = {"Send/Recv": "sendrecv"}  # the collectives whose nccl-tests name canonical_op cannot derive
-FABRIC_COLUMNS = ("fabric_busbw_gbps", "fabric_ratio")
 
 
 def nccl_tests_op(op: str) -> str:

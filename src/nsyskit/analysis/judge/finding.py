@@ -10,8 +10,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-SEVERITIES = ("warning", "info")  # 'warning': costs time now; 'info': worth a look
-
 # A run-level list of ranks is shown in full up to this many ranks, then as a count and the first few (a 4,096-rank
 # run must stay one line per finding).
 RANKS_SHOWN = 8
@@ -23,7 +21,7 @@ class Finding:
     holds (ranks, steps), what fixing it would give back per step (an estimate) and what to try."""
 
     rule: str
-    severity: str
+    severity: str  # 'warning' (costs time now) or 'info' (worth a look)
     title: str
     value: float
     threshold: float

@@ -22,7 +22,6 @@ API_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME",)
 
 # The kinds of host call a rule reads (codes of ApiCalls.kind).
 LAUNCH, SYNC, ALLOC, MODULE, WAIT = 1, 2, 3, 4, 5
-KIND_NAMES = {LAUNCH: "launch", SYNC: "sync", ALLOC: "alloc", MODULE: "module", WAIT: "wait"}
 
 _SUFFIX = re.compile(r"(_v\d+)?(_ptsz|_ptds)?(_v\d+)?$")
 _PATTERNS = (
