@@ -1,6 +1,6 @@
 """'invoke nccl-log' on bad input, as a user types it: a non-zero exit and one 'error:' line on stderr naming the
-file or flag, the value and the fix (never a traceback); permission cases run as an unprivileged user (root ignores
-file modes)."""
+file or flag, the value and the fix (never a traceback); permission cases run without root's override of
+file modes, as a user meets them."""
 
 from __future__ import annotations
 
@@ -9,37 +9,20 @@ import os
 import shutil
 import subprocess
 import sys
-import sysconfig
-import tempfile
 from pathlib import Path
 
 import pytest
-from fixtures.unprivileged import AS_NOBODY
+from fixtures.unprivileged import WITHOUT_FILE_MODE_OVERRIDE
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "nccl"
 
 
-def _interpreter_for_nobody() -> str:
-    """A Python of this version that uid 65534 may execute (this venv's may live under root's home)."""
-    for candidate in (sys.executable, f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"):
-        done = subprocess.run([*AS_NOBODY, candidate, "-c", "pass"], capture_output=True, check=False)
-        if done.returncode == 0:
-            return candidate
-    raise AssertionError("no Python that uid 65534 can run: install python3 for the permission tests")
-
-
-def invoke(*args: str, as_nobody: bool = False) -> subprocess.CompletedProcess:
+def invoke(*args: str, file_modes_apply: bool = False) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if k != "NSYSKIT_PROFILE"} | {"COLUMNS": "200"}
     command = [sys.executable, "-m", "invoke", "nccl-log", *args]
-    if as_nobody:
-        site = sysconfig.get_paths()["purelib"]
-        environ |= {
-            "HOME": tempfile.gettempdir(),
-            "PYTHONPATH": f"{ROOT / 'src'}:{site}",
-            "PYTHONDONTWRITEBYTECODE": "1",
-        }
-        command = [*AS_NOBODY, _interpreter_for_nobody(), *command[1:]]
+    if file_modes_apply:
+        command = [*WITHOUT_FILE_MODE_OVERRIDE, *command]
     return subprocess.run(command, cwd=ROOT, env=environ, capture_output=True, text=True, timeout=120)
 
 
@@ -54,17 +37,6 @@ def one_error(done: subprocess.CompletedProcess, *says: str) -> str:
     return errors[0]
 
 
-@pytest.fixture
-def shared_tmp():
-    """A temporary folder uid 65534 can enter (pytest's tmp_path is private to root)."""
-    folder = Path(tempfile.mkdtemp(prefix="nsyskit-nccl-errors-"))
-    folder.chmod(0o755)
-    yield folder
-    for path in folder.rglob("*"):
-        path.chmod(0o755 if path.is_dir() else 0o644)
-    shutil.rmtree(folder)
-
-
 def _run_folder(parent: Path) -> Path:
     run = parent / "run-20250102-030405"
     run.mkdir()
@@ -73,21 +45,23 @@ def _run_folder(parent: Path) -> Path:
     return run
 
 
-def test_read_only_run_folder_still_prints_the_analysis(shared_tmp):
-    run = _run_folder(shared_tmp)
+def test_read_only_run_folder_still_prints_the_analysis(tmp_path):
+    run = _run_folder(tmp_path)
     for path in (run, *run.iterdir()):
         path.chmod(0o555 if path.is_dir() else 0o444)
-    done = invoke(str(run), as_nobody=True)
+    done = invoke(str(run), file_modes_apply=True)
     one_error(done, str(run / "nccl-log.json"), "could not be written", "Permission denied", "--json > FILE")
     assert "Per-op message sizes" in done.stdout and "Aggregate" in done.stdout  # the analysis is printed first
     assert not (run / "nccl-log.html").exists()
 
 
-def test_unreadable_log(shared_tmp):
-    log = shared_tmp / "rank3.log"
+def test_unreadable_log(tmp_path):
+    log = tmp_path / "rank3.log"
     shutil.copy(DATA / "kit_mpirun.log", log)
     log.chmod(0o000)
-    one_error(invoke(str(log), as_nobody=True), f"LOG '{log}'", "cannot be read (Permission denied)", "chmod a+r")
+    one_error(
+        invoke(str(log), file_modes_apply=True), f"LOG '{log}'", "cannot be read (Permission denied)", "chmod a+r"
+    )
 
 
 def test_html_naming_a_folder_or_a_missing_parent(tmp_path):
