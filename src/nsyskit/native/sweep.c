@@ -60,3 +60,67 @@ int nsk_union_lengths(int64_t streams, const int64_t *const *starts, const int64
         if (active[mask]) out[mask] += reach[mask] - seg_start[mask];
     return 0;
 }
+
+/* The next segment of one start-sorted list's own union from index *at on: (*s, *e), or 0 when the list is done. */
+static int next_segment(const int64_t *start, const int64_t *end, int64_t count, int64_t *at, int64_t *s, int64_t *e) {
+    int64_t i = *at;
+    while (i < count && end[i] <= start[i]) i++; /* empty intervals are left out */
+    if (i >= count) {
+        *at = i;
+        return 0;
+    }
+    *s = start[i];
+    *e = end[i];
+    for (i++; i < count && start[i] <= *e; i++)
+        if (end[i] > *e) *e = end[i];
+    *at = i;
+    return 1;
+}
+
+/* The union of `streams` interval lists (each sorted by start) as disjoint, sorted intervals (the busy time of a GPU:
+   kernels, memcpys and memsets at once). Each list yields the segments of its own union (a predictable pass: a
+   list's intervals mostly follow one another) and a k-way merge by start joins those, far fewer than the intervals
+   (merging the intervals themselves costs a mispredicted branch per interval where the lists interleave); nothing
+   is allocated (fresh pages cost more than the merge). Intervals with end <= start are left out and touching
+   intervals merge, as intervals.union does. out_start and out_end hold room for every interval. Returns the number
+   of intervals written, or -1 when a list is not sorted by start. */
+int64_t nsk_union(int64_t streams, const int64_t *const *starts, const int64_t *const *ends, const int64_t *counts,
+                  int64_t *out_start, int64_t *out_end) {
+    int64_t at[MAX_STREAMS] = {0}, head_start[MAX_STREAMS], head_end[MAX_STREAMS];
+    int live[MAX_STREAMS] = {0};
+    int64_t k, written = 0, seg_start = 0, reach = 0;
+    int active = 0;
+    if (streams < 1 || streams > MAX_STREAMS) return -1;
+    for (k = 0; k < streams; k++) {
+        int64_t i;
+        if (counts[k] < 0) return -1;
+        for (i = 1; i < counts[k]; i++)
+            if (starts[k][i] < starts[k][i - 1]) return -1;
+        live[k] = next_segment(starts[k], ends[k], counts[k], &at[k], &head_start[k], &head_end[k]);
+    }
+    for (;;) {
+        int64_t best = -1, s, e, j;
+        for (j = 0; j < streams; j++)
+            if (live[j] && (best < 0 || head_start[j] < head_start[best])) best = j;
+        if (best < 0) break;
+        s = head_start[best];
+        e = head_end[best];
+        live[best] = next_segment(starts[best], ends[best], counts[best], &at[best], &head_start[best], &head_end[best]);
+        if (!active || s > reach) {
+            if (active) {
+                out_start[written] = seg_start;
+                out_end[written++] = reach;
+            }
+            seg_start = s;
+            reach = e;
+            active = 1;
+        } else if (e > reach) {
+            reach = e;
+        }
+    }
+    if (active) {
+        out_start[written] = seg_start;
+        out_end[written++] = reach;
+    }
+    return written;
+}

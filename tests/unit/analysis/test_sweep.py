@@ -1,4 +1,5 @@
-"""The breakdown's union lengths: the C sweep (sweep.c), numpy's unions and a plain timeline count agree."""
+"""The breakdown's union lengths and the GPU's busy union: the C sweep (sweep.c), numpy's unions and a plain timeline
+count agree."""
 
 from __future__ import annotations
 
@@ -55,6 +56,43 @@ def test_without_the_compiled_sweep_the_numbers_are_the_same(monkeypatch):
     monkeypatch.setenv(sweep.DISABLE_VARIABLE, "0")
     assert sweep.function() is None
     assert [sweep.union_lengths(lists) for lists in cases] == compiled
+
+
+def _covered(lists) -> np.ndarray:
+    """Every nanosecond some interval covers (small coordinates)."""
+    covered = np.zeros(3000, dtype=bool)
+    for start, end, _category in lists:
+        for s, e in zip(start.tolist(), end.tolist(), strict=True):
+            covered[s : max(s, e)] = True
+    return covered
+
+
+@pytest.mark.parametrize("in_order", [True, False])
+def test_the_busy_union_is_sorted_disjoint_and_covers_what_the_intervals_cover(in_order):
+    rng = np.random.default_rng(21 if in_order else 22)
+    for _ in range(300):
+        lists = _random_lists(rng, in_order)
+        start, end = sweep.union([(s, e) for s, e, _ in lists])
+        assert (end > start).all() and (start[1:] > end[:-1]).all()  # disjoint, sorted, touching ones merged
+        timeline = np.zeros(3000, dtype=bool)
+        for s, e in zip(start.tolist(), end.tolist(), strict=True):
+            timeline[s:e] = True
+        assert (timeline == _covered(lists)).all()
+
+
+def test_the_busy_union_without_the_compiled_sweep_is_the_same(monkeypatch):
+    rng = np.random.default_rng(23)
+    cases = [[(s, e) for s, e, _ in _random_lists(rng, False)] for _ in range(30)] + [
+        [],
+        [(np.array([5]), np.array([5]))],
+    ]
+    compiled = [sweep.union(lists) for lists in cases]
+    monkeypatch.setattr(sweep, "_loaded", [])
+    monkeypatch.setenv(sweep.DISABLE_VARIABLE, "0")
+    assert sweep.functions() is None
+    for lists, (start, end) in zip(cases, compiled, strict=True):
+        numpy_start, numpy_end = sweep.union(lists)
+        assert numpy_start.tolist() == start.tolist() and numpy_end.tolist() == end.tolist()
 
 
 def test_breakdown_on_two_gpus_and_a_window():

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nsyskit.analysis.compute import evidence
+from nsyskit.analysis.compute import evidence, sweep
 from nsyskit.analysis.compute.intervals import length, merge, union
 from nsyskit.analysis.read.apicalls import ALLOC, MODULE, OSRT_TABLES, SYNC, ApiCalls
 
@@ -110,13 +110,7 @@ def idle_after(busy: tuple[np.ndarray, np.ndarray], times: np.ndarray, high: int
 
 def gpu_busy(kernels, memcpys, memsets) -> tuple[np.ndarray, np.ndarray]:
     """The union of a rank's kernels, memcpys and memsets (the map may compute it beside its other tables)."""
-    parts = [a for a in (kernels, memcpys, memsets) if a is not None and len(a)]
-    if not parts:
-        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-    busy = union(parts[0].start, parts[0].end)
-    for other in parts[1:]:
-        busy = _joined(busy, union(other.start, other.end))
-    return busy
+    return sweep.union([(a.start, a.end) for a in (kernels, memcpys, memsets) if a is not None])
 
 
 def rank_view(inputs: evidence.RankInputs) -> Rank | None:
@@ -164,15 +158,6 @@ def _clip(intervals: tuple[np.ndarray, np.ndarray], low: int, high: int) -> tupl
         end = end.copy()
         end[-1] = high
     return start, end
-
-
-def _joined(one: tuple[np.ndarray, np.ndarray], other: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """The union of two unions (a stable sort of two sorted runs merges them in one pass)."""
-    if not len(other[0]):
-        return one
-    start, end = np.concatenate((one[0], other[0])), np.concatenate((one[1], other[1]))
-    order = np.argsort(start, kind="stable")
-    return union(start[order], end[order])
 
 
 def _kernels_within(kernels, low: int, high: int) -> tuple[int, Callable[[], np.ndarray]]:

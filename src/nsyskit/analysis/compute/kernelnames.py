@@ -9,6 +9,7 @@ written compactly (no namespaces, casts, lambda boilerplate) and within SHORT_WI
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Iterable
@@ -53,6 +54,7 @@ def _top_level(text: str) -> list[tuple[int, str]]:
     return out
 
 
+@functools.lru_cache(maxsize=1 << 14)  # the ranks of a run share their kernels: a process maps several, then merges
 def short_name(name: str) -> str:
     """`void at::native::vectorized_elementwise_kernel<4, ...>(int, T2, T3)` -> `vectorized_elementwise_kernel`.
 
@@ -89,8 +91,14 @@ def short_names(names: Iterable[str]) -> np.ndarray:
         colliding.setdefault(cache[name], []).append(name)
     for short, group in colliding.items():
         if len(group) > 1:
-            cache |= dict(zip(group, distinct_short(short, group), strict=True))
+            cache |= dict(zip(group, _told_apart(short, tuple(group)), strict=True))
     return np.asarray([cache[name] for name in names], dtype=object)
+
+
+@functools.lru_cache(maxsize=1 << 10)
+def _told_apart(short: str, names: tuple[str, ...]) -> tuple[str, ...]:
+    """distinct_short of one group of colliding names, computed once per process (every rank has the same groups)."""
+    return tuple(distinct_short(short, list(names)))
 
 
 def distinct_short(short: str, names: list[str]) -> list[str]:

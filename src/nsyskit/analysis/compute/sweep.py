@@ -20,15 +20,43 @@ DISABLE_VARIABLE = "NSYSKIT_NATIVE_SWEEP"
 MAX_STREAMS = 8
 COMPUTE, COMM, MEMORY = 1, 2, 4
 
-_loaded: list = []  # [(the compiled function,) or None] once looked for in this process
+_loaded: list = []  # [(the compiled functions) or None] once looked for in this process
+
+
+def functions():
+    """The compiled (nsk_union_lengths, nsk_union) (built and cached on first use), or None when they cannot be built
+    here."""
+    return native.load(_loaded, "sweep", DISABLE_VARIABLE, {
+        "nsk_union_lengths": (ctypes.c_int, [ctypes.c_int64, *(ctypes.c_void_p,) * 6]),
+        "nsk_union": (ctypes.c_int64, [ctypes.c_int64, *(ctypes.c_void_p,) * 5]),
+    })  # fmt: skip
 
 
 def function():
-    """The compiled nsk_union_lengths (built and cached on first use), or None when it cannot be built here."""
-    found = native.load(_loaded, "sweep", DISABLE_VARIABLE, {
-        "nsk_union_lengths": (ctypes.c_int, [ctypes.c_int64, *(ctypes.c_void_p,) * 6]),
-    })  # fmt: skip
+    """The compiled nsk_union_lengths, or None when it cannot be built here."""
+    found = functions()
     return found[0] if found else None
+
+
+def union(lists: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """The union of several (start, end) interval lists as sorted, disjoint (start, end) arrays (intervals.union's
+    result): one C merge of the start-sorted lists, else numpy's union of them all."""
+    lists = [(s, e) for s, e in lists if len(s)]
+    compiled = functions()
+    if compiled is not None and 0 < len(lists) <= MAX_STREAMS:
+        ordered = [
+            _in_start_order(np.asarray(s, dtype=np.int64), np.asarray(e, dtype=np.int64), 0)[:2] for s, e in lists
+        ]
+        starts = (ctypes.c_void_p * len(ordered))(*(s.ctypes.data for s, _ in ordered))
+        ends = (ctypes.c_void_p * len(ordered))(*(e.ctypes.data for _, e in ordered))
+        counts = np.asarray([len(s) for s, _ in ordered], dtype=np.int64)
+        out_start, out_end = np.empty(int(counts.sum()), dtype=np.int64), np.empty(int(counts.sum()), dtype=np.int64)
+        written = compiled[1](len(ordered), starts, ends, counts.ctypes.data, out_start.ctypes.data,
+                                 out_end.ctypes.data)  # fmt: skip
+        if written >= 0:  # (views: the unused room goes with the arrays, at the end of the rank's map)
+            return out_start[:written], out_end[:written]
+    empty = np.empty(0, dtype=np.int64)
+    return iv.union(np.concatenate([s for s, _ in lists] or [empty]), np.concatenate([e for _, e in lists] or [empty]))
 
 
 def union_lengths(lists: list[tuple[np.ndarray, np.ndarray, int | np.ndarray]]) -> dict[int, int]:
