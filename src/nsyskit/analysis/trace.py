@@ -32,6 +32,7 @@ from nsyskit.analysis.compute.metrics import window_steps, windowed_ranks
 from nsyskit.analysis.compute.projection import project
 from nsyskit.analysis.compute.result import Analysis, combine_kernel_summaries, with_rank
 from nsyskit.analysis.compute.table import Table
+from nsyskit.analysis.heap import keep_freed_memory
 from nsyskit.analysis.read.discover import RANK_IN_NAME, REPORT_SUFFIXES, discover, open_export  # noqa: F401
 from nsyskit.analysis.read.reader import ExportReader
 from nsyskit.analysis.read.records import Intervals, distinct
@@ -146,7 +147,9 @@ class RankTrace:
                 # the counters' scan and parse (SQLite and numpy, mostly without the GIL) beside the rest
                 counted = pool.submit(side[2].counters) if wants_counters else None
                 if "kernels" not in self.__dict__:
-                    self.__dict__["kernels"] = self.reader.kernels(self.pid, correlation=wants_correlation, with_pid=with_pid)
+                    self.__dict__["kernels"] = self.reader.kernels(
+                        self.pid, correlation=wants_correlation, with_pid=with_pid
+                    )
                 nvtx = self.__dict__["nvtx"] = ranges.result()
                 (self.__dict__["memcpys"], self.__dict__["memsets"]), runtime, calls = second.result()
                 self.reader.share_api_calls(self.pid, calls)  # the diagnoses' host calls (compute/diagnoses.py)
@@ -313,6 +316,7 @@ def analyze_run(
     """
     found = discover(paths)
     _unprofiled, unprofiled_line = not_profiled([path for _rank, path in found])  # a broken run.json stops us now
+    keep_freed_memory()  # each rank's arrays reuse the pages of the ones before (analysis/heap.py); forks inherit it
     workers = workers or max(1, min(len(found), os.cpu_count() or 1, MAX_WORKERS))
     if workers == 1:
         outcomes = list(_counted((_analyze_here(rank, path) for rank, path in found), len(found), progress))
