@@ -195,10 +195,18 @@ def _json_events(export: ExportFile, type_id: int, fields: list[str]) -> tuple[n
         return times[:0], np.empty((0, len(fields)))
     from nsyskit.analysis.read.jsonvalues import parse_values
 
-    order = np.argsort(times, kind="stable")
     values = parse_values(text if isinstance(text, bytes) else as_text(text).encode(), count, fields, export.warn,
                           str(export.path))  # fmt: skip
-    return times[order], np.asfortranarray(values[order])  # each field's column contiguous: a series' values
+    return _in_time_order(times, values)
+
+
+def _in_time_order(times: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The events by time (stable: events of one time keep their order; nsys writes them sorted: then no copy),
+    each field's column contiguous (a series' values)."""
+    if len(times) > 1 and not (times[1:] >= times[:-1]).all():
+        order = np.argsort(times, kind="stable")
+        times, values = times[order], values[order]
+    return times, np.asfortranarray(values)
 
 
 def _paged_json_events(
@@ -222,8 +230,7 @@ def _paged_json_events(
         if (time_kind != pagescan.KIND_CODES["integer"]).any():
             return None  # a time that is not an integer: SQLite's path warns
         values = parse_spans(address, size, starts[0][chosen], ends[0][chosen], fields, export.warn, str(export.path))
-        order = np.argsort(times, kind="stable")
-        return times[order], np.asfortranarray(values[order])  # each field's column contiguous: a series' values
+        return _in_time_order(times, values)
 
     names = ("typeId", "data", *stamps)
     return pagescan.read_columns(export.con, export.path, "GENERIC_EVENTS", names, names[1:], ("data",), raw=parse)
