@@ -52,11 +52,10 @@ typedef struct {
     const int32_t *kind_slot; /* per slot: its row in kinds, or -1 */
     const int32_t *slot_of;   /* per record position 0..max_position: the slot reading it, or -1 */
     int32_t max_position;     /* -1: only the rowid */
-    int64_t *values;          /* slots x capacity */
     uint8_t *kinds;           /* kind slots x capacity */
     int64_t capacity;
     int plain;                     /* no slot wants text or has REAL affinity: decode_plain may take a row */
-    int64_t *columns[MAX_SLOTS];   /* per slot: its row of values */
+    int64_t *columns[MAX_SLOTS];   /* per slot: its values, one per row */
     int32_t rowid_slot[MAX_SLOTS]; /* the slots reading the rowid */
     int64_t rowid_slots;
     /* per one-byte serial type (see fill_tables): its size (255: not one), flags (1 not an INTEGER, 2 not one),
@@ -368,7 +367,7 @@ emit:
             s->text_ends[(int64_t)s->text_slot[slot] * s->capacity + row] = s->text_size - 1;
         }
         if (kind != KIND_INTEGER && !(flags & WANT_KINDS)) return NSK_NOT_INTEGER;
-        s->values[slot * s->capacity + row] = value;
+        s->columns[slot][row] = value;
         if (s->kind_slot[slot] >= 0) s->kinds[(int64_t)s->kind_slot[slot] * s->capacity + row] = (uint8_t)kind;
     }
     return 0;
@@ -481,7 +480,8 @@ int64_t nsk_count_rows(const uint8_t *file, int64_t file_size, int64_t root) {
     return done != 0 ? done : s.rows;
 }
 
-/* Decode `slots` columns of every row (exactly `capacity` rows, as counted) into values[slot * capacity + row] and,
+/* Decode `slots` columns of every row (exactly `capacity` rows, as counted) into columns[slot][row] (an array per
+   slot: each small enough for malloc to reuse, where one block of every column would be mapped afresh) and,
    for slots with kind_slot >= 0, their storage classes into kinds[kind_slot * capacity + row]. A value is the
    INTEGER, or the IEEE-754 bits of a REAL (of (double)integer for an integer on disk in a REAL-affinity column), or 0.
 
@@ -490,11 +490,11 @@ int64_t nsk_count_rows(const uint8_t *file, int64_t file_size, int64_t root) {
    row] is where that value's bytes end (its NUL's offset). The buffer goes to *text (NULL when no slot wants text or
    on an error; free it with nsk_free), its size to *text_size, the count of NULs inside the values to *text_nuls.
    Slots flagged WANT_SPAN (text slots too, numbered with those of WANT_TEXT) copy nothing: a TEXT or BLOB value's
-   bytes are [values[...], text_ends[...]) of the mapped file (NSK_NOT_IN_PLACE where they spill to overflow pages);
+   bytes are [columns[...][...], text_ends[...]) of the mapped file (NSK_NOT_IN_PLACE where they spill to overflow pages);
    a value of another kind has the empty span [0, 0) (its value as usual). */
 int64_t nsk_read_rows(const uint8_t *file, int64_t file_size, int64_t root, int64_t slots, const int32_t *position,
                       const int32_t *flags, const int32_t *kind_slot, const int32_t *slot_of, int32_t max_position,
-                      int64_t *values, uint8_t *kinds, int64_t capacity, int64_t *text_ends, uint8_t **text,
+                      int64_t *const *columns, uint8_t *kinds, int64_t capacity, int64_t *text_ends, uint8_t **text,
                       int64_t *text_size, int64_t *text_nuls) {
     Scan s;
     int done;
@@ -511,13 +511,12 @@ int64_t nsk_read_rows(const uint8_t *file, int64_t file_size, int64_t root, int6
     s.kind_slot = kind_slot;
     s.slot_of = slot_of;
     s.max_position = max_position;
-    s.values = values;
     s.kinds = kinds;
     s.capacity = capacity;
     s.plain = 1;
     fill_tables(&s);
     for (i = 0; i < slots; i++) {
-        s.columns[i] = values + i * capacity;
+        s.columns[i] = columns[i];
         if (position[i] < 0) s.rowid_slot[s.rowid_slots++] = (int32_t)i;
         if (flags[i] & (REAL_AFFINITY | WANT_TEXT | WANT_SPAN)) s.plain = 0; /* (short records never take it) */
         s.text_slot[i] = (flags[i] & (WANT_TEXT | WANT_SPAN)) ? (int32_t)s.text_slots++ : -1;

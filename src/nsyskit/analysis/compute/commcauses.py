@@ -35,7 +35,8 @@ def slowest_collectives(inputs: RankInputs) -> Iterator[tuple[str, str, float]]:
     sizes = [len(values) for values, _codes in names]
     code = (names[0][1] * sizes[1] + names[1][1]) * sizes[2] + names[2][1]
     durations, starts = ops["duration_ns"], ops["start_ns"]
-    order = np.argsort(code, kind="stable")
+    # few groups: as 16-bit keys the stable sort is numpy's radix sort, linear (int64 keys: a merge sort, 4x longer)
+    order = np.argsort(code.astype(np.uint16) if sizes[0] * sizes[1] * sizes[2] <= 1 << 16 else code, kind="stable")
     bounds = np.flatnonzero(np.r_[True, code[order][1:] != code[order][:-1], True])
     steps = inputs.steps
     for a, b in zip(bounds[:-1], bounds[1:], strict=True):

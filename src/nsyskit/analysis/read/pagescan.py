@@ -221,13 +221,16 @@ def _read(compiled, mapped: mmap.mmap, path: Path, root: int, names: list[str], 
                 if slot_of[p] >= 0:  # two names of one column (case differs): read it once
                     return None
                 slot_of[p] = index
-        values = np.empty((len(slots), rows), dtype=np.int64)
+        # An array per column (not one block of them all): up to 4M rows each stays under malloc's mmap threshold
+        # and reuses freed memory (analysis/heap.py), where a block of five columns would be faulted in afresh
+        values = [np.empty(rows, dtype=np.int64) for _ in slots]
+        columns = (ctypes.c_void_p * len(values))(*(column.ctypes.data for column in values))
         kind_values = np.empty((max(len(kind_names), 1), rows), dtype=np.uint8)
         text_ends = np.empty((max(len(text_names), 1), rows), dtype=np.int64)
         text, text_size, text_nuls = ctypes.c_void_p(), ctypes.c_int64(), ctypes.c_int64()
         done = read_rows(
             address, size, root, len(slots), position.ctypes.data, flags.ctypes.data, kind_slot.ctypes.data,
-            slot_of.ctypes.data, max_position, values.ctypes.data, kind_values.ctypes.data, rows,
+            slot_of.ctypes.data, max_position, columns, kind_values.ctypes.data, rows,
             text_ends.ctypes.data, ctypes.byref(text), ctypes.byref(text_size), ctypes.byref(text_nuls),
         )  # fmt: skip
         if done != rows:
