@@ -6,10 +6,9 @@ as JSON generic events, nsys 2022.4). Each row is the median of --repeat runs of
 kinds alternating so machine load weighs on both; without counters is NSYSKIT_COUNTERS=0. Goal: counters add at
 most 10%.
 
-Measured on the shared 2-core dev machine, 9 runs each, alternating with main before the page read of the JSON
-(e568023 at load 0.9, 4f0270a at load 3.3-3.7): at load 0.9, 0.427-0.437 s without and 0.502-0.507 s with counters, +16-18% wall, +20-21% CPU (main:
-+49% wall, +42% CPU); at load 3.3-3.7 (before the second threads), +20-30% wall, +21-25% CPU (main: +32-51% wall,
-+47-48% CPU). Not within the goal (see docs/benchmarks.md).
+Measured on the shared 2-core dev machine, 9 runs each: on the final tree of issue 33's third session, at load
+0.5, 0.372 s without and 0.462 s with counters, +24.3% wall, +26.9% CPU (the first page read of the JSON: +16-18%
+wall at load 0.9 against main's +49%). Not within the goal; where it goes, and what was tried: docs/benchmarks.md.
 
 Usage: .venv/bin/python bench/counters_bench.py [--repeat 7] [EXPORT.sqlite]
 """
