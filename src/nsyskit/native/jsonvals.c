@@ -81,7 +81,7 @@ static int64_t parse_value(const char *text, int64_t p, int64_t size, double *ou
 /* The object at p (after spaces) into row[width]: its keys those of the first object (first: record its layout);
    where it ends (after its '}'), or -1. */
 static int64_t parse_object(const char *text, int64_t p, int64_t size, int first, int64_t width, Layout *layout,
-                            double *row) {
+                            double *row, int64_t stride) {
     int64_t j;
     p = skip_space(text, p, size);
     if (p >= size || text[p] != '{') return -1;
@@ -107,7 +107,7 @@ static int64_t parse_object(const char *text, int64_t p, int64_t size, int first
         p = skip_space(text, p + 1, size);
         if (p >= size) return -1;
         if (first) layout->value_at[j] = p;
-        p = parse_value(text, p, size, row + j);
+        p = parse_value(text, p, size, row + j * stride);
         if (p < 0) return -1;
         if (first) layout->value_end[j] = p;
         p = skip_space(text, p, size);
@@ -122,7 +122,7 @@ static int64_t parse_object(const char *text, int64_t p, int64_t size, int first
    (spaces, keys, colons, commas), compared whole; where it ends, or -1 where it is laid out otherwise (then
    parse_object decides: the same numbers, as it reads those same bytes the same way). */
 static int64_t parse_alike(const char *text, int64_t p, int64_t size, int64_t width, const Layout *layout,
-                           double *row) {
+                           double *row, int64_t stride) {
     int64_t j, from = layout->open, length;
     p = skip_space(text, p, size);
     for (j = 0; j <= width; j++) {
@@ -131,7 +131,7 @@ static int64_t parse_alike(const char *text, int64_t p, int64_t size, int64_t wi
         p += length;
         if (j == width) break;
         if (p >= size) return -1;
-        p = parse_value(text, p, size, row + j);
+        p = parse_value(text, p, size, row + j * stride);
         if (p < 0) return -1;
         from = layout->value_end[j];
     }
@@ -140,9 +140,9 @@ static int64_t parse_alike(const char *text, int64_t p, int64_t size, int64_t wi
 
 /* The next object from p: alike to the first (parse_alike) or parsed whole (parse_object); its end, or -1. */
 static int64_t next_object(const char *text, int64_t p, int64_t size, int first, int64_t width, Layout *layout,
-                           double *row) {
-    int64_t done = first ? -1 : parse_alike(text, p, size, width, layout, row);
-    return done >= 0 ? done : parse_object(text, p, size, first, width, layout, row);
+                           double *row, int64_t stride) {
+    int64_t done = first ? -1 : parse_alike(text, p, size, width, layout, row, stride);
+    return done >= 0 ? done : parse_object(text, p, size, first, width, layout, row, stride);
 }
 
 /* Fill out[count * width] (object after object) from the `size` bytes of `text`; the number of objects, or -1. */
@@ -151,7 +151,7 @@ int64_t nsk_json_values(const char *text, int64_t size, int64_t count, int64_t w
     int64_t p = 0, i;
     if (width <= 0 || width > MAX_KEYS || !open_layout(&layout, width)) return -1;
     for (i = 0; i < count; i++) {
-        p = next_object(text, p, size, i == 0, width, &layout, out + i * width);
+        p = next_object(text, p, size, i == 0, width, &layout, out + i * width, 1);
         if (p < 0) break;
         p = skip_space(text, p, size);
         if (i + 1 < count) {
@@ -167,21 +167,23 @@ int64_t nsk_json_values(const char *text, int64_t size, int64_t count, int64_t w
 }
 
 /* The same for objects at spans of `text`: object i fills [starts[i], ends[i]) whole (pagescan's text buffer, the
-   rows of one type picked from it), objects from..to-1 into their rows of out (object 0 read first all the same,
-   for the layout: two threads may read two ranges of one call's objects, the same numbers as one); the number of
-   objects read, or -1. */
+   rows of one type picked from it), objects from..to-1 into out, field j of object i at out[j * count + i] (a column
+   per field: a series' values, contiguous) (object 0 read first all the same, for the layout: two threads may read
+   two ranges of one call's objects, the same numbers as one); the number of objects read, or -1. */
 int64_t nsk_json_spans(const char *text, const int64_t *starts, const int64_t *ends, int64_t from, int64_t to,
-                       int64_t width, double *out) {
+                       int64_t width, int64_t count, double *out) {
     Layout layout;
     double *scratch;
     int64_t p = 0, i;
-    if (width <= 0 || width > MAX_KEYS || from < 0 || to <= from || !open_layout(&layout, width)) return -1;
+    if (width <= 0 || width > MAX_KEYS || from < 0 || to <= from || to > count || !open_layout(&layout, width))
+        return -1;
     scratch = (double *)malloc(sizeof(double) * (size_t)width);
     for (i = 0; i < to && p >= 0; i = (i == 0 && from > 0) ? from : i + 1) {
-        double *row = (i == 0 && from > 0) ? scratch : out + i * width; /* object 0 for the layout only */
-        p = !row || starts[i] < 0 || ends[i] < starts[i] ? -1
-                                                         : next_object(text, starts[i], ends[i], i == 0, width,
-                                                                       &layout, row);
+        int layout_only = i == 0 && from > 0; /* object 0 for the layout only, into scratch */
+        double *row = layout_only ? scratch : out + i;
+        p = !row || starts[i] < 0 || ends[i] < starts[i]
+                ? -1
+                : next_object(text, starts[i], ends[i], i == 0, width, &layout, row, layout_only ? 1 : count);
         if (p >= 0 && skip_space(text, p, ends[i]) != ends[i]) p = -1;
     }
     free(scratch);

@@ -24,7 +24,7 @@ def functions():
     size, pointer = ctypes.c_int64, ctypes.c_void_p
     return native.load(_loaded, "jsonvals", DISABLE_VARIABLE, {
         "nsk_json_values": (size, [ctypes.c_char_p, size, size, size, pointer]),
-        "nsk_json_spans": (size, [pointer, pointer, pointer, size, size, size, pointer]),
+        "nsk_json_spans": (size, [pointer, pointer, pointer, size, size, size, size, pointer]),
     })  # fmt: skip
 
 
@@ -47,7 +47,8 @@ def values(text: bytes, count: int, width: int) -> np.ndarray | None:
 
 def spans(address: int, size: int, starts: np.ndarray, ends: np.ndarray, width: int) -> np.ndarray | None:
     """values() of the objects at [starts[i], ends[i]) of the `size` bytes at `address` (a C buffer: pagescan's
-    texts), none copied; None as for values(), or when a span lies outside the buffer. From SPLIT_AT objects on,
+    texts), none copied, as a (count, width) matrix in Fortran order (each field's values contiguous: a series); None
+    as for values(), or when a span lies outside the buffer. From SPLIT_AT objects on,
     the second half is read by a second thread (the GIL released): the same numbers, sooner where a core is free."""
     found = functions()
     count = len(starts)
@@ -56,12 +57,14 @@ def spans(address: int, size: int, starts: np.ndarray, ends: np.ndarray, width: 
     starts, ends = np.ascontiguousarray(starts, dtype=np.int64), np.ascontiguousarray(ends, dtype=np.int64)
     if starts.min() < 0 or ends.max() > size or (ends < starts).any():
         return None
-    out = np.empty((count, width), dtype=np.float64)
+    columns = np.empty((width, count), dtype=np.float64)  # a field's values contiguous: out is (count, width), F order
+    out = columns.T
     middle = count // 2 if count >= SPLIT_AT else count
     done = [0, 0]
 
     def read(index: int, low: int, high: int) -> None:
-        done[index] = found[1](address, starts.ctypes.data, ends.ctypes.data, low, high, width, out.ctypes.data)
+        done[index] = found[1](address, starts.ctypes.data, ends.ctypes.data, low, high, width, count,
+                               columns.ctypes.data)  # fmt: skip
 
     second = threading.Thread(target=read, args=(1, middle, count)) if middle < count else None
     if second is not None:

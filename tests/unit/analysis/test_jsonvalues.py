@@ -95,4 +95,5 @@ def test_objects_at_spans_of_a_buffer_give_the_joined_objects_numbers(split_at, 
     expected = loaded(joined(objects), len(objects))
     assert np.array_equal(found, expected, equal_nan=True)
     assert found[0].tolist() == [1, 22, 1_154_000_000, 3.5] and np.isnan(found[5][0])  # '7"' is no number
+    assert found.flags.f_contiguous  # each field's values contiguous: the counters' series take them with no copy
     assert jsonvals.spans(ctypes.addressof(keep), len(buffer), np.array(starts), np.array(ends) + 2, 4) is None
