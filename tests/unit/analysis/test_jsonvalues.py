@@ -58,8 +58,14 @@ def test_the_three_paths_agree_on_nsys_style_objects():
             '{"SM Active": 1, "Vertex/Tess/Geometry Warps In Flight": 2}',
             "not json",
         ],
+        [  # quoted whole numbers around the 15 digits read in one pass, and strings that only start like one
+            '{"SM Active": "007", "Vertex/Tess/Geometry Warps In Flight": "123456789012345", '
+            '"GPC Clock Frequency": "1234567890123456", "Power": "12a"}',
+            '{"SM Active": "", "Vertex/Tess/Geometry Warps In Flight": "99999999999999999999", '
+            '"GPC Clock Frequency": "1e3", "Power": "-5"}',
+        ],
     ],
-    ids=["numbers, signs, null, text", "another key order", "missing pairs and no object"],
+    ids=["numbers, signs, null, text", "another key order", "missing pairs and no object", "quoted whole numbers"],
 )
 def test_any_object_gives_json_loads_numbers(objects):
     text = joined(objects)

@@ -8,6 +8,7 @@ no MMA at all. GEMV kernels are left out: memory-bound, tensor cores would not s
 
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -25,8 +26,13 @@ SIMT = re.compile(r"simt|sgemm|scudnn|dgemm|implicit_convolve_sgemm|convolve_sge
 def classify(names: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """(is matrix math, runs on tensor cores) for each kernel name; an 'sgemm'/'simt' name is never tensor-core,
     even inside a CUTLASS template (cutlass_80_simt_sgemm)."""
-    matrix = np.fromiter((bool(MATRIX.search(n)) and not NOT_MATRIX.search(n) for n in names), dtype=bool,
-                         count=len(names))  # fmt: skip
-    tensor = np.fromiter((bool(TENSOR_CORE.search(n)) and not SIMT.search(n) for n in names), dtype=bool,
-                         count=len(names))  # fmt: skip
-    return matrix, matrix & tensor
+    kinds = np.array([kind(n) for n in names], dtype=bool).reshape(len(names), 2)
+    return kinds[:, 0].copy(), kinds[:, 0] & kinds[:, 1]
+
+
+@functools.lru_cache(maxsize=1 << 14)  # two rules ask of the same run's kernels, and long templated names cost
+def kind(name: str) -> tuple[bool, bool]:
+    """(is matrix math, names a tensor-core instruction) of one kernel name (classify's)."""
+    return bool(MATRIX.search(name)) and not NOT_MATRIX.search(name), bool(
+        TENSOR_CORE.search(name)
+    ) and not SIMT.search(name)
