@@ -7,8 +7,8 @@ kinds alternating so machine load weighs on both; without counters is NSYSKIT_CO
 most 10%.
 
 Measured on the shared 2-core dev machine, 9 runs each: on the final tree of issue 33's third session, at load
-0.5, 0.372 s without and 0.462 s with counters, +24.3% wall, +26.9% CPU (the first page read of the JSON: +16-18%
-wall at load 0.9 against main's +49%). Not within the goal; where it goes, and what was tried: docs/benchmarks.md.
+~1, 0.324 s without and 0.376 s with counters, +16.0% wall, +21.3% CPU (the first page read of the JSON: +16-18%
+wall at load 0.9 against main's +49%; earlier in that session +24.3% wall at load 0.5). Not within the goal; where it goes, and what was tried: docs/benchmarks.md.
 
 Usage: .venv/bin/python bench/counters_bench.py [--repeat 7] [EXPORT.sqlite]
 """
