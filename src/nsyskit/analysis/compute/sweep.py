@@ -1,10 +1,11 @@
-"""The breakdown's union lengths by one C sweep over start-sorted interval lists (sweep.c), numpy's unions otherwise.
+"""A GPU's busy time by C sweeps over start-sorted interval lists (sweep.c): the breakdown's union lengths, and the
+union itself (the diagnoses'); numpy's unions otherwise.
 
 For compute (C), communication (N) and memory (M) intervals of one GPU, the breakdown needs |C|, |N|, |M|, |C∪N|,
 |C∪M|, |N∪M| and |C∪N∪M|. numpy builds each union as arrays (a sort and several passes per set, four merges); the
 sweep walks the lists once in start order (a k-way merge) and keeps a running union per combination. The C is
 compiled once per machine (nsyskit.native); without a compiler, or with NSYSKIT_NATIVE_SWEEP=0, union_lengths
-uses the numpy unions: the same numbers.
+and union use the numpy unions: the same numbers.
 """
 
 from __future__ import annotations
