@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from nsyskit.analysis.compute.intervals import covered, merge, union
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.read.counterread import EFA, NIC, Series
 
@@ -58,7 +59,7 @@ class _Clipped:
         """How long each sample lies inside the disjoint sorted intervals `union`."""
         key = id(union[0])
         if key not in self._inside:
-            self._inside[key] = _covered(*union, self.end) - _covered(*union, self.start)
+            self._inside[key] = covered(*union, self.start, self.end)
         return self._inside[key]
 
     def integral(self, value: np.ndarray, at: np.ndarray) -> np.ndarray:
@@ -97,11 +98,6 @@ def _integral(start: np.ndarray, end: np.ndarray, value: np.ndarray, at: np.ndar
     k = np.searchsorted(start, at, side="right")  # samples starting at or before each point
     tail = np.where(k > 0, np.maximum(end[k - 1] - at, 0), 0)  # the part of sample k-1 after the point
     return full[k] - np.where(k > 0, value[k - 1], 0.0) * tail
-
-
-def _covered(union_start: np.ndarray, union_end: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """How much of the disjoint sorted intervals lies before each point of `at`."""
-    return _integral(union_start, union_end, np.ones(len(union_start)), at)
 
 
 SMALL_INTEGERS = 1 << 16  # counters valued 0..65535 in whole numbers (percentages): quantiles by counting
@@ -179,8 +175,6 @@ def counter_stats(
 
 def _every(busy: dict[int, tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
     """The union of every GPU's busy intervals."""
-    from nsyskit.analysis.compute.intervals import merge
-
     return merge(*busy.values())
 
 
@@ -297,8 +291,6 @@ def counter_window(steps: Table, kernels, series: list[Series]) -> tuple[int, in
 def rank_tables(series: list[Series], kernels, nccl_ids: np.ndarray, steps: Table) -> dict[str, Table]:
     """The rank's counter tables over its window: stats ('counters'), time bins ('counter_bins') and what the
     network counters moved per window step ('counter_steps'); empty tables without samples."""
-    from nsyskit.analysis.compute.intervals import union
-
     window = counter_window(steps, kernels, series)
     if window is None or window[1] <= window[0] or not series:
         return {"counters": _table(STAT_COLUMNS, []), "counter_bins": counter_bins([], (0, 1)),

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nsyskit.analysis.compute import evidence, sweep
-from nsyskit.analysis.compute.intervals import length, merge, union
+from nsyskit.analysis.compute.intervals import covered, length, merge, union
 from nsyskit.analysis.read.apicalls import ALLOC, MODULE, OSRT_TABLES, SYNC, ApiCalls
 
 SYNC_STALL, LAUNCH_BOUND, ALLOCATOR = "sync_stall", "launch_bound", "allocator"
@@ -81,21 +81,6 @@ class Rank:
         a step is that step's); -1 after the last."""
         index = np.searchsorted(self.iterations[1], times, side="right")  # the first iteration ending after it
         return np.where(index < self.count, index, -1)
-
-
-def covered(union_start: np.ndarray, union_end: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """How much of each [start, end) the disjoint sorted intervals cover (prefix sums and binary searches)."""
-    if not len(union_start):
-        return np.zeros(len(start), dtype=np.int64)
-    total = np.concatenate(([0], np.cumsum(union_end - union_start)))
-
-    def before(times: np.ndarray) -> np.ndarray:
-        index = np.searchsorted(union_start, times, side="right")
-        last = np.maximum(index - 1, 0)
-        beyond = np.where(index > 0, np.maximum(union_end[last] - times, 0), 0)
-        return total[index] - beyond
-
-    return before(np.asarray(end)) - before(np.asarray(start))
 
 
 def idle_after(busy: tuple[np.ndarray, np.ndarray], times: np.ndarray, high: int) -> np.ndarray:

@@ -36,3 +36,18 @@ def merge(*unions: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarra
         empty = np.empty(0, dtype=np.int64)
         return empty, empty
     return union(np.concatenate([u[0] for u in unions]), np.concatenate([u[1] for u in unions]))
+
+
+def covered(union_start: np.ndarray, union_end: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """How much of each [start, end) the disjoint sorted intervals cover (prefix sums and binary searches)."""
+    if not len(union_start):
+        return np.zeros(len(start), dtype=np.int64)
+    total = np.concatenate(([0], np.cumsum(union_end - union_start)))
+
+    def before(times: np.ndarray) -> np.ndarray:
+        index = np.searchsorted(union_start, times, side="right")
+        last = np.maximum(index - 1, 0)
+        beyond = np.where(index > 0, np.maximum(union_end[last] - times, 0), 0)
+        return total[index] - beyond
+
+    return before(np.asarray(end)) - before(np.asarray(start))
