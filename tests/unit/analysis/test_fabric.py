@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from fixtures.realdata import REAL_DATA, need
 from nsys_fixtures import write_export
 from test_ncclbandwidth import export_of
 
@@ -20,9 +21,7 @@ from nsyskit.clusteranalysis import make_plan
 from nsyskit.errors import NsyskitError, UsageError
 
 ROOT = Path(__file__).resolve().parents[3]
-REAL_ALL_REDUCE = (
-    ROOT.parent / "shared/real-data/nccl-tests/thomaslie210_NCCL_Test_Results_External-GDR_ON-all_reduce.log"
-)
+REAL_ALL_REDUCE = REAL_DATA / "nccl-tests/thomaslie210_NCCL_Test_Results_External-GDR_ON-all_reduce.log"
 # (size B, out-of-place busbw GB/s, in-place busbw GB/s): the in-place column differs so that using it would show.
 MEASURED = [(1 << 10, 0.05, 0.04), (1 << 20, 10.0, 9.0), (16 << 20, 40.0, 30.0), (256 << 20, 80.0, 70.0)]
 
@@ -111,9 +110,7 @@ def test_no_finding_where_the_buckets_reach_half_the_ceiling_or_carry_little_tim
 
 
 def test_a_real_all_reduce_perf_output_is_a_ceiling(tmp_path):
-    if not REAL_ALL_REDUCE.is_file():
-        pytest.skip("../shared/real-data is absent")
-    result = analyzed(run_of(tmp_path / "run", SLOW), [str(REAL_ALL_REDUCE)])
+    result = analyzed(run_of(tmp_path / "run", SLOW), [str(need(REAL_ALL_REDUCE))])
     row = next(r for r in result.analysis.nccl_sizes.rows() if r["op"] == "AllReduce" and r["bucket"] == ">16MB")
     assert row["fabric_busbw_gbps"] > 0 and row["fabric_ratio"] == row["busbw_median_gbps"] / row["fabric_busbw_gbps"]
 
