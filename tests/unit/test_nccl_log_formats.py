@@ -4,7 +4,9 @@ grep, as each comment says)."""
 
 from __future__ import annotations
 
+import gzip
 import random
+from pathlib import Path
 
 import pytest
 from nccl_real import coll, gpus, ops, real  # tests/unit is on sys.path
@@ -289,3 +291,20 @@ def test_real_init_facts_without_errors():
     # 06: 'NET/Plugin : No plugin found (libnccl-net.so).', 'NET/Socket : Using ..', 'NET/IB : Using ..'
     init = analyze([real("06")]).init
     assert init["net_plugin"] == "none" and init["net_transports"] == ["Socket", "IB"]
+
+
+# --- the kit's own logs from a real GPU (tests/data/real/nccl-logs: NCCL 2.28.9, CUDA 13, one H200) -----------------
+
+KIT_LOGS = Path(__file__).resolve().parents[1] / "data" / "real" / "nccl-logs"
+
+
+@pytest.mark.parametrize("name", ["h200_all_reduce_perf_nccl2.28.9.nccl.log.gz", "h200_gpt2_ddp_nccl2.28.9.nccl.log.gz"])
+def test_real_nccl_2_28_logs_count_every_collective_and_the_versions(name):
+    path = KIT_LOGS / name
+    text = gzip.decompress(path.read_bytes()).decode()
+    report = analyze([path])
+    # grep -c 'NCCL INFO AllReduce: opCount' : 1,286 (all_reduce_perf, 29 sizes) and 639 (the GPT-2 run)
+    assert ops(report)["AllReduce"][0] == text.count("NCCL INFO AllReduce: opCount") > 600
+    # 'NCCL version 2.28.9+cuda13.0', 'cudaDriverVersion 13000'; every call says [nranks=1]
+    assert report.init["nccl_version"] == "2.28.9+cuda13.0" and "[nranks=2" not in text
+    assert report.init["nranks"] == 1

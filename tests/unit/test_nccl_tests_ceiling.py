@@ -4,12 +4,14 @@ interpolated on log(size), under every name an op goes by."""
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 import pytest
 
-from nsyskit.errors import NoNcclTestsTable
-from nsyskit.nccltests import Ceiling, canonical_op, ceiling_from, measured_tests
-from tests.fixtures.realdata import REAL_DATA, need
+from nsyskit.errors import NcclTestsError, NoNcclTestsTable
+from nsyskit.nccltests import Ceiling, canonical_op, ceiling_from, measured_tests, read_file
+from tests.fixtures.realdata import REAL_DATA, ROOT, need
 from tests.unit.nccl_tests_variants import Output, measurements, write_test
 
 
@@ -107,3 +109,39 @@ def test_a_run_folder_with_one_failed_test_still_gives_the_others(tmp_path):
     assert [t.op for t in measured_tests([tmp_path / "run"])] == ["all_reduce"]
     with pytest.raises(NoNcclTestsTable, match="alltoall_perf.out: no nccl-tests table: the run failed at line 1"):
         measured_tests([folder / "all_reduce_perf.out", folder / "alltoall_perf.out"])
+
+
+KIT_ONE_GPU = ROOT / "tests" / "data" / "real" / "nccl-tests" / "h200_all_reduce_perf_v2.13.11_1gpu.out"
+
+
+def test_a_real_one_gpu_run_is_told_by_its_one_rank_line_and_by_its_numbers_alone(tmp_path):
+    # One H200: busbw 0.00 at every size (2(n-1)/n = 0), algbw up to 2,119 GB/s (the GPU's own copy)
+    (test,) = measured_tests([KIT_ONE_GPU])
+    assert test.ranks == 1 and test.crosses_no_link
+    unnamed = tmp_path / "all_reduce_perf.out"  # the same output with its '#  Rank' line cut (not every launcher prints it)
+    unnamed.write_text("".join(line for line in KIT_ONE_GPU.read_text().splitlines(True) if "#  Rank" not in line))
+    (cut,) = measured_tests([unnamed])
+    assert cut.ranks is None and cut.crosses_no_link
+
+
+
+def test_the_real_one_rank_runs_are_those_their_sources_say_ran_one_rank():
+    # SOURCES.tsv's 'ranks' column, written by whoever collected the files: '1 (single GPU)', 'its own 1-rank job',
+    # 'the second reduce_perf run uses 1 GPU'
+    import csv
+
+    folder = need(REAL_DATA / "nccl-tests")
+    with open(folder / "SOURCES.tsv") as stream:
+        said = {row["filename"] for row in csv.DictReader(stream, delimiter="\t")
+                if re.match(r"1 \(", row["ranks"]) or re.search(r"1-rank|uses 1 GPU", row["ranks"])}  # fmt: skip
+    found = {Path(t.path).name for path in sorted(folder.glob("*.log")) for t in read_file(path).tests if t.crosses_no_link}
+    assert found == said and len(found) >= 3
+
+
+def test_one_rank_tests_stay_out_of_the_ceiling_and_alone_are_one_error_naming_the_file(tmp_path):
+    with pytest.raises(NcclTestsError) as raised:
+        ceiling_from([KIT_ONE_GPU])
+    assert str(KIT_ONE_GPU) in str(raised.value) and "one rank" in str(raised.value) and "fix: " in str(raised.value)
+    ceiling = Ceiling(measured_tests([KIT_ONE_GPU]) + _tests(tmp_path, {"rows": measurements("all_reduce", start=1024, sizes=8)}))
+    header = next(n for n, line in enumerate(KIT_ONE_GPU.read_text().splitlines(), 1) if " size " in line and "count" in line)
+    assert ceiling.one_rank == [f"{KIT_ONE_GPU}:{header}"] and ceiling.busbw_at("all_reduce", 1024) > 0

@@ -1,5 +1,5 @@
-"""Every row of every nccl-tests table in ../shared/real-data reads back equal to its text (size, both busbw,
-the average line), and the files without a table say so in one line.
+"""Every row of every nccl-tests table in ../shared/real-data and in the kit's own recordings (tests/data/real) reads
+back equal to its text (size, both busbw, the average line), and the files without a table say so in one line.
 
 The expected values come from the text by a different route than the reader's: each line is cleaned of
 launcher tags and NCCL INFO text, split on white space, and a row's pieces that other output cut off are
@@ -20,6 +20,7 @@ from tests.fixtures.realdata import REAL_DATA, ROOT, need
 
 TESTS_DIR = REAL_DATA / "nccl-tests"
 LOGS_DIR = REAL_DATA / "nccl-logs"
+KIT_DIR = ROOT / "tests" / "data" / "real" / "nccl-tests"  # recorded by the kit on a real GPU (its README says how)
 OPENMPI_TAG = re.compile(r"\[\d+,\d+\]<std(?:out|err)>:")
 LEADING = re.compile(r"^(?:\(\w+, rank=\d+, pid=\d+\) |\d+: |\w+\(\), \w+\.cu:\d+, )+")
 INFO_TAIL = re.compile(r"[A-Za-z][\w.-]*:\d+:\d+ \[\d+\] NCCL (?:INFO|WARN).*$")
@@ -67,7 +68,7 @@ def expected_rows(text: str) -> list[tuple[int, str, str, str]]:
 
 
 def real_outputs() -> list[Path]:
-    return _files(TESTS_DIR) + _files(LOGS_DIR)
+    return _files(TESTS_DIR) + _files(LOGS_DIR) + _files(KIT_DIR, "*.out")
 
 
 @pytest.mark.parametrize("path", real_outputs(), ids=lambda p: p.name[:60])

@@ -332,3 +332,21 @@ def test_the_status_is_written_when_the_application_dies_and_again_when_the_prof
     assert final["final"] is True and final["exit_code"] == 137 and final["died"] == at_death["died"]
     assert final["ended"] - final["died"] > 3  # the report's 3 s are not in it
     assert 0 <= final["died"] - float(died_at.read_text()) < 0.5
+
+
+def test_an_importer_that_cannot_run_leaves_the_trace_and_says_how_to_convert_it(tmp_path):
+    # Seen on a GPU machine: Nsight Compute's QdstrmImporter (beside its nsys) exited 127, 'libdw.so.1: cannot open
+    # shared object file'; the .qdstrm was converted afterwards by another machine's QdstrmImporter
+    nsys = tmp_path / "nsight" / "target-linux-x64" / "nsys"
+    importer = tmp_path / "nsight" / "host-linux-x64" / "QdstrmImporter"
+    for path, text in ((nsys, "exit 0"), (importer, "echo 'libdw.so.1: cannot open shared object file' >&2; exit 127")):
+        path.parent.mkdir(parents=True)
+        path.write_text(f"#!/bin/sh\n{text}\n")
+        path.chmod(0o755)
+    base = tmp_path / "reports" / "j_node0_rank0_h"
+    base.parent.mkdir()
+    (trace := Path(f"{base}.qdstrm")).write_bytes(b"trace")
+    (problem,) = wrapper.finish_report({"NSYSKIT_NSYS": str(nsys)}, ident(), str(base))
+    assert problem.startswith("QdstrmImporter exited 127: libdw.so.1")
+    assert f"the trace stays in {trace}" in problem and "'QdstrmImporter -i j_node0_rank0_h.qdstrm'" in problem
+    assert trace.read_bytes() == b"trace"

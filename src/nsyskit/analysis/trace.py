@@ -27,6 +27,7 @@ from nsyskit.analysis.compute import (
     nccl,
     ncclbandwidth,
     nccldigest,
+    recording,  # noqa: F401  (registers its evidence extractor)
 )
 from nsyskit.analysis.compute.metrics import window_steps, windowed_ranks
 from nsyskit.analysis.compute.projection import project

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from nsyskit.errors import NcclTestsError
 from nsyskit.nccltests.ceiling import Ceiling
 from nsyskit.nccltests.model import OPS, FileResult, NcclTest, Placement, Problem, Row, canonical_op
 from nsyskit.nccltests.reading import Reading, no_table_error, read_file, read_paths
@@ -67,5 +68,14 @@ def measured_tests(paths: list[str | Path]) -> list[NcclTest]:
 
 
 def ceiling_from(paths: list[str | Path]) -> Ceiling:
-    """The measured ceiling (out-of-place busbw per op and size) of the nccl-tests outputs in PATHS."""
-    return Ceiling(measured_tests(paths))
+    """The measured ceiling (out-of-place busbw per op and size) of the nccl-tests outputs in PATHS; NcclTestsError
+    when every test in them ran on one rank (no link crossed: nothing to compare a run's collectives with)."""
+    ceiling = Ceiling(measured_tests(paths))
+    if not ceiling.points and ceiling.one_rank:
+        raise NcclTestsError(
+            ceiling.one_rank[0], f"every nccl-tests table given ({len(ceiling.one_rank)}) ran on one rank, where busbw "
+            "is 0 by definition (no link crossed): no fabric ceiling to compare with",
+            "run the NCCL tests on the nodes of the training run with 2 or more ranks (WORKLOAD=nccl-tests, "
+            "PROCS_PER_NODE=GPUS_PER_NODE) and give that output to --fabric",
+        )  # fmt: skip
+    return ceiling

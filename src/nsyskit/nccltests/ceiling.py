@@ -13,14 +13,19 @@ class Ceiling:
     """Measured out-of-place busbw (GB/s) per operation and size, from nccl-tests runs.
 
     Where several runs measured the same operation and size, the best busbw counts (a ceiling). Sizes are
-    nccl-tests' size column in bytes; rows of size 0 and non-finite busbw are left out.
+    nccl-tests' size column in bytes; rows of size 0 and non-finite busbw are left out, and so are tests run on one
+    rank (their busbw is 0 by definition: they measure no link), listed in `one_rank` as 'FILE:LINE'.
     """
 
     def __init__(self, tests: Iterable[NcclTest]) -> None:
         best: dict[str, dict[int, float]] = {}
         self.sources: dict[str, list[str]] = {}
+        self.one_rank: list[str] = []
         for test in tests:
             op = test.op
+            if test.crosses_no_link:
+                self.one_rank.append(f"{test.path}:{test.first_line}")
+                continue
             if op is None:
                 continue
             points = best.setdefault(op, {})

@@ -126,6 +126,15 @@ class NcclTest:
         return canonical_op(self.name)
 
     @property
+    def crosses_no_link(self) -> bool:
+        """Whether the test ran on one rank, where busbw is 0 by definition (2(n-1)/n): it measures the GPU's own copy,
+        no fabric. Told by its one '#  Rank' line, or where none is printed by a busbw of 0 beside a positive algbw."""
+        if self.ranks is not None:
+            return self.ranks == 1
+        measured = [row.out_of_place for row in self.rows if row.size > 0]
+        return bool(measured) and all(m.busbw == 0 for m in measured) and any(m.algbw > 0 for m in measured)
+
+    @property
     def label(self) -> str:
         """A name to show: the binary, else 'nccl-tests' with its file."""
         return self.name or "unnamed test"

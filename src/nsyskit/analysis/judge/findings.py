@@ -15,7 +15,7 @@ import numpy as np
 from nsyskit.analysis.compute import units
 from nsyskit.analysis.compute.metrics import RunView, per_rank, run_metrics, step_cv_by_rank
 from nsyskit.analysis.compute.table import Table
-from nsyskit.analysis.judge import commcauses, counterfindings, gpuwork
+from nsyskit.analysis.judge import commcauses, counterfindings, gpuwork, recording
 from nsyskit.analysis.judge.diagnoses import HOST_RULES
 from nsyskit.analysis.judge.fabric import below_fabric
 from nsyskit.analysis.judge.finding import CATALOG, Finding, document, ordered, ranks_text
@@ -256,6 +256,7 @@ def step_variance(view: RunView) -> Finding | None:
 
 Rule = Callable[[RunView], "Finding | None"]
 RULES: tuple[Rule, ...] = (
+    recording.kernels_not_recorded,  # first: when it holds for every GPU rank, the kernel-time rules stay silent
     exposed_communication, straggler, gpu_idle, small_messages, pageable_memcpy, step_variance,
     gpuwork.tensor_cores_unused, commcauses.nccl_outlier, commcauses.serialized_streams, low_mfu, below_fabric,
     *counterfindings.RULES,  # the sampled counters' rules (judge/counterfindings.py)
@@ -276,9 +277,11 @@ IDLE_EXPLAINED = "gpu_idle_explained_ns_per_step"
 
 def find(view: RunView, rules: tuple[Rule, ...] = RULES) -> list[Finding]:
     """Every finding the rules make about the run, by time at stake per step (finding.ordered); gpu_idle says
-    which of the other findings explain its idle time and how much stays unexplained."""
-    found = [f for f in (rule(view) for rule in rules) if f is not None]
-    return ordered([explain_idle(f, found) if f.rule == "gpu_idle" else f for f in found])
+    which of the other findings explain its idle time and how much stays unexplained. kernels_not_recorded comes
+    first whatever its stake: it says how far the GPU figures of the others can be trusted."""
+    found = recording.silenced([f for f in (rule(view) for rule in rules) if f is not None], view)
+    found = ordered([explain_idle(f, found) if f.rule == "gpu_idle" else f for f in found])
+    return sorted(found, key=lambda finding: finding.rule != recording.RULE)  # stable: the others keep their order
 
 
 def explain_idle(idle: Finding, found: list[Finding]) -> Finding:

@@ -119,7 +119,7 @@ def run_header(analysis, folder: Path, window: str) -> RunHeader:
         else ""
     )
     return RunHeader(
-        run_id=str(record.run_id if record else folder.name),
+        run_id=str(record.run_id if record else folder.resolve().name),  # "." names the folder it is
         layout=_layout(record, len(analysis.sources)),
         image=str(record.image if record and record.image else "unknown"),
         nsys=_versions(analysis.nsys_versions),
