@@ -73,8 +73,8 @@ def ceiling_from(paths: list[str | Path]) -> Ceiling:
     ceiling = Ceiling(measured_tests(paths))
     if not ceiling.points and ceiling.one_rank:
         raise NcclTestsError(
-            ceiling.one_rank[0], f"every nccl-tests table given ({len(ceiling.one_rank)}) ran on one rank, where busbw "
-            "is 0 by definition (no link crossed): no fabric ceiling to compare with",
+            ceiling.one_rank[0], f"every nccl-tests table given ({len(ceiling.one_rank)}) ran on one rank, where no "
+            "link is crossed (busbw 0 for AllReduce, a local copy for the others): no fabric ceiling to compare with",
             "run the NCCL tests on the nodes of the training run with 2 or more ranks (WORKLOAD=nccl-tests, "
             "PROCS_PER_NODE=GPUS_PER_NODE) and give that output to --fabric",
         )  # fmt: skip

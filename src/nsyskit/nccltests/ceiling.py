@@ -14,7 +14,7 @@ class Ceiling:
 
     Where several runs measured the same operation and size, the best busbw counts (a ceiling). Sizes are
     nccl-tests' size column in bytes; rows of size 0 and non-finite busbw are left out, and so are tests run on one
-    rank (their busbw is 0 by definition: they measure no link), listed in `one_rank` as 'FILE:LINE'.
+    rank (they cross no link: busbw 0 for AllReduce, a local copy's for the others), listed in `one_rank` as 'FILE:LINE'.
     """
 
     def __init__(self, tests: Iterable[NcclTest]) -> None:

@@ -127,8 +127,9 @@ class NcclTest:
 
     @property
     def crosses_no_link(self) -> bool:
-        """Whether the test ran on one rank, where busbw is 0 by definition (2(n-1)/n): it measures the GPU's own copy,
-        no fabric. Told by its one '#  Rank' line, or where none is printed by a busbw of 0 beside a positive algbw."""
+        """Whether the test ran on one rank: no link crossed, it times the GPU's own copy (busbw is 0 for AllReduce by
+        definition, 2(n-1)/n). Told by its one '#  Rank' line, or where none is printed by a busbw of 0 beside a
+        positive algbw at every size."""
         if self.ranks is not None:
             return self.ranks == 1
         measured = [row.out_of_place for row in self.rows if row.size > 0]

@@ -45,7 +45,7 @@ def test_title(test: NcclTest) -> str:
     """'all_reduce_perf (all_reduce, 16 ranks): FILE:LINE'."""
     facts = [test.op or "operation unknown"]
     if test.ranks:
-        facts.append(f"{test.ranks} ranks" if test.ranks > 1 else "1 rank: busbw is 0 by definition, no link crossed")
+        facts.append(f"{test.ranks} ranks" if test.ranks > 1 else "1 rank: no link crossed, its busbw says nothing of the fabric")
     if test.name_source == "file name":
         facts.append("name from the file name")
     elif test.name_source == "inferred":

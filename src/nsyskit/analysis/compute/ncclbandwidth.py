@@ -148,8 +148,8 @@ def with_fabric(sizes: Table, ceiling) -> tuple[Table, list[str]]:
             notes.append(f"--fabric: no nccl-tests measurement of {', '.join(missing)} (it measures {measured}): "
                          f"run {binaries} on the same nodes to compare them too")  # fmt: skip
     if ceiling.one_rank:  # kept out of the ceiling (nccltests.Ceiling): said once, with where they are
-        notes.append(f"--fabric: left out {len(ceiling.one_rank)} test(s) run on one rank (busbw is 0 by definition, no "
-                     f"link crossed): {', '.join(ceiling.one_rank[:3])}{' ...' if len(ceiling.one_rank) > 3 else ''}")  # fmt: skip
+        notes.append(f"--fabric: left out {len(ceiling.one_rank)} test(s) run on one rank (no link "
+                     f"crossed): {', '.join(ceiling.one_rank[:3])}{' ...' if len(ceiling.one_rank) > 3 else ''}")  # fmt: skip
     return Table(columns), notes
 
 
