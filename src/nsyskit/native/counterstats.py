@@ -1,0 +1,77 @@
+"""counterstats.c bound with ctypes: a series' weighted quantiles by counting, and the time bins' running sums and
+maxima of the series sharing their times in one walk, or None to use numpy.
+
+Built into the wheel or compiled once per machine (nsyskit.native.build); without a compiler, or with
+NSYSKIT_NATIVE_COUNTERSTATS=0, every function here returns None and its caller's numpy path gives the same numbers.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from nsyskit import native
+
+DISABLE_VARIABLE = "NSYSKIT_NATIVE_COUNTERSTATS"
+NOT_WHOLE = 1  # nsk_quantiles: a value is not a whole number
+
+_loaded: list = []  # [(quantiles, exact_weights, bin_walk) or None] once looked for in this process
+
+
+def functions():
+    """The compiled (nsk_quantiles, nsk_exact_weights, nsk_bin_walk), typed; None when they cannot be built here."""
+    size, pointer, real = ctypes.c_int64, ctypes.c_void_p, ctypes.c_double
+    return native.load(_loaded, "counterstats", DISABLE_VARIABLE, {
+        "nsk_quantiles": (ctypes.c_int, [size, pointer, pointer, ctypes.c_int, real, real, size, pointer, pointer]),
+        "nsk_exact_weights": (ctypes.c_int, [size, pointer]),
+        "nsk_bin_walk": (ctypes.c_int, [size, pointer, size, pointer, size, pointer, pointer, size, pointer,
+                                        pointer, pointer]),
+    })  # fmt: skip
+
+
+def _doubles(values: np.ndarray) -> np.ndarray:
+    """`values` as a contiguous float64 array (no copy when it is one)."""
+    return np.ascontiguousarray(values, dtype=np.float64)
+
+
+def exact_weights(weights: np.ndarray) -> bool:
+    """Whether the weights are whole numbers whose total is below 2^52 (every sum of them exact: quantiles() may
+    count them as integers); False without the helper."""
+    compiled = functions()
+    weights = _doubles(weights)
+    return compiled is not None and bool(compiled[1](len(weights), weights.ctypes.data))
+
+
+def quantiles(
+    values: np.ndarray, weights: np.ndarray, exact: bool, low: float, high: float, qs: tuple[float, ...]
+) -> list[float] | bool | None:
+    """The weighted quantiles of whole-number `values` (min `low` < max `high`, spanning less than 2^32), as
+    counters._quantiles counts them (`exact`: exact_weights(weights)); False where a value is not a whole number
+    (numpy sorts); None: use numpy."""
+    compiled = functions()
+    if compiled is None or len(values) != len(weights) or not len(values):
+        return None
+    values, weights, wanted = _doubles(values), _doubles(weights), np.asarray(qs, dtype=np.float64)
+    found = np.empty(len(qs))
+    done = compiled[0](len(values), values.ctypes.data, weights.ctypes.data, int(exact), low, high, len(qs),
+                       wanted.ctypes.data, found.ctypes.data)  # fmt: skip
+    return found.tolist() if done == 0 else False if done == NOT_WHOLE else None
+
+
+def bin_walk(values: list[np.ndarray], weights: np.ndarray, marks: np.ndarray, first: np.ndarray, spans: np.ndarray,
+             bins: int) -> tuple[np.ndarray, np.ndarray] | None:  # fmt: skip
+    """For series of values sharing their samples' times (weights: the time each sample holds), a row per series:
+    (the running sums of values x weights after each of the sample counts `marks`, as np.cumsum adds them; each of
+    `bins` bins' max of the values of the samples overlapping it: sample i overlaps first[i] .. first[i] + spans[i]
+    - 1, -inf where none); None: use numpy."""
+    compiled = functions()
+    if compiled is None or not len(weights) == len(first) == len(spans) or any(len(v) != len(weights) for v in values):
+        return None
+    values, weights = [_doubles(v) for v in values], _doubles(weights)
+    marks, first, spans = (np.ascontiguousarray(a, dtype=np.int64) for a in (marks, first, spans))
+    prefix, highest = np.empty((len(values), len(marks))), np.empty((len(values), bins))
+    pointers = (ctypes.c_void_p * max(len(values), 1))(*(v.ctypes.data for v in values))
+    done = compiled[2](len(values), pointers, len(weights), weights.ctypes.data, len(marks), marks.ctypes.data,
+                       prefix.ctypes.data, bins, first.ctypes.data, spans.ctypes.data, highest.ctypes.data)  # fmt: skip
+    return (prefix, highest) if done == 0 else None
