@@ -40,46 +40,56 @@ static int64_t first_at_least(const double *cumulative, int64_t size, double tar
     return low;
 }
 
-/* The key sample i is counted under (None: not counted): its value (BY_VALUE), its offset from low's block of 2^16
-   (BY_BLOCK), or its offset inside block `at` for the samples in that block (IN_BLOCK). No array of keys: none to
-   fault in. */
-enum { BY_VALUE, BY_BLOCK, IN_BLOCK };
-#define KEY(kind, v, low, at)                                                                                         \
-    ((kind) == BY_VALUE ? (int64_t)(v)                                                                               \
-     : (kind) == BY_BLOCK ? ((int64_t)((v) - (low)) >> BLOCK_BITS)                                                   \
-     : (((int64_t)((v) - (low)) >> BLOCK_BITS) == (at) ? ((int64_t)((v) - (low)) & 0xFFFF) : -1))
+/* first_at_least of the array before + cumulative[k] (numpy: before + cumsum(...), then searchsorted), each sum
+   rounded as numpy rounds it (the sums rise with k: rounding keeps their order). */
+static int64_t first_after(const double *cumulative, int64_t size, double before, double target) {
+    int64_t low = 0, high = size;
+    while (low < high) {
+        int64_t middle = low + (high - low) / 2;
+        if (before + cumulative[middle] < target) low = middle + 1;
+        else high = middle;
+    }
+    return low;
+}
 
-/* cumulative[0..size) := np.cumsum(np.bincount(keys, weights, minlength=size)) of the samples' keys (KEY; every key
-   below size): with `exact` (whole weights whose total is below 2^52: each sum exact, whatever the order) in four
-   interleaved integer tallies per key (no wait on a key's last addition: counters repeat values), else in numpy's
-   order. 0, or NSK_BAD (no memory). */
-static int counted(int64_t n, const double *value, const double *weight, int kind, double low, int64_t at, int exact,
-                   int64_t size, double *cumulative) {
-    int64_t i, k, key, total = 0;
-    if (!exact) {
-        for (k = 0; k < size; k++) cumulative[k] = 0.0;
-        for (i = 0; i < n; i++)
-            if ((key = KEY(kind, value[i], low, at)) >= 0) cumulative[key] += weight[i];
-        for (k = 1; k < size; k++) cumulative[k] = cumulative[k - 1] + cumulative[k];
-        return 0;
-    }
-    {
-        int64_t *tally = (int64_t *)calloc((size_t)size * 4, sizeof(int64_t));
-        if (!tally) return NSK_BAD;
-        for (i = 0; i < n; i++)
-            if ((key = KEY(kind, value[i], low, at)) >= 0) tally[key * 4 + (i & 3)] += (int64_t)weight[i];
-        for (k = 0; k < size; k++) {
-            total += tally[k * 4] + tally[k * 4 + 1] + tally[k * 4 + 2] + tally[k * 4 + 3];
+/* Integer tallies (`exact`: whole weights whose total is below 2^52, each sum exact whatever the order) or sums in
+   numpy's order (bincount's: index order) of the weights per key, then their running sum into cumulative[0..size). */
+typedef struct {
+    int64_t size, ways, *whole; /* whole: `ways` interleaved integer tallies per key (a repeated key waits less) */
+    double *sums;
+} Tally;
+
+static int open_tally(Tally *tally, int64_t size, int64_t ways, int exact) {
+    tally->size = size, tally->ways = ways;
+    tally->whole = exact ? (int64_t *)calloc((size_t)(size * ways), sizeof(int64_t)) : NULL;
+    tally->sums = exact ? NULL : (double *)calloc((size_t)size, sizeof(double));
+    return exact ? tally->whole != NULL : tally->sums != NULL;
+}
+
+static inline void add(Tally *tally, int64_t key, int64_t i, double weight) {
+    if (tally->whole) tally->whole[key * tally->ways + (i & (tally->ways - 1))] += (int64_t)weight;
+    else tally->sums[key] += weight;
+}
+
+/* np.cumsum(np.bincount(...)) of the tally into cumulative[0..size) (exact sums: the integers' running sum is
+   numpy's), then freed. */
+static void close_tally(Tally *tally, double *cumulative) {
+    int64_t k, w, total = 0;
+    for (k = 0; k < tally->size; k++) {
+        if (tally->whole) {
+            for (w = 0; w < tally->ways; w++) total += tally->whole[k * tally->ways + w];
             cumulative[k] = (double)total;
+        } else {
+            cumulative[k] = k ? cumulative[k - 1] + tally->sums[k] : tally->sums[k];
         }
-        free(tally);
-        return 0;
     }
+    free(tally->whole), free(tally->sums);
+    tally->whole = NULL, tally->sums = NULL;
 }
 
 /* 1 where the n weights are whole numbers whose total is below 2^52 (each sum of some of them exact, whatever the
-   order: counted() may tally them as integers), else 0. Four sums of the weights in flight: a total at or past 2^52,
-   or close below it, rounds to no less than 2^52 in any order. */
+   order: they may be tallied as integers), else 0. Four sums of the weights in flight: a total at or past 2^52, or
+   close below it, rounds to no less than 2^52 in any order. */
 int nsk_exact_weights(int64_t n, const double *weight) {
     int64_t i;
     int inexact = 0;
@@ -96,45 +106,82 @@ int nsk_exact_weights(int64_t n, const double *weight) {
     return !inexact && (total[0] + total[1]) + (total[2] + total[3]) < ALL_WHOLE;
 }
 
-/* For each of qs[0..nq): the smallest value below which at least q of the weight lies, into found[], for n > 0
-   values spanning [low, high] (their min and max, low < high, high - low < 2^32) with time weights (`exact`:
-   nsk_exact_weights' answer for them), as
-   counters._quantiles counts them: whole numbers of 0..65535 per value, others per block of 2^16 values then inside
-   the block each q falls in (numpy: before + cumsum(bincount(offset[inside] & 0xFFFF, weights[inside]))).
-   Returns 0, NSK_NOT_WHOLE, or NSK_BAD (no memory, a value outside [low, high]). */
+#define MAX_QS 8
+
+/* For each of qs[0..nq) (nq <= 8): the smallest value below which at least q of the weight lies, into found[], for
+   n > 0 values spanning [low, high] (their min and max, low < high, high - low < 2^32) with time weights (`exact`:
+   nsk_exact_weights' answer for them), as counters._quantiles counts them: whole numbers of 0..65535 per value,
+   others per block of 2^16 values, then inside the block each q falls in (numpy: before + cumsum(bincount(offset[inside]
+   & 0xFFFF, weights[inside]))). Whether each value is whole is asked of its key: (double)key == value only for a
+   whole number (key: the value, or its offset from low, converted to an integer). Returns 0, NSK_NOT_WHOLE, or
+   NSK_BAD (no memory, a value outside [low, high], too many qs). */
 int nsk_quantiles(int64_t n, const double *value, const double *weight, int exact, double low, double high,
                   int64_t nq, const double *qs, double *found) {
-    int64_t i, q, size;
-    double *cumulative, *within = NULL;
-    int small = low >= 0 && high < SMALL_INTEGERS, outside = 0, part = 0, done = NSK_BAD;
-    if (n <= 0 || !(low < high) || !(high - low < WIDE_INTEGERS)) return NSK_BAD;
-    for (i = 0; i < n; i++) { /* flags gathered without a branch */
-        double v = value[i];
-        outside |= !(v >= low) | !(v <= high); /* (NaN too) */
-        part |= fraction(fabs(v));
-    }
-    if (outside) return NSK_BAD;
-    if (part) return NSK_NOT_WHOLE;
+    int64_t i, q, r, size, at[MAX_QS], top[MAX_QS], runs = 0, run_of[MAX_QS], length[MAX_QS];
+    double *cumulative, *within[MAX_QS] = {NULL};
+    Tally tally, inside[MAX_QS];
+    int small = low >= 0 && high < SMALL_INTEGERS, outside = 0, part = fraction(fabs(low)), done = NSK_BAD;
+    if (n <= 0 || nq < 0 || nq > MAX_QS || !(low < high) || !(high - low < WIDE_INTEGERS)) return NSK_BAD;
     size = small ? (int64_t)high + 1 : ((int64_t)(high - low) >> BLOCK_BITS) + 1; /* bincount: largest key + 1 */
     cumulative = (double *)malloc(sizeof(double) * (size_t)size);
-    if (!cumulative || (!small && !(within = (double *)malloc(sizeof(double) * 65536)))) goto out;
-    if (counted(n, value, weight, small ? BY_VALUE : BY_BLOCK, low, 0, exact, size, cumulative)) goto out;
-    for (q = 0; q < nq; q++) {
-        double target = qs[q] * cumulative[size - 1];
-        int64_t at = first_at_least(cumulative, size, target), top = 0, key;
-        if (small) {
-            found[q] = (double)at;
+    if (!cumulative || !open_tally(&tally, size, 4, exact)) {
+        free(cumulative);
+        return NSK_BAD;
+    }
+    for (i = 0; i < n; i++) { /* one pass: each value's key tallied, whether it is whole asked of it */
+        double v = value[i];
+        int64_t key;
+        if (!(v >= low && v <= high)) { /* (NaN too): no key */
+            outside = 1;
             continue;
         }
-        for (i = 0; i < n; i++) /* bincount's length: the largest key inside the block + 1 (0 where it holds none) */
-            if ((key = KEY(IN_BLOCK, value[i], low, at)) >= top) top = key + 1;
-        if (counted(n, value, weight, IN_BLOCK, low, at, exact, top, within)) goto out;
-        for (i = 0; i < top; i++) within[i] = (at ? cumulative[at - 1] : 0.0) + within[i];
-        found[q] = low + (double)(at << BLOCK_BITS) + (double)first_at_least(within, top, target);
+        key = small ? (int64_t)v : (int64_t)(v - low);
+        part |= small ? (double)key != v : (double)key + low != v;
+        add(&tally, small ? key : key >> BLOCK_BITS, i, weight[i]);
+    }
+    close_tally(&tally, cumulative);
+    if (outside || part) {
+        free(cumulative);
+        return outside ? NSK_BAD : NSK_NOT_WHOLE;
+    }
+    for (q = 0; q < nq; q++) { /* the value (small) or the block where each q falls; the blocks, each once */
+        at[q] = first_at_least(cumulative, size, qs[q] * cumulative[size - 1]);
+        for (r = 0; r < runs && at[run_of[r]] != at[q]; r++) continue;
+        if (r == runs) run_of[runs++] = q;
+        top[q] = r; /* which of the blocks (runs) q looks into */
+    }
+    if (small) {
+        for (q = 0; q < nq; q++) found[q] = (double)at[q];
+        done = 0;
+        goto out;
+    }
+    for (r = 0; r < runs; r++) inside[r].whole = NULL, inside[r].sums = NULL, length[r] = 0;
+    for (r = 0; r < runs; r++)
+        if (!(within[r] = (double *)malloc(sizeof(double) << BLOCK_BITS)) ||
+            !open_tally(&inside[r], (int64_t)1 << BLOCK_BITS, 1, exact)) /* (one way: 2^16 keys) */
+            goto out_inside;
+    for (i = 0; i < n; i++) {
+        int64_t offset = (int64_t)(value[i] - low);
+        for (r = 0; r < runs; r++)
+            if ((offset >> BLOCK_BITS) == at[run_of[r]]) {
+                add(&inside[r], offset & 0xFFFF, i, weight[i]);
+                if ((offset & 0xFFFF) + 1 > length[r]) length[r] = (offset & 0xFFFF) + 1;
+            }
+    }
+    for (r = 0; r < runs; r++) inside[r].size = length[r]; /* bincount's length: the largest key + 1 (0: none) */
+    for (r = 0; r < runs; r++) close_tally(&inside[r], within[r]);
+    for (q = 0; q < nq; q++) {
+        double target = qs[q] * cumulative[size - 1], before = at[q] ? cumulative[at[q] - 1] : 0.0;
+        found[q] = low + (double)(at[q] << BLOCK_BITS) + (double)first_after(within[top[q]], length[top[q]], before,
+                                                                                target);
     }
     done = 0;
+    goto out;
+out_inside:
+    for (r = 0; r < runs; r++) free(inside[r].whole), free(inside[r].sums);
 out:
-    free(cumulative), free(within);
+    for (r = 0; r < MAX_QS; r++) free(within[r]);
+    free(cumulative);
     return done;
 }
 
@@ -149,47 +196,57 @@ int nsk_bin_walk(int64_t series, const double *const *values, int64_t n, const d
                  const int64_t *marks, double *prefix, int64_t bins, const int64_t *first, const int64_t *spans,
                  double *highest) {
     int64_t i, j, b, s, t;
+    double *spare;
     for (j = 0; j < m; j++)
         if (marks[j] < (j ? marks[j - 1] : 0) || marks[j] > n) return NSK_BAD;
     for (i = 0; i < n; i++)
         if (first[i] < 0 || spans[i] < 0 || first[i] > bins - spans[i]) return NSK_BAD;
-    for (s = 0; s < series; s += 4) { /* four series at once: four running sums in flight */
+    spare = (double *)malloc(sizeof(double) * (size_t)(bins > 0 ? bins : 1));
+    if (!spare) return NSK_BAD;
+    for (s = 0; s < series; s += 4) { /* four series at once: their sums and maxima in flight together */
         const double *v[4];
-        double sum[4] = {0.0, 0.0, 0.0, 0.0};
-        for (t = 0; t < 4; t++) v[t] = values[s + t < series ? s + t : s]; /* (past the last: computed, not kept) */
-        for (i = 0, j = 0; j < m; j++) {
-            if (i == 0 && marks[j] > 0) { /* cumsum's first element: the first product itself */
-                for (t = 0; t < 4; t++) sum[t] = v[t][0] * weight[0];
-                i = 1;
-            }
-            for (; i < marks[j]; i++) {
-                double w = weight[i], p0 = v[0][i] * w, p1 = v[1][i] * w, p2 = v[2][i] * w, p3 = v[3][i] * w;
-                sum[0] = sum[0] + p0, sum[1] = sum[1] + p1, sum[2] = sum[2] + p2, sum[3] = sum[3] + p3;
-            }
-            for (t = 0; t < 4 && s + t < series; t++) prefix[(s + t) * m + j] = i ? sum[t] : 0.0;
-        }
-    }
-    for (s = 0; s < series; s++) {
-        const double *v = values[s];
-        double *top = highest + s * bins, run = -INFINITY; /* the max of the run of samples inside bin `at` alone */
+        double *top[4], sum[4] = {0.0, 0.0, 0.0, 0.0};
+        double run[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}; /* the max of the run of samples in bin `at` */
         int64_t at = -1;
-        for (b = 0; b < bins; b++) top[b] = -INFINITY;
-        for (i = 0; i < n; i++) {
-            if (v[i] != v[i]) return NSK_BAD;
+        int nan = 0;
+        for (t = 0; t < 4; t++) {
+            v[t] = values[s + t < series ? s + t : s];
+            top[t] = s + t < series ? highest + (s + t) * bins : spare; /* (past the last: computed, not kept) */
+            for (b = 0; b < bins; b++) top[t][b] = -INFINITY;
+        }
+        for (i = 0, j = 0; i < n; i++) {
+            double x0 = v[0][i], x1 = v[1][i], x2 = v[2][i], x3 = v[3][i], w = weight[i];
+            double p0 = x0 * w, p1 = x1 * w, p2 = x2 * w, p3 = x3 * w;
+            for (; j < m && marks[j] == i; j++)
+                for (t = 0; t < 4 && s + t < series; t++) prefix[(s + t) * m + j] = i ? sum[t] : 0.0;
+            if (i) sum[0] = sum[0] + p0, sum[1] = sum[1] + p1, sum[2] = sum[2] + p2, sum[3] = sum[3] + p3;
+            else sum[0] = p0, sum[1] = p1, sum[2] = p2, sum[3] = p3; /* cumsum's first element: the product */
+            nan |= (x0 != x0) | (x1 != x1) | (x2 != x2) | (x3 != x3);
             if (spans[i] == 1 && first[i] == at) { /* (a later equal value leaves the earlier: numpy's maximum) */
-                if (v[i] > run) run = v[i];
+                run[0] = x0 > run[0] ? x0 : run[0], run[1] = x1 > run[1] ? x1 : run[1];
+                run[2] = x2 > run[2] ? x2 : run[2], run[3] = x3 > run[3] ? x3 : run[3];
                 continue;
             }
-            if (at >= 0 && run > top[at]) top[at] = run;
+            for (t = 0; t < 4 && at >= 0; t++)
+                if (run[t] > top[t][at]) top[t][at] = run[t];
             at = -1;
             if (spans[i] == 1) {
-                at = first[i], run = v[i];
+                at = first[i], run[0] = x0, run[1] = x1, run[2] = x2, run[3] = x3;
                 continue;
             }
-            for (b = first[i]; b < first[i] + spans[i]; b++)
-                if (v[i] > top[b]) top[b] = v[i];
+            for (t = 0; t < 4; t++)
+                for (b = first[i]; b < first[i] + spans[i]; b++)
+                    if (v[t][i] > top[t][b]) top[t][b] = v[t][i];
         }
-        if (at >= 0 && run > top[at]) top[at] = run;
+        for (; j < m; j++) /* (the marks at n) */
+            for (t = 0; t < 4 && s + t < series; t++) prefix[(s + t) * m + j] = n ? sum[t] : 0.0;
+        for (t = 0; t < 4 && at >= 0; t++)
+            if (run[t] > top[t][at]) top[t][at] = run[t];
+        if (nan) {
+            free(spare);
+            return NSK_BAD;
+        }
     }
+    free(spare);
     return 0;
 }
