@@ -250,3 +250,50 @@ int nsk_bin_walk(int64_t series, const double *const *values, int64_t n, const d
     free(spare);
     return 0;
 }
+
+/* The first k of sorted[0..m) with sorted[k] > t, else m (numpy's searchsorted, side right), looked for from `hint`
+   (the last answer: spans in time order find theirs a step or two on, in one walk over the union). */
+static int64_t first_above(const int64_t *sorted, int64_t m, int64_t t, int64_t hint) {
+    int64_t low = hint, high = hint, step = 1;
+    if (hint > 0 && sorted[hint - 1] > t) { /* t lies before the hint: below it */
+        low = 0;
+    } else { /* at or past it: bounds doubling up from it */
+        while (high < m && sorted[high] <= t) low = high + 1, high += step, step *= 2;
+        if (high > m) high = m;
+    }
+    while (low < high) {
+        int64_t middle = low + (high - low) / 2;
+        if (sorted[middle] <= t) low = middle + 1;
+        else high = middle;
+    }
+    return low;
+}
+
+/* For each of n spans [start[i], end[i]): how much of it the m disjoint intervals [union_start, union_end) (sorted)
+   cover, as intervals.covered finds it (the union's length before the end less that before the start), into out[i]
+   (whole ns as doubles). Returns 0, or NSK_BAD (the union not sorted by start, no memory). */
+int nsk_covered(int64_t m, const int64_t *union_start, const int64_t *union_end, int64_t n, const int64_t *start,
+                const int64_t *end, double *out) {
+    int64_t i, k, at_start = 0, at_end = 0, *total = (int64_t *)malloc(sizeof(int64_t) * (size_t)(m + 1));
+    if (!total) return NSK_BAD;
+    total[0] = 0;
+    for (k = 0; k < m; k++) {
+        if (k && union_start[k] < union_start[k - 1]) {
+            free(total);
+            return NSK_BAD;
+        }
+        total[k + 1] = total[k] + (union_end[k] - union_start[k]);
+    }
+    for (i = 0; i < n; i++) {
+        int64_t before_start, before_end, beyond;
+        at_start = first_above(union_start, m, start[i], at_start);
+        beyond = at_start > 0 ? union_end[at_start - 1] - start[i] : 0;
+        before_start = total[at_start] - (beyond > 0 ? beyond : 0);
+        at_end = first_above(union_start, m, end[i], at_end);
+        beyond = at_end > 0 ? union_end[at_end - 1] - end[i] : 0;
+        before_end = total[at_end] - (beyond > 0 ? beyond : 0);
+        out[i] = (double)(before_end - before_start);
+    }
+    free(total);
+    return 0;
+}

@@ -1,5 +1,5 @@
-"""counterstats.c bound with ctypes: a series' weighted quantiles by counting, and the time bins' running sums and
-maxima of the series sharing their times in one walk, or None to use numpy.
+"""counterstats.c bound with ctypes: a series' weighted quantiles by counting, the time bins' running sums and maxima
+of the series sharing their times in one walk, and how much of each sample a union covers, or None to use numpy.
 
 Built into the wheel or compiled once per machine (nsyskit.native.build); without a compiler, or with
 NSYSKIT_NATIVE_COUNTERSTATS=0, every function here returns None and its caller's numpy path gives the same numbers.
@@ -16,17 +16,18 @@ from nsyskit import native
 DISABLE_VARIABLE = "NSYSKIT_NATIVE_COUNTERSTATS"
 NOT_WHOLE = 1  # nsk_quantiles: a value is not a whole number
 
-_loaded: list = []  # [(quantiles, exact_weights, bin_walk) or None] once looked for in this process
+_loaded: list = []  # [(quantiles, exact_weights, bin_walk, covered) or None] once looked for in this process
 
 
 def functions():
-    """The compiled (nsk_quantiles, nsk_exact_weights, nsk_bin_walk), typed; None when they cannot be built here."""
+    """The compiled (nsk_quantiles, nsk_exact_weights, nsk_bin_walk, nsk_covered), typed; None when they cannot be built here."""
     size, pointer, real = ctypes.c_int64, ctypes.c_void_p, ctypes.c_double
     return native.load(_loaded, "counterstats", DISABLE_VARIABLE, {
         "nsk_quantiles": (ctypes.c_int, [size, pointer, pointer, ctypes.c_int, real, real, size, pointer, pointer]),
         "nsk_exact_weights": (ctypes.c_int, [size, pointer]),
         "nsk_bin_walk": (ctypes.c_int, [size, pointer, size, pointer, size, pointer, pointer, size, pointer,
                                         pointer, pointer]),
+        "nsk_covered": (ctypes.c_int, [size, pointer, pointer, size, pointer, pointer, pointer]),
     })  # fmt: skip
 
 
@@ -75,3 +76,17 @@ def bin_walk(values: list[np.ndarray], weights: np.ndarray, marks: np.ndarray, f
     done = compiled[2](len(values), pointers, len(weights), weights.ctypes.data, len(marks), marks.ctypes.data,
                        prefix.ctypes.data, bins, first.ctypes.data, spans.ctypes.data, highest.ctypes.data)  # fmt: skip
     return (prefix, highest) if done == 0 else None
+
+
+def covered(union_start: np.ndarray, union_end: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
+    """intervals.covered's numbers (how much of each [start, end) the disjoint sorted union covers) as float64 (whole
+    ns), in one walk where the spans come in time order; None: use numpy."""
+    compiled = functions()
+    if compiled is None or len(union_start) != len(union_end) or len(start) != len(end):
+        return None
+    union_start, union_end, start, end = (np.ascontiguousarray(a, dtype=np.int64)
+                                          for a in (union_start, union_end, start, end))  # fmt: skip
+    out = np.empty(len(start))
+    done = compiled[3](len(union_start), union_start.ctypes.data, union_end.ctypes.data, len(start),
+                       start.ctypes.data, end.ctypes.data, out.ctypes.data)  # fmt: skip
+    return out if done == 0 else None

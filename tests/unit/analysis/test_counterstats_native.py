@@ -11,7 +11,7 @@ from native_built import do_without, require_built
 from real_exports import decompress
 
 from nsyskit.analysis.compute import counters
-from nsyskit.analysis.compute.intervals import union
+from nsyskit.analysis.compute.intervals import covered, union
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.read.counterread import GPU, NIC, Series, held
 from nsyskit.analysis.read.reader import ExportReader
@@ -207,3 +207,22 @@ def test_the_real_export_gives_numpys_tables(a100, monkeypatch):
             assert_same(with_c, without)
     finally:
         reader.close()
+
+
+def test_the_time_inside_a_union_is_intervals_covered():
+    """Spans in time order (one walk), out of order, outside the union, reversed; an empty union."""
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        count = int(rng.integers(0, 40))
+        starts = np.sort(rng.integers(0, 1000, count))
+        ends = starts + rng.integers(0, 60, count)
+        spans = np.sort(rng.integers(-100, 1200, int(rng.integers(0, 200))))
+        span_end = spans + rng.integers(-5, 80, len(spans))  # some reversed: numpy's numbers all the same
+        if rng.random() < 0.5:
+            order = rng.permutation(len(spans))
+            spans, span_end = spans[order], span_end[order]
+        merged = union(starts, ends)
+        found = compiled.covered(*merged, spans, span_end)
+        assert found.dtype == np.float64
+        assert found.tolist() == covered(*merged, spans, span_end).astype(np.float64).tolist()
+    assert compiled.covered(np.array([5, 1]), np.array([6, 2]), np.array([0]), np.array([9])) is None  # not sorted
