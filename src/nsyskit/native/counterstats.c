@@ -297,3 +297,48 @@ int nsk_covered(int64_t m, const int64_t *union_start, const int64_t *union_end,
     free(total);
     return 0;
 }
+
+#define PAIRWISE_BLOCK 128 /* numpy's PW_BLOCKSIZE */
+#define MAX_PRODUCTS 4
+
+/* out[t] := the sum of the products value[i] x weight[t][i] for i in [from, from + n), added in numpy's pairwise order
+   (its sum of a float64 array: eight running sums over blocks of up to 128 values, halves of longer runs added), for
+   each of k <= MAX_PRODUCTS weight arrays at once. */
+static void pairwise(const double *value, const double *const *weight, int k, int64_t from, int64_t n, double *out) {
+    int64_t i;
+    int t, j;
+    if (n < 8) {
+        for (t = 0; t < k; t++) {
+            double sum = 0.0;
+            for (i = from; i < from + n; i++) sum += value[i] * weight[t][i];
+            out[t] = sum;
+        }
+    } else if (n <= PAIRWISE_BLOCK) {
+        for (t = 0; t < k; t++) {
+            double r[8], sum;
+            for (j = 0; j < 8; j++) r[j] = value[from + j] * weight[t][from + j];
+            for (i = 8; i < n - (n % 8); i += 8)
+                for (j = 0; j < 8; j++) r[j] += value[from + i + j] * weight[t][from + i + j];
+            sum = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+            for (; i < n; i++) sum += value[from + i] * weight[t][from + i];
+            out[t] = sum;
+        }
+    } else {
+        double left[MAX_PRODUCTS], right[MAX_PRODUCTS];
+        int64_t half = n / 2;
+        half -= half % 8;
+        pairwise(value, weight, k, from, half, left);
+        pairwise(value, weight, k, from + half, n - half, right);
+        for (t = 0; t < k; t++) out[t] = left[t] + right[t];
+    }
+}
+
+/* For each of k <= 4 weight arrays: (value x weight[t]).sum() as numpy gives it (0.0 plus the pairwise sum of the
+   products, each rounded before it is added), without the array of products. Returns 0, or NSK_BAD (k out of range). */
+int nsk_weighted_sums(int64_t n, const double *value, int64_t k, const double *const *weight, double *out) {
+    int t;
+    if (k < 1 || k > MAX_PRODUCTS || n < 0) return NSK_BAD;
+    pairwise(value, weight, (int)k, 0, n, out);
+    for (t = 0; t < k; t++) out[t] = 0.0 + out[t];
+    return 0;
+}

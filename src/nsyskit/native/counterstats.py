@@ -1,5 +1,6 @@
-"""counterstats.c bound with ctypes: a series' weighted quantiles by counting, the time bins' running sums and maxima
-of the series sharing their times in one walk, and how much of each sample a union covers, or None to use numpy.
+"""counterstats.c bound with ctypes: a series' weighted quantiles by counting and time-weighted sums (numpy's), the
+time bins' running sums and maxima of the series sharing their times in one walk, and how much of each sample a union
+covers, or None to use numpy.
 
 Built into the wheel or compiled once per machine (nsyskit.native.build); without a compiler, or with
 NSYSKIT_NATIVE_COUNTERSTATS=0, every function here returns None and its caller's numpy path gives the same numbers.
@@ -16,11 +17,11 @@ from nsyskit import native
 DISABLE_VARIABLE = "NSYSKIT_NATIVE_COUNTERSTATS"
 NOT_WHOLE = 1  # nsk_quantiles: a value is not a whole number
 
-_loaded: list = []  # [(quantiles, exact_weights, bin_walk, covered) or None] once looked for in this process
+_loaded: list = []  # [(quantiles, exact_weights, bin_walk, covered, weighted_sums) or None] once looked for in this process
 
 
 def functions():
-    """The compiled (nsk_quantiles, nsk_exact_weights, nsk_bin_walk, nsk_covered), typed; None when they cannot be built here."""
+    """The compiled (nsk_quantiles, nsk_exact_weights, nsk_bin_walk, nsk_covered, nsk_weighted_sums), typed; None when they cannot be built here."""
     size, pointer, real = ctypes.c_int64, ctypes.c_void_p, ctypes.c_double
     return native.load(_loaded, "counterstats", DISABLE_VARIABLE, {
         "nsk_quantiles": (ctypes.c_int, [size, pointer, pointer, ctypes.c_int, real, real, size, pointer, pointer]),
@@ -28,6 +29,7 @@ def functions():
         "nsk_bin_walk": (ctypes.c_int, [size, pointer, size, pointer, size, pointer, pointer, size, pointer,
                                         pointer, pointer]),
         "nsk_covered": (ctypes.c_int, [size, pointer, pointer, size, pointer, pointer, pointer]),
+        "nsk_weighted_sums": (ctypes.c_int, [size, pointer, size, pointer, pointer]),
     })  # fmt: skip
 
 
@@ -90,3 +92,16 @@ def covered(union_start: np.ndarray, union_end: np.ndarray, start: np.ndarray, e
     done = compiled[3](len(union_start), union_start.ctypes.data, union_end.ctypes.data, len(start),
                        start.ctypes.data, end.ctypes.data, out.ctypes.data)  # fmt: skip
     return out if done == 0 else None
+
+
+def weighted_sums(values: np.ndarray, weights: list[np.ndarray]) -> list[float] | None:
+    """[(values * w).sum() for w in weights] (up to 4) as numpy adds them (its pairwise order), with no array of
+    products; None: use numpy."""
+    compiled = functions()
+    if compiled is None or not 1 <= len(weights) <= 4 or any(len(w) != len(values) for w in weights):
+        return None
+    values, weights = _doubles(values), [_doubles(w) for w in weights]
+    pointers = (ctypes.c_void_p * len(weights))(*(w.ctypes.data for w in weights))
+    out = np.empty(len(weights))
+    done = compiled[4](len(values), values.ctypes.data, len(weights), pointers, out.ctypes.data)
+    return out.tolist() if done == 0 else None

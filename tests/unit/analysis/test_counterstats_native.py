@@ -226,3 +226,15 @@ def test_the_time_inside_a_union_is_intervals_covered():
         assert found.dtype == np.float64
         assert found.tolist() == covered(*merged, spans, span_end).astype(np.float64).tolist()
     assert compiled.covered(np.array([5, 1]), np.array([6, 2]), np.array([0]), np.array([9])) is None  # not sorted
+
+
+def test_the_time_weighted_sums_are_numpys_bit_for_bit():
+    """numpy's pairwise order on every length (blocks of 8 and 128, halves of longer runs), values of any size."""
+    rng = np.random.default_rng(5)
+    lengths = [*range(0, 300), *rng.integers(300, 150_000, 40).tolist()]
+    for count in lengths:
+        values = rng.standard_normal(count) * 10.0 ** rng.integers(-8, 12, count)
+        weights = [rng.integers(0, 10**6, count).astype(np.float64) for _ in range(int(rng.integers(1, 5)))]
+        found = compiled.weighted_sums(values, weights)
+        assert found == [float((values * weight).sum()) for weight in weights], count
+    assert compiled.weighted_sums(np.ones(3), [np.ones(3)] * 5) is None  # at most four at once

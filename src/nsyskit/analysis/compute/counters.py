@@ -54,6 +54,7 @@ class _Clipped:
         self.start, self.end = clipped_start[self.keep], clipped_end[self.keep]
         self.weight = (self.end - self.start).astype(np.float64)
         self.exact = counterstats.exact_weights(self.weight)  # whole ns below 2^52 in all: C may add them as integers
+        self.total = self.weight.sum()  # the time covered
         self._inside: dict[int, tuple[np.ndarray, float]] = {}
         self._at: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
@@ -162,11 +163,16 @@ def _block_quantiles(values: np.ndarray, weights: np.ndarray, qs: tuple[float, .
     return found
 
 
-def _mean_inside(value: np.ndarray, inside: tuple[np.ndarray, float]) -> float:
-    """The mean of `value` weighted by the time each sample lies inside a set of intervals (NaN when none does);
-    `inside`: _Clipped.inside's (time inside per sample, total)."""
-    within, total = inside
-    return float((value * within).sum() / total) if total > 0 else np.nan
+def _weighted_sums(value: np.ndarray, weights: list[np.ndarray]) -> list:
+    """[(value * w).sum() for w in weights]: in C where it is built (numpy's sums, no array of products)."""
+    found = counterstats.weighted_sums(value, weights)
+    return found if found is not None else [(value * weight).sum() for weight in weights]
+
+
+def _mean_inside(total_inside: float, time_inside: float) -> float:
+    """The mean of a series weighted by the time each sample lies inside a set of intervals, from the sum of value x
+    time inside and that time (NaN when none)."""
+    return float(total_inside / time_inside) if time_inside > 0 else np.nan
 
 
 def counter_stats(
@@ -184,14 +190,15 @@ def counter_stats(
         if not len(value):
             continue
         weight = clipped.weight
-        covered, moved = float(weight.sum()), float((value * weight).sum())
-        rate = is_rate(one.unit)
         kernels = busy.get(one.device_id, every) if one.device_id >= 0 else every
+        inside = [clipped.inside(union) if len(union[0]) else None for union in (kernels, nccl)]
+        sums = _weighted_sums(value, [weight, *(found[0] for found in inside if found is not None)])
+        covered, moved, rate, more = float(clipped.total), float(sums[0]), is_rate(one.unit), iter(sums[1:])
         rows.append((one.kind, one.device, one.metric, one.unit, len(value), int(covered), moved / covered,
                      *_quantiles(value, weight, (0.5, 0.95), clipped.exact), float(value.max()),
                      moved / NS_PER_S if rate else np.nan, one.unit[:-2] if rate else "",
-                     _mean_inside(value, clipped.inside(kernels)) if len(kernels[0]) else np.nan,
-                     _mean_inside(value, clipped.inside(nccl)) if len(nccl[0]) else np.nan, low, high))  # fmt: skip
+                     *(_mean_inside(next(more), found[1]) if found is not None else np.nan for found in inside),
+                     low, high))  # fmt: skip
     return _table(STAT_COLUMNS, rows)
 
 
