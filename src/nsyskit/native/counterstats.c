@@ -187,14 +187,16 @@ out:
 
 /* For `series` series of n samples sharing their times (values[s][i]: series s's value of sample i; weight[i]: the
    time sample i holds), sample after sample (the series' running sums interleaved: no wait on one sum's additions):
-   - prefix[s * m + j] for each of the m sample counts marks[j] (nondecreasing, 0..n): the sum of series s's first
-     marks[j] products value x weight added one after the other (np.cumsum's element marks[j] - 1), 0 for none;
+   - integral[s * m + j] for each of the m points the samples before which number marks[j] (nondecreasing, 0..n),
+     the last of them holding on for tail[j] past the point: the integral of series s up to the point as
+     counters._Clipped.integral finds it, np.cumsum's element marks[j] - 1 (0 for none) less value x tail of that
+     last sample;
    - highest[s * bins + b] for each of `bins` bins: the max of series s's values of the samples that overlap bin b
      (sample i overlaps bins first[i] .. first[i] + spans[i] - 1), -inf where none does.
    Returns 0, or NSK_BAD (a mark or bin out of order or range, a NaN value, no memory). */
 int nsk_bin_walk(int64_t series, const double *const *values, int64_t n, const double *weight, int64_t m,
-                 const int64_t *marks, double *prefix, int64_t bins, const int64_t *first, const int64_t *spans,
-                 double *highest) {
+                 const int64_t *marks, const int64_t *tail, double *integral, int64_t bins, const int64_t *first,
+                 const int64_t *spans, double *highest) {
     int64_t i, j, b, s, t;
     double *spare;
     for (j = 0; j < m; j++)
@@ -218,7 +220,7 @@ int nsk_bin_walk(int64_t series, const double *const *values, int64_t n, const d
             double x0 = v[0][i], x1 = v[1][i], x2 = v[2][i], x3 = v[3][i], w = weight[i];
             double p0 = x0 * w, p1 = x1 * w, p2 = x2 * w, p3 = x3 * w;
             for (; j < m && marks[j] == i; j++)
-                for (t = 0; t < 4 && s + t < series; t++) prefix[(s + t) * m + j] = i ? sum[t] : 0.0;
+                for (t = 0; t < 4 && s + t < series; t++) integral[(s + t) * m + j] = i ? sum[t] : 0.0;
             if (i) sum[0] = sum[0] + p0, sum[1] = sum[1] + p1, sum[2] = sum[2] + p2, sum[3] = sum[3] + p3;
             else sum[0] = p0, sum[1] = p1, sum[2] = p2, sum[3] = p3; /* cumsum's first element: the product */
             nan |= (x0 != x0) | (x1 != x1) | (x2 != x2) | (x3 != x3);
@@ -239,7 +241,7 @@ int nsk_bin_walk(int64_t series, const double *const *values, int64_t n, const d
                     if (v[t][i] > top[t][b]) top[t][b] = v[t][i];
         }
         for (; j < m; j++) /* (the marks at n) */
-            for (t = 0; t < 4 && s + t < series; t++) prefix[(s + t) * m + j] = n ? sum[t] : 0.0;
+            for (t = 0; t < 4 && s + t < series; t++) integral[(s + t) * m + j] = n ? sum[t] : 0.0;
         for (t = 0; t < 4 && at >= 0; t++)
             if (run[t] > top[t][at]) top[t][at] = run[t];
         if (nan) {
@@ -248,6 +250,9 @@ int nsk_bin_walk(int64_t series, const double *const *values, int64_t n, const d
         }
     }
     free(spare);
+    for (s = 0; s < series; s++) /* less the part of each point's last sample past the point (numpy's order) */
+        for (j = 0; j < m; j++)
+            integral[s * m + j] = integral[s * m + j] - (marks[j] > 0 ? values[s][marks[j] - 1] : 0.0) * (double)tail[j];
     return 0;
 }
 

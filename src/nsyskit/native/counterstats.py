@@ -26,8 +26,8 @@ def functions():
     return native.load(_loaded, "counterstats", DISABLE_VARIABLE, {
         "nsk_quantiles": (ctypes.c_int, [size, pointer, pointer, ctypes.c_int, real, real, size, pointer, pointer]),
         "nsk_exact_weights": (ctypes.c_int, [size, pointer]),
-        "nsk_bin_walk": (ctypes.c_int, [size, pointer, size, pointer, size, pointer, pointer, size, pointer,
-                                        pointer, pointer]),
+        "nsk_bin_walk": (ctypes.c_int, [size, pointer, size, pointer, size, pointer, pointer, pointer, size,
+                                        pointer, pointer, pointer]),
         "nsk_covered": (ctypes.c_int, [size, pointer, pointer, size, pointer, pointer, pointer]),
         "nsk_weighted_sums": (ctypes.c_int, [size, pointer, size, pointer, pointer]),
     })  # fmt: skip
@@ -62,22 +62,25 @@ def quantiles(
     return found.tolist() if done == 0 else False if done == NOT_WHOLE else None
 
 
-def bin_walk(values: list[np.ndarray], weights: np.ndarray, marks: np.ndarray, first: np.ndarray, spans: np.ndarray,
-             bins: int) -> tuple[np.ndarray, np.ndarray] | None:  # fmt: skip
+def bin_walk(values: list[np.ndarray], weights: np.ndarray, marks: np.ndarray, tail: np.ndarray, first: np.ndarray,
+             spans: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndarray] | None:  # fmt: skip
     """For series of values sharing their samples' times (weights: the time each sample holds), a row per series:
-    (the running sums of values x weights after each of the sample counts `marks`, as np.cumsum adds them; each of
-    `bins` bins' max of the values of the samples overlapping it: sample i overlaps first[i] .. first[i] + spans[i]
-    - 1, -inf where none); None: use numpy."""
+    (the integrals up to the points where `marks` samples start before and the last holds on for `tail`, as
+    counters._Clipped.integral finds them; each of `bins` bins' max of the values of the samples overlapping it:
+    sample i overlaps first[i] .. first[i] + spans[i] - 1, -inf where none); None: use numpy."""
     compiled = functions()
-    if compiled is None or not len(weights) == len(first) == len(spans) or any(len(v) != len(weights) for v in values):
+    if compiled is None or not len(weights) == len(first) == len(spans) or len(marks) != len(tail):
+        return None
+    if any(len(v) != len(weights) for v in values):
         return None
     values, weights = [_doubles(v) for v in values], _doubles(weights)
-    marks, first, spans = (np.ascontiguousarray(a, dtype=np.int64) for a in (marks, first, spans))
-    prefix, highest = np.empty((len(values), len(marks))), np.empty((len(values), bins))
+    marks, tail, first, spans = (np.ascontiguousarray(a, dtype=np.int64) for a in (marks, tail, first, spans))
+    integral, highest = np.empty((len(values), len(marks))), np.empty((len(values), bins))
     pointers = (ctypes.c_void_p * max(len(values), 1))(*(v.ctypes.data for v in values))
     done = compiled[2](len(values), pointers, len(weights), weights.ctypes.data, len(marks), marks.ctypes.data,
-                       prefix.ctypes.data, bins, first.ctypes.data, spans.ctypes.data, highest.ctypes.data)  # fmt: skip
-    return (prefix, highest) if done == 0 else None
+                       tail.ctypes.data, integral.ctypes.data, bins, first.ctypes.data, spans.ctypes.data,
+                       highest.ctypes.data)  # fmt: skip
+    return (integral, highest) if done == 0 else None
 
 
 def covered(union_start: np.ndarray, union_end: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray | None:

@@ -159,23 +159,26 @@ def test_weights_whose_sums_may_round_are_not_added_as_integers():
     assert compiled.exact_weights(np.full(9, 1e9))
 
 
-def test_the_bin_walk_gives_numpys_running_sums_and_maxima():
+def test_the_bin_walk_gives_numpys_integrals_and_maxima():
     rng = np.random.default_rng(3)
     for _ in range(200):
         count, bins = int(rng.integers(1, 300)), int(rng.integers(1, 70))
+        start = np.sort(rng.integers(0, 10**9, count))
+        end = start + rng.integers(0, 10**7, count)
+        clipped = counters._Clipped(start, end, int(start[0]), int(end.max()) + 1)
         values = [rng.integers(-50, 50, count).astype(np.float64) * rng.choice([1.0, 0.37]) for _ in range(5)]
-        weights = rng.integers(0, 10**7, count).astype(np.float64)
-        first = rng.integers(0, bins, count)
-        spans = np.minimum(rng.integers(1, 4, count), bins - first)
-        marks = np.sort(rng.integers(0, count + 1, int(rng.integers(1, 70))))
-        prefix, highest = compiled.bin_walk(values, weights, marks, first, spans, bins)
+        values = [value[clipped.keep] for value in values]
+        first = rng.integers(0, bins, len(clipped.start))
+        spans = np.minimum(rng.integers(1, 4, len(clipped.start)), bins - first)
+        at = np.sort(rng.integers(int(start[0]) - 10, int(end.max()) + 10, int(rng.integers(1, 70))))
+        integral, highest = compiled.bin_walk(values, clipped.weight, *clipped.marks(at), first, spans, bins)
         for row, value in enumerate(values):
-            assert prefix[row].tolist() == np.r_[0.0, np.cumsum(value * weights)][marks].tolist()
+            assert integral[row].tolist() == clipped.integral(value, at).tolist()
             assert highest[row].tolist() == counters._bin_maxima(value, first, spans, bins, {}).tolist()
-    one = [np.array([1.0, np.nan])]
-    assert compiled.bin_walk(one, np.ones(2), np.array([2]), np.zeros(2, np.int64), np.ones(2, np.int64), 1) is None
-    assert compiled.bin_walk([np.ones(2)], np.ones(2), np.array([3]), np.zeros(2, np.int64), np.ones(2, np.int64),
-                             1) is None  # fmt: skip
+    one, k = [np.array([1.0, np.nan])], np.array([2])
+    assert compiled.bin_walk(one, np.ones(2), k, k, np.zeros(2, np.int64), np.ones(2, np.int64), 1) is None
+    k = np.array([3])  # a mark past the samples
+    assert compiled.bin_walk([np.ones(2)], np.ones(2), k, k, np.zeros(2, np.int64), np.ones(2, np.int64), 1) is None
 
 
 @pytest.fixture(scope="module")

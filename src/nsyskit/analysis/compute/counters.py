@@ -77,13 +77,11 @@ class _Clipped:
             self._at[key] = (k, np.where(k > 0, np.maximum(self.end[k - 1] - at, 0), 0))
         return self._at[key]
 
-    def integral(self, value: np.ndarray, at: np.ndarray, prefix: np.ndarray | None = None) -> np.ndarray:
-        """The integral of the samples' `value` from the first sample to each point of `at`; `prefix`: the running
-        sums of value x weight at marks(at)[0] where C gave them (np.cumsum's)."""
+    def integral(self, value: np.ndarray, at: np.ndarray) -> np.ndarray:
+        """The integral of the samples' `value` from the first sample to each point of `at` (counterstats.bin_walk
+        finds the same in C)."""
         k, tail = self.marks(at)
-        if prefix is None:
-            prefix = np.r_[0.0, np.cumsum(value * self.weight)][k]
-        return prefix - np.where(k > 0, value[k - 1], 0.0) * tail
+        return np.r_[0.0, np.cumsum(value * self.weight)][k] - np.where(k > 0, value[k - 1], 0.0) * tail
 
 
 def _timings(series: list[Series], low: int, high: int) -> list[tuple[_Clipped, np.ndarray]]:
@@ -236,16 +234,19 @@ def counter_bins(series: list[Series], window: tuple[int, int], timings: list | 
     for indices in shared.values():
         clipped, values = timings[indices[0]][0], [timings[i][1] for i in indices]
         first, last = (clipped.start - low) // width, (clipped.end - 1 - low) // width  # the bins each sample overlaps
-        spans = last - first + 1
-        covered = np.diff(clipped.integral(np.ones(len(clipped.start)), edges))  # the time covered per bin
-        held, where = covered > 0, {}
-        walked = counterstats.bin_walk(values, clipped.weight, clipped.marks(edges)[0], first, spans, count)
-        for position, (index, value) in enumerate(zip(indices, values, strict=True)):
-            if walked is not None:  # C: the running sums and the maxima in one walk
-                sums, highest = np.diff(clipped.integral(value, edges, walked[0][position])), walked[1][position]
-            else:
-                sums, highest = np.diff(clipped.integral(value, edges)), _bin_maxima(value, first, spans, count, where)
-            found[index] = (series[index], np.flatnonzero(held), sums[held], covered[held], highest[held])
+        spans, ones, where = last - first + 1, np.ones(len(clipped.start)), {}
+        # C: the integrals and maxima of every series in one walk, and of ones (the time covered per bin)
+        walked = counterstats.bin_walk([*values, ones], clipped.weight, *clipped.marks(edges), first, spans, count)
+        if walked is not None:
+            sums, maxima = list(np.diff(walked[0], axis=1)), list(walked[1])
+        else:
+            sums = [np.diff(clipped.integral(value, edges)) for value in [*values, ones]]
+            maxima = [_bin_maxima(value, first, spans, count, where) for value in values]
+        covered = sums[-1]
+        held = covered > 0
+        kept = np.flatnonzero(held)
+        for position, index in enumerate(indices):
+            found[index] = (series[index], kept, sums[position][held], covered[held], maxima[position][held])
     parts = [found[index] for index in sorted(found)]
     n = sum(len(p[1]) for p in parts)
 
