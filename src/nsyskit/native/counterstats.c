@@ -1,11 +1,12 @@
-/* One series' passes of the counters' statistics and time bins (see nsyskit/native/counterstats.py and
-   nsyskit/analysis/compute/counters.py): the weighted quantiles of whole-number values by counting, and per time bin
-   the running sum of value x time and the max, in one walk over the samples for every series sharing their times,
-   where numpy makes several passes and temporaries per series.
+/* The counters' statistics and time bins in C (see nsyskit/native/counterstats.py and
+   nsyskit/analysis/compute/counters.py), where numpy makes several passes and temporaries per series: a series'
+   weighted quantiles of whole-number values by counting and its time-weighted sums; per time bin the integral and the
+   max of every series sharing their times, in one walk over the samples; how much of each sample a union covers.
 
-   The results are numpy's, bit for bit: the same sums in the same order (bincount and cumsum add in index order; a
-   product is rounded before it is added, so no fused multiply-add), the same searches (searchsorted, side left), the
-   same ties of a max (an earlier value kept). No globals: callers may run them in threads. */
+   The results are numpy's, bit for bit: the same sums in the same order (bincount and cumsum add in index order, sum
+   pairwise; a product is rounded before it is added, so no fused multiply-add), or integer sums where every sum is
+   exact in any order; the same searches (searchsorted); the same ties of a max (an earlier value kept). No globals:
+   callers may run them in threads. */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #elif defined(__GNUC__)
