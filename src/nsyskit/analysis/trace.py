@@ -78,15 +78,15 @@ class RankTrace:
     @cached_property
     def counter_series(self):
         """This rank's counters sampled beside the trace (see analyze_file); none when NSYSKIT_COUNTERS=0. Where the
-        prefetch started their read aside, it is waited for here (its reader's warnings then join the rank's)."""
+        prefetch started their read aside, it is waited for here (its warnings go where the prefetch's end put them)."""
         if os.environ.get(COUNTERS_VARIABLE) == "0":
             return []
         pending = self.__dict__.pop("_counters_aside", None)
         if pending is None:
             return self.reader.counters()
         series, warnings = pending.result()
-        for warning in warnings:
-            self.reader.warn(warning)
+        known, at = self.reader.warnings, self.__dict__.pop("_counters_warn_at", len(self.reader.warnings))
+        known[at:at] = [w for w in dict.fromkeys(warnings) if w not in known]  # where the prefetch's end put them
         return series
 
     @cached_property
@@ -172,6 +172,7 @@ class RankTrace:
                 for warning in reader.warnings:
                     self.reader.warn(warning)
                 reader.close()
+            self.__dict__["_counters_warn_at"] = len(self.reader.warnings)  # (the counters' read ends later)
 
     @property
     def host(self) -> str:
@@ -248,8 +249,8 @@ class RankTrace:
             operations = self.nccl_operations()
             nccl_digest, memcpy = nccldigest.digest(operations, in_window), self.memcpy_by_kind()
             kernel_summary, breakdown = kernel_tables.result()
-            counter_tables = counted.result()
             found = evidence.rank_evidence(self.evidence_inputs(in_window, breakdown, operations, gpu_busy.result()))
+            counter_tables = counted.result()  # last: the counters' read and tables went on beside all of the above
         window = int(breakdown["window_ns"].sum()) if len(breakdown) else 0
         busy = int(breakdown["busy_ns"].sum()) if len(breakdown) else 0
         comm = int(breakdown["comm_ns"].sum()) if len(breakdown) else 0
