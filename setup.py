@@ -11,7 +11,8 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 NATIVE = Path("src/nsyskit/native")
-HELPERS = ("pagescan", "sweep", "linescan", "int64s", "launches", "groups", "texts", "rowscan", "jsonvals")
+HELPERS = ("pagescan", "sweep", "linescan", "int64s", "launches", "groups", "texts", "rowscan", "jsonvals",
+           "counterstats")  # fmt: skip
 
 
 class BuildHelpers(build_ext):

@@ -6,9 +6,11 @@ as JSON generic events, nsys 2022.4). Each row is the median of --repeat runs of
 kinds alternating so machine load weighs on both; without counters is NSYSKIT_COUNTERS=0. Goal: counters add at
 most 10%.
 
-Measured on the shared 2-core dev machine, 9 runs each: on the final tree of issue 33's third session, at load
-~1, 0.324 s without and 0.376 s with counters, +16.0% wall, +21.3% CPU (the first page read of the JSON: +16-18%
-wall at load 0.9 against main's +49%; earlier in that session +24.3% wall at load 0.5). Not within the goal; where it goes, and what was tried: docs/benchmarks.md.
+Measured on the shared 2-core dev machine, 9 runs each: on the final tree of issue 33's fourth session, at load
+1.0-1.1, three runs: 0.314-0.336 s without and 0.342-0.358 s with counters, +4.9% to +9.1% wall, +8.2% to +12.6% CPU
+(main alternating with it in one loop: +16.9% wall, +21.8% CPU). Within the goal, with a few points to spare; where
+the time goes and what brought it there: docs/benchmarks.md. A checkout other than main: compile its bytecode first
+(python -m compileall src), as the dev shell sets PYTHONDONTWRITEBYTECODE.
 
 Usage: .venv/bin/python bench/counters_bench.py [--repeat 7] [EXPORT.sqlite]
 """

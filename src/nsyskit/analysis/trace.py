@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -77,8 +78,17 @@ class RankTrace:
 
     @cached_property
     def counter_series(self):
-        """This rank's counters sampled beside the trace (see analyze_file); none when NSYSKIT_COUNTERS=0."""
-        return [] if os.environ.get(COUNTERS_VARIABLE) == "0" else self.reader.counters()
+        """This rank's counters sampled beside the trace (see analyze_file); none when NSYSKIT_COUNTERS=0. Where the
+        prefetch started their read aside, it is waited for here (its warnings go where the prefetch's end put them)."""
+        if os.environ.get(COUNTERS_VARIABLE) == "0":
+            return []
+        pending = self.__dict__.pop("_counters_aside", None)
+        if pending is None:
+            return self.reader.counters()
+        series, warnings = pending.result()
+        known, at = self.reader.warnings, self.__dict__.pop("_counters_warn_at", len(self.reader.warnings))
+        known[at:at] = [w for w in dict.fromkeys(warnings) if w not in known]  # where the prefetch's end put them
+        return series
 
     @cached_property
     def kernel_names(self) -> dict[int, str]:
@@ -122,8 +132,11 @@ class RankTrace:
         Kernels already given (a process's share of the whole file's) are kept; `with_pid` reads their globalPids.
         """
         wants_correlation = self.reader.has_launches() and self.reader.has_nvtx_ranges()
-        wants_counters = "counter_series" not in self.__dict__ and os.environ.get(COUNTERS_VARIABLE) != "0"
-        side = [ExportReader(self.reader.path) for _ in range(3 if wants_counters else 2)]
+        if "counter_series" not in self.__dict__ and os.environ.get(COUNTERS_VARIABLE) != "0":
+            # the counters' scan and parse (C, mostly without the GIL) start now and go on past the prefetch: the
+            # results' other tables are computed meanwhile, the counters' tables once they are read
+            self.__dict__["_counters_aside"] = _read_aside(ExportReader(self.reader.path))
+        side = [ExportReader(self.reader.path) for _ in range(2)]
 
         def copies_and_calls():  # the CUDA API calls of every thread when the pages give them (filtered below)
             copies = side[1].memcpys(self.pid), side[1].memsets(self.pid)
@@ -145,8 +158,6 @@ class RankTrace:
             with ThreadPoolExecutor(max_workers=len(side)) as pool:
                 labels = pool.submit(ranges_and_labels)
                 second = pool.submit(copies_and_calls)
-                # the counters' scan and parse (SQLite and numpy, mostly without the GIL) beside the rest
-                counted = pool.submit(side[2].counters) if wants_counters else None
                 if "kernels" not in self.__dict__:
                     self.__dict__["kernels"] = self.reader.kernels(
                         self.pid, correlation=wants_correlation, with_pid=with_pid
@@ -157,13 +168,12 @@ class RankTrace:
                 if wants_correlation:
                     self.__dict__["launches"] = side[1].launches(self.kernels, nvtx.thread, runtime)
                 self.__dict__["grouped_texts"], self.__dict__["nvtx_labels"] = labels.result()
-                if counted is not None:
-                    self.__dict__["counter_series"] = counted.result()
         finally:
             for reader in side:
                 for warning in reader.warnings:
                     self.reader.warn(warning)
                 reader.close()
+            self.__dict__["_counters_warn_at"] = len(self.reader.warnings)  # (the counters' read ends later)
 
     @property
     def host(self) -> str:
@@ -240,8 +250,8 @@ class RankTrace:
             operations = self.nccl_operations()
             nccl_digest, memcpy = nccldigest.digest(operations, in_window), self.memcpy_by_kind()
             kernel_summary, breakdown = kernel_tables.result()
-            counter_tables = counted.result()
             found = evidence.rank_evidence(self.evidence_inputs(in_window, breakdown, operations, gpu_busy.result()))
+            counter_tables = counted.result()  # last: the counters' read and tables went on beside all of the above
         window = int(breakdown["window_ns"].sum()) if len(breakdown) else 0
         busy = int(breakdown["busy_ns"].sum()) if len(breakdown) else 0
         comm = int(breakdown["comm_ns"].sum()) if len(breakdown) else 0
@@ -271,6 +281,22 @@ class RankTrace:
                 "comm_share_pct": comm * 100.0 / busy if busy else np.nan,
             },
         }
+
+
+def _read_aside(reader: ExportReader) -> Future:
+    """reader.counters() in a thread of its own, then the reader closed: a future of (series, its warnings)."""
+    done: Future = Future()
+
+    def read() -> None:
+        try:
+            done.set_result((reader.counters(), list(reader.warnings)))
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever waits for the series
+            done.set_exception(exc)
+        finally:
+            reader.close()
+
+    threading.Thread(target=read, name="nsyskit-counters", daemon=True).start()
+    return done
 
 
 def analyze_file(rank: int, path: Path) -> list[dict[str, Any]]:

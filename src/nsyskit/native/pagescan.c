@@ -414,6 +414,22 @@ static inline int leaf_cell(Scan *s, const uint8_t *cell, const uint8_t *end) {
     return 0;
 }
 
+/* Ask the memory for the line at `at` ahead of its use (a hint: it reads nothing and cannot fault). The processor's
+   own look-ahead stops at each page's end, and the walk goes page by page: without this it waits on each page's
+   header, then on each cell, one after the other. */
+static inline void prefetch(const uint8_t *at) {
+#if defined(__GNUC__)
+    __builtin_prefetch(at);
+#else
+    (void)at;
+#endif
+}
+
+/* Prefetch the header and cell pointers of page `number` (when it is one of the file's). */
+static inline void prefetch_page(const Scan *s, int64_t number) {
+    if (number >= 1 && number <= s->pages) prefetch(page_at(s, number) + (number == 1 ? 100 : 0));
+}
+
 static int walk(Scan *s, int64_t number, int depth) {
     const uint8_t *page, *header, *end;
     int64_t cells, i, header_size;
@@ -431,6 +447,12 @@ static int walk(Scan *s, int64_t number, int depth) {
         s->rows += cells;
         return 0;
     }
+    for (i = 0; i < cells; i++) { /* a leaf's cells, an interior page's children's headers: all at once, first */
+        const uint8_t *cell = page + (((int64_t)header[header_size + 2 * i] << 8) | header[header_size + 2 * i + 1]);
+        if (type == 0x0D) prefetch(cell < end ? cell : page);
+        else if (cell + 4 <= end) prefetch_page(s, be32(cell));
+    }
+    if (type == 0x05) prefetch_page(s, be32(header + 8));
     for (i = 0; i < cells; i++) {
         int64_t offset = ((int64_t)header[header_size + 2 * i] << 8) | header[header_size + 2 * i + 1];
         const uint8_t *cell = page + offset;

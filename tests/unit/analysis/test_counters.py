@@ -4,6 +4,8 @@ report with none inside the window, and the map/merge."""
 
 from __future__ import annotations
 
+import sqlite3
+
 import numpy as np
 import pytest
 from counter_fixtures import EFA_FIELDS, Counters, add_counters
@@ -232,3 +234,21 @@ def test_samples_without_their_names_table_are_kept_named_by_their_ids(tmp_path)
     counters = analyze_run([path]).counters
     assert list(counters["metric"]) == ["<metric 0 of type 281479271678208 not in TARGET_INFO_GPU_METRICS>"]
     assert counters["mean"][0] == 40.0 and counters["device"][0] == "GPU 0"
+
+
+def test_the_counters_read_aside_leave_their_warnings_where_the_prefetch_put_them(tmp_path):
+    """The counters are read in a thread of their own, past the prefetch: a warning of that read still comes before
+    those of the rank's tables (here a step number beyond int64), as when the prefetch waited for it, every time."""
+    path = tmp_path / "rank.sqlite"
+    kernels = kernels_on(0, 7, "ampere_sgemm", [(10 * MS, 90 * MS)])
+    write_export(path, Export(kernels=kernels, ranges=[Range(10 * MS, 30 * MS, "step 99999999999999999999")],
+                              version="2024.6.1"))  # fmt: skip
+    efa = {0: [(0, {EFA_FIELDS[0]: 1e9}), (50 * MS, {EFA_FIELDS[0]: 2e9}), (100 * MS, {})]}
+    add_counters(path, Counters(efa=efa, efa_json=True))
+    with sqlite3.connect(path) as con:
+        con.execute("UPDATE GENERIC_EVENTS SET data = 'not json' WHERE rowid = (SELECT min(rowid) FROM GENERIC_EVENTS)")
+    for _ in range(5):
+        warnings = analyze_run([path]).warnings
+        read = [i for i, line in enumerate(warnings) if "no JSON object" in line]
+        steps = [i for i, line in enumerate(warnings) if "beyond int64" in line]
+        assert len(read) == 1 and len(steps) == 1 and read[0] < steps[0], warnings

@@ -17,6 +17,7 @@ import numpy as np
 from nsyskit.analysis.compute.intervals import covered, merge, union
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.read.counterread import EFA, NIC, Series
+from nsyskit.native import counterstats
 
 MAX_BINS = 64  # time bins per series and rank in the parts (the heat map's columns)
 BASE_BIN_NS = 1_000_000  # the narrowest bin: 1 ms; wider ones double it
@@ -52,26 +53,35 @@ class _Clipped:
             self.keep = slice(int(kept[0]), int(kept[-1]) + 1)
         self.start, self.end = clipped_start[self.keep], clipped_end[self.keep]
         self.weight = (self.end - self.start).astype(np.float64)
-        self._inside: dict[int, np.ndarray] = {}
+        self.exact = counterstats.exact_weights(self.weight)  # whole ns below 2^52 in all: C may add them as integers
+        self.total = self.weight.sum()  # the time covered
+        self._inside: dict[int, tuple[np.ndarray, float]] = {}
         self._at: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
-    def inside(self, union: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-        """How long each sample lies inside the disjoint sorted intervals `union`."""
+    def inside(self, union: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, float]:
+        """(how long each sample lies inside the disjoint sorted intervals `union`, as float64: whole ns, exact; their
+        total), once per union whatever the number of series sharing these times."""
         key = id(union[0])
         if key not in self._inside:
-            self._inside[key] = covered(*union, self.start, self.end)
+            inside = counterstats.covered(*union, self.start, self.end)  # C: one walk (None: numpy)
+            inside = covered(*union, self.start, self.end).astype(np.float64) if inside is None else inside
+            self._inside[key] = (inside, inside.sum())
         return self._inside[key]
 
-    def integral(self, value: np.ndarray, at: np.ndarray) -> np.ndarray:
-        """The integral of the samples' `value` from the first sample to each point of `at` (one searchsorted per
-        set of points, whatever the number of series sharing these times)."""
+    def marks(self, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(how many samples start at or before each point of `at`, the part of the last of them after the point):
+        one searchsorted per set of points, whatever the number of series sharing these times."""
         key = id(at)
         if key not in self._at:
-            k = np.searchsorted(self.start, at, side="right")  # samples starting at or before each point
+            k = np.searchsorted(self.start, at, side="right")
             self._at[key] = (k, np.where(k > 0, np.maximum(self.end[k - 1] - at, 0), 0))
-        k, tail = self._at[key]
-        full = np.r_[0.0, np.cumsum(value * self.weight)]
-        return full[k] - np.where(k > 0, value[k - 1], 0.0) * tail
+        return self._at[key]
+
+    def integral(self, value: np.ndarray, at: np.ndarray) -> np.ndarray:
+        """The integral of the samples' `value` from the first sample to each point of `at` (counterstats.bin_walk
+        finds the same in C)."""
+        k, tail = self.marks(at)
+        return np.r_[0.0, np.cumsum(value * self.weight)][k] - np.where(k > 0, value[k - 1], 0.0) * tail
 
 
 def _timings(series: list[Series], low: int, high: int) -> list[tuple[_Clipped, np.ndarray]]:
@@ -104,23 +114,33 @@ SMALL_INTEGERS = 1 << 16  # counters valued 0..65535 in whole numbers (percentag
 WIDE_INTEGERS = 1 << 32  # whole numbers spanning less (clocks in Hz): counted in blocks of 2^16 values
 
 
-def _quantiles(values: np.ndarray, weights: np.ndarray, qs: tuple[float, ...]) -> list[float]:
+def _quantiles(values: np.ndarray, weights: np.ndarray, qs: tuple[float, ...], exact: bool = False) -> list[float]:
     """For each q, the smallest value below which at least q of the weight lies.
 
     The weights are whole nanoseconds: their sums are exact in any order, so whole-number values are counted (per
-    value, or per block of values then inside the one block each q falls in) rather than sorted: the same answer."""
+    value, or per block of values then inside the one block each q falls in; in C where it is built, `exact`:
+    counterstats.exact_weights) rather than sorted: the same answer."""
     low, high = values.min(), values.max()
     if low == high:  # a counter that never moved (common: idle links)
         return [float(low)] * len(qs)
-    if high - low < WIDE_INTEGERS and (values == np.floor(values)).all():
-        if low >= 0 and high < SMALL_INTEGERS:
-            cumulative = np.cumsum(np.bincount(values.astype(np.int64), weights=weights))  # per whole value
-            return [float(np.searchsorted(cumulative, q * cumulative[-1], side="left")) for q in qs]
-        return _block_quantiles(values, weights, qs)
+    if high - low < WIDE_INTEGERS:
+        counted = counterstats.quantiles(values, weights, exact, float(low), float(high), qs)  # False: not whole
+        if counted is None and (values == np.floor(values)).all():
+            counted = _counted_quantiles(values, weights, qs, low, high)
+        if counted:
+            return counted
     order = np.argsort(values, kind="stable")
     cumulative, ordered = np.cumsum(weights[order]), values[order]
     return [float(ordered[min(np.searchsorted(cumulative, q * cumulative[-1], side="left"), len(values) - 1)])
             for q in qs]  # fmt: skip
+
+
+def _counted_quantiles(values: np.ndarray, weights: np.ndarray, qs: tuple[float, ...], low, high) -> list[float]:
+    """_quantiles of whole-number values (min `low` < max `high`) spanning less than WIDE_INTEGERS, by numpy."""
+    if low >= 0 and high < SMALL_INTEGERS:
+        cumulative = np.cumsum(np.bincount(values.astype(np.int64), weights=weights))  # per whole value
+        return [float(np.searchsorted(cumulative, q * cumulative[-1], side="left")) for q in qs]
+    return _block_quantiles(values, weights, qs)
 
 
 def _block_quantiles(values: np.ndarray, weights: np.ndarray, qs: tuple[float, ...]) -> list[float]:
@@ -141,10 +161,16 @@ def _block_quantiles(values: np.ndarray, weights: np.ndarray, qs: tuple[float, .
     return found
 
 
-def _mean_inside(value: np.ndarray, inside: np.ndarray) -> float:
-    """The mean of `value` weighted by the time each sample lies inside a set of intervals (NaN when none does)."""
-    total = inside.sum()
-    return float((value * inside).sum() / total) if total > 0 else np.nan
+def _weighted_sums(value: np.ndarray, weights: list[np.ndarray]) -> list:
+    """[(value * w).sum() for w in weights]: in C where it is built (numpy's sums, no array of products)."""
+    found = counterstats.weighted_sums(value, weights)
+    return found if found is not None else [(value * weight).sum() for weight in weights]
+
+
+def _mean_inside(total_inside: float, time_inside: float) -> float:
+    """The mean of a series weighted by the time each sample lies inside a set of intervals, from the sum of value x
+    time inside and that time (NaN when none)."""
+    return float(total_inside / time_inside) if time_inside > 0 else np.nan
 
 
 def counter_stats(
@@ -162,14 +188,15 @@ def counter_stats(
         if not len(value):
             continue
         weight = clipped.weight
-        covered, moved = float(weight.sum()), float((value * weight).sum())
-        rate = is_rate(one.unit)
         kernels = busy.get(one.device_id, every) if one.device_id >= 0 else every
+        inside = [clipped.inside(union) if len(union[0]) else None for union in (kernels, nccl)]
+        sums = _weighted_sums(value, [weight, *(found[0] for found in inside if found is not None)])
+        covered, moved, rate, more = float(clipped.total), float(sums[0]), is_rate(one.unit), iter(sums[1:])
         rows.append((one.kind, one.device, one.metric, one.unit, len(value), int(covered), moved / covered,
-                     *_quantiles(value, weight, (0.5, 0.95)), float(value.max()),
+                     *_quantiles(value, weight, (0.5, 0.95), clipped.exact), float(value.max()),
                      moved / NS_PER_S if rate else np.nan, one.unit[:-2] if rate else "",
-                     _mean_inside(value, clipped.inside(kernels)) if len(kernels[0]) else np.nan,
-                     _mean_inside(value, clipped.inside(nccl)) if len(nccl[0]) else np.nan, low, high))  # fmt: skip
+                     *(_mean_inside(next(more), found[1]) if found is not None else np.nan for found in inside),
+                     low, high))  # fmt: skip
     return _table(STAT_COLUMNS, rows)
 
 
@@ -198,29 +225,29 @@ def counter_bins(series: list[Series], window: tuple[int, int], timings: list | 
     count = max(1, -(-(high - low) // width))
     edges = low + width * np.arange(count + 1, dtype=np.int64)
     edges[-1] = min(edges[-1], high)
-    parts = []
-    spread: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-    for one, (clipped, value) in zip(series, timings or _timings(series, low, high), strict=True):
-        if not len(value):
-            continue
-        sums = np.diff(clipped.integral(value, edges))
-        if id(clipped) not in spread:  # the bins each sample of this timing overlaps, and the time covered per bin
-            first, last = (clipped.start - low) // width, (clipped.end - 1 - low) // width
-            spans = last - first + 1
-            where = np.repeat(first, spans) + (np.arange(spans.sum()) - np.repeat(np.cumsum(spans) - spans, spans))
-            cuts = np.flatnonzero(np.diff(where)) + 1 if (np.diff(where) >= 0).all() else None
-            spread[id(clipped)] = (spans, where, np.diff(clipped.integral(np.ones(len(value)), edges)), cuts)
-        spans, where, covered, cuts = spread[id(clipped)]
-        highest = np.full(count, -np.inf)
-        if cuts is not None and len(where):  # bins in order (samples that do not overlap): a max per run of a bin
-            runs = np.r_[0, cuts]
-            highest[where[runs]] = np.maximum.reduceat(
-                value if len(where) == len(value) else np.repeat(value, spans), runs
-            )
+    timings = timings or _timings(series, low, high)
+    shared: dict[int, list[int]] = {}  # the series of each timing (those sharing their times: one walk in C)
+    for index, (clipped, value) in enumerate(timings):
+        if len(value):
+            shared.setdefault(id(clipped), []).append(index)
+    found = {}
+    for indices in shared.values():
+        clipped, values = timings[indices[0]][0], [timings[i][1] for i in indices]
+        first, last = (clipped.start - low) // width, (clipped.end - 1 - low) // width  # the bins each sample overlaps
+        spans, ones, where = last - first + 1, np.ones(len(clipped.start)), {}
+        # C: the integrals and maxima of every series in one walk, and of ones (the time covered per bin)
+        walked = counterstats.bin_walk([*values, ones], clipped.weight, *clipped.marks(edges), first, spans, count)
+        if walked is not None:
+            sums, maxima = list(np.diff(walked[0], axis=1)), list(walked[1])
         else:
-            np.maximum.at(highest, where, np.repeat(value, spans))
+            sums = [np.diff(clipped.integral(value, edges)) for value in [*values, ones]]
+            maxima = [_bin_maxima(value, first, spans, count, where) for value in values]
+        covered = sums[-1]
         held = covered > 0
-        parts.append((one, np.flatnonzero(held), sums[held], covered[held], highest[held]))
+        kept = np.flatnonzero(held)
+        for position, index in enumerate(indices):
+            found[index] = (series[index], kept, sums[position][held], covered[held], maxima[position][held])
+    parts = [found[index] for index in sorted(found)]
     n = sum(len(p[1]) for p in parts)
 
     def text(pick) -> np.ndarray:
@@ -236,6 +263,22 @@ def counter_bins(series: list[Series], window: tuple[int, int], timings: list | 
         "bin": cat(1, np.int64), "bin_ns": np.full(n, width, dtype=np.int64), "value_ns": cat(2, np.float64),
         "covered_ns": cat(3, np.float64), "max": cat(4, np.float64),
     })  # fmt: skip
+
+
+def _bin_maxima(value: np.ndarray, first: np.ndarray, spans: np.ndarray, count: int, where: dict) -> np.ndarray:
+    """Each of `count` bins' max of the values of the samples overlapping it (sample i: bins first[i] ..
+    first[i] + spans[i] - 1), -inf where none; `where`: the bin of each (sample, bin) pair, kept for the timing."""
+    if not where:
+        at = np.repeat(first, spans) + (np.arange(spans.sum()) - np.repeat(np.cumsum(spans) - spans, spans))
+        where.update(at=at, cuts=np.flatnonzero(np.diff(at)) + 1 if (np.diff(at) >= 0).all() else None)
+    at, cuts = where["at"], where["cuts"]
+    highest = np.full(count, -np.inf)
+    if cuts is not None and len(at):  # bins in order (samples that do not overlap): a max per run of a bin
+        runs = np.r_[0, cuts]
+        highest[at[runs]] = np.maximum.reduceat(value if len(at) == len(value) else np.repeat(value, spans), runs)
+    else:
+        np.maximum.at(highest, at, np.repeat(value, spans))
+    return highest
 
 
 def step_totals(series: list[Series], steps: Table) -> Table:

@@ -13,6 +13,7 @@ import ctypes
 import mmap
 import os
 import re
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -27,6 +28,8 @@ KIND_CODES = {"null": 0, "integer": 1, "real": 2, "text": 3, "blob": 4}  # the u
 WANT_KINDS, NULL_DEFAULT, REAL_AFFINITY, WANT_TEXT, WANT_SPAN = 1, 2, 4, 8, 16  # a column's flags (pagescan.c)
 NOT_IN_PLACE = -5  # a WANT_SPAN value spills to overflow pages (pagescan.c)
 NOT_INTEGER = -2
+UNMAP_ASIDE_BYTES = 32 << 20  # a mapping whose texts were all read is unmapped in a thread from this size (~3 ms
+# per 80 MB of pages, the GIL released): the caller goes on meanwhile
 UTF8_ENCODINGS = (0, 1)  # the header's text encoding (offset 56): 1 UTF-8; 0 a file without a schema yet
 
 _loaded: list = []  # [(count, read) or None] once looked for in this process
@@ -189,7 +192,10 @@ def read_columns(
         found = _read(compiled, mapped, path, root, names, slots, kinds, raw)
         return None if type(found) is int else found
     finally:
-        mapped.close()
+        if raw is not None and len(mapped) >= UNMAP_ASIDE_BYTES:  # raw() has read every row's text: most pages
+            threading.Thread(target=mapped.close, name="nsyskit-unmap", daemon=True).start()
+        else:
+            mapped.close()
 
 
 def _read(compiled, mapped: mmap.mmap, path: Path, root: int, names: list[str], slots, kinds, raw=None) -> dict | None:
