@@ -42,7 +42,12 @@ def cpu_of_children() -> float:
 
 def once(export: Path, counters: bool) -> tuple[float, float]:
     """One `nsyskit analyze` of `export` (wall seconds, CPU seconds), with or without the counters."""
-    env = {**os.environ, "NSYSKIT_COUNTERS": "1" if counters else "0"}
+    return timed_analyze(export, {"NSYSKIT_COUNTERS": "1" if counters else "0"})
+
+
+def timed_analyze(export: Path, settings: dict[str, str]) -> tuple[float, float]:
+    """One `nsyskit analyze EXPORT --json --no-html` with SETTINGS added to the environment: (wall s, CPU s)."""
+    env = {**os.environ, **settings}
     start, cpu = time.perf_counter(), cpu_of_children()
     subprocess.run([*NSYSKIT, "analyze", str(export), "--json", "--no-html"], cwd=export.parent, env=env,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)  # fmt: skip

@@ -13,6 +13,10 @@ from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from nsyskit.analysis.blas import load_numpy_single_threaded
+
+load_numpy_single_threaded()  # before any stage imports numpy (blas.py says why)
+
 if TYPE_CHECKING:
     from nsyskit.analysis.trace import Analysis
 
