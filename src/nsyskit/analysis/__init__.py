@@ -15,8 +15,6 @@ from typing import TYPE_CHECKING
 
 from nsyskit.analysis.blas import load_numpy_single_threaded
 
-load_numpy_single_threaded()  # before any stage imports numpy (blas.py says why)
-
 if TYPE_CHECKING:
     from nsyskit.analysis.trace import Analysis
 
@@ -34,6 +32,7 @@ _WHERE = {
 
 def __getattr__(name: str):
     if name in _WHERE:
+        load_numpy_single_threaded()  # before the stage imports numpy (blas.py says why); 'invoke --list' loads none
         return getattr(import_module(f"nsyskit.analysis.{_WHERE[name]}"), name)
     raise AttributeError(f"module 'nsyskit.analysis' has no attribute {name!r}")
 
@@ -42,6 +41,7 @@ def run_analysis(
     paths: list[str | Path], output: Path | None = None, write: bool = True, straggler_pct: float = 5.0
 ) -> tuple[Analysis, Path | None]:
     """Analyze a run (folders and/or report files) and, when `write`, write report.html, PNGs and analysis.json."""
+    load_numpy_single_threaded()
     from nsyskit.analysis.outputs import produce
 
     result = produce(paths, output, html=write, straggler_pct=straggler_pct)
