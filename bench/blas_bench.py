@@ -1,5 +1,5 @@
 """Benchmark what OpenBLAS's worker threads cost `nsyskit analyze`, which calls no BLAS routine: the analysis loads
-numpy with one thread (src/nsyskit/analysis/blas.py); OPENBLAS_NUM_THREADS set to the machine's cores gives numpy's
+numpy with one thread (src/nsyskit/analysis/process.py); OPENBLAS_NUM_THREADS set to the machine's cores gives numpy's
 default back, as a user's own setting is left alone.
 
 Default export: ../shared/real-data's aiprofiler_a100_secondOptimization (as bench/counters_bench.py). Each row is the

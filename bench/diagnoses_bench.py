@@ -4,7 +4,7 @@ with every rule vs a baseline tree's map (another checkout's src, e.g. main befo
 Each round runs one fresh process per tree, alternating; a process maps --map-ranks copies of the rank one after
 another, as bench/mapreduce_bench.py and an array element do, and gives its median warm map (wall and CPU time).
 The medians over the rounds and their ratio are printed, and the ratio of the fastest (on a shared machine the
-least noisy). The analysis keeps freed memory (nsyskit/analysis/heap.py), which a baseline before it does not:
+least noisy). The analysis keeps freed memory (nsyskit/analysis/process.py), which a baseline before it does not:
 for the rules' own cost on equal terms, run with MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824
 in the environment (both trees' processes then run with those settings). Figures: docs/benchmarks.md.
 
@@ -31,7 +31,7 @@ from realistic_export import make_realistic_rank  # noqa: E402
 CHILD = """
 import os, shutil, statistics, sys, time
 from pathlib import Path
-from nsyskit.analysis.parts import map_reports
+from nsyskit.analysis.mapreduce.parts import map_reports
 run, parts, ranks = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
 shutil.rmtree(parts, ignore_errors=True)
 walls, cpus = [], []

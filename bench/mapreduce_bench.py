@@ -39,7 +39,7 @@ ONE_MACHINE_WORKERS = 8  # invoke analyze's MAX_WORKERS
 
 def map_times(rank_file: Path, ranks: int, work: Path) -> list[float]:
     """Seconds per rank of analyze-part's map over `ranks` copies of the rank, in this one process (one element)."""
-    from nsyskit.analysis.parts import map_reports
+    from nsyskit.analysis.mapreduce.parts import map_reports
 
     run = work / "run"
     shutil.rmtree(run, ignore_errors=True)
@@ -83,7 +83,7 @@ def make_parts(part: Path, count: int, folder: Path) -> None:
 
 def child_merge(folder: str) -> None:
     """Run in a child process: merge the parts of `folder`; print wall time, peak RSS and the ranks merged."""
-    from nsyskit.analysis.parts import merge_parts
+    from nsyskit.analysis.mapreduce.parts import merge_parts
 
     start = time.perf_counter()
     analysis, _facts = merge_parts(Path(folder))

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from nsyskit import console
-from nsyskit.analysis.blas import load_numpy_single_threaded
+from nsyskit.analysis.process import load_numpy_single_threaded
 from nsyskit.analysis.request import AnalyzeRequest
 from nsyskit.errors import ConfigError, PartialAnalysis, RegressionFound
 
@@ -24,7 +24,7 @@ PROGRESS_FROM = 8  # reports in a run from which analyze and --timeline print th
 
 def answer(request: AnalyzeRequest) -> None:
     """Do what the request asks (after checking that its flags go together); errors are NsyskitErrors."""
-    load_numpy_single_threaded()  # before any analysis module imports numpy (analysis/blas.py says why)
+    load_numpy_single_threaded()  # before any analysis module imports numpy (analysis/process.py says why)
     request.check()
     {"explain": _explain, "diff": _diff, "cluster": _on_cluster, "run": _here}[request.mode](request)
 

@@ -120,7 +120,7 @@ def clear_parts(plan: AnalysisPlan) -> int:
 
     Stale parts would count as done while the new map runs, and a stale failure would outlive its fix.
     """
-    from nsyskit.analysis.parts import SUFFIX
+    from nsyskit.analysis.mapreduce.parts import SUFFIX
 
     removed = 0
     for stale in plan.parts.glob("*" + SUFFIX) if plan.parts.is_dir() else []:
@@ -131,7 +131,7 @@ def clear_parts(plan: AnalysisPlan) -> int:
 
 def parts_done(plan: AnalysisPlan) -> int:
     """How many parts the map has written so far (each is written whole, then renamed into place)."""
-    from nsyskit.analysis.parts import SUFFIX
+    from nsyskit.analysis.mapreduce.parts import SUFFIX
 
     return sum(1 for _ in plan.parts.glob("*" + SUFFIX)) if plan.parts.is_dir() else 0
 

@@ -145,7 +145,7 @@ def test_context_carries_this_nsyskit_for_the_image_without_compiled_files():
     library = {f.name.removeprefix(LIBRARY_DIR + "/"): f.data for f in context_files(ROOT) if f.name.startswith(LIBRARY_DIR)}
     package = Path(nsyskit.__file__).resolve().parent
     assert library["__init__.py"] == (package / "__init__.py").read_bytes()
-    assert {"cli/program.py", "analysis/parts.py", "native/pagescan.c"} <= set(library)
+    assert {"cli/program.py", "analysis/mapreduce/parts.py", "native/pagescan.c"} <= set(library)
     assert not [name for name in library if name.endswith((".so", ".pyc")) or name.startswith("_kit/")]
     launcher = next(f for f in context_files(ROOT) if f.name == "Container-Root/usr/local/bin/nsyskit")
     assert launcher.mode == 0o755 and b"/opt/nsyskit/python" in launcher.data and LIBRARY_DIR.endswith("/opt/nsyskit/python/nsyskit")

@@ -118,3 +118,11 @@ MAX_MODULE_LINES = 400  # one concern per module: past this, a module holds two
 def test_no_module_is_over_400_lines():
     long = {name: n for name, path in modules().items() if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES}
     assert not long, f"split these modules (one concern each): {long}"
+
+
+MAX_ANALYSIS_ROOT_MODULES = 6  # the facade and the process's settings; the rest lives in stage packages or mapreduce/
+
+
+def test_analysis_root_keeps_a_small_facade():
+    root = sorted(p.name for p in (PACKAGE / "analysis").glob("*.py") if p.name != "__init__.py")
+    assert len(root) <= MAX_ANALYSIS_ROOT_MODULES, f"move these into a package of analysis/: {root}"

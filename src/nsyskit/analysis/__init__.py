@@ -4,7 +4,8 @@ The stages are subpackages, in the order data flows, and import only the stages 
 read (exports, runs) -> compute (tables, metrics) -> judge (findings, diff) -> present (terminal, report.html,
 timeline); profilers/ holds the other profilers' readers. The modules at this level are the facade the CLI uses:
 trace.py (a run's per-rank exports analyzed), outputs.py (one analysis and the files made from it), dispatch.py
-(which profiler a run used).
+(which profiler a run used), process.py (the process's malloc and BLAS settings); mapreduce/ holds the map of
+reports into part files and their merge (analyze-part, analyze-merge).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nsyskit.analysis.blas import load_numpy_single_threaded
+from nsyskit.analysis.process import load_numpy_single_threaded
 
 if TYPE_CHECKING:
     from nsyskit.analysis.trace import Analysis
@@ -26,13 +27,14 @@ _WHERE = {
     "Table": "compute.table", "summarize": "judge.summary", "run_diff": "rundiff", "diff_table": "present.difftable",
     "compose": "present.report", "print_report": "present.report", "render_json": "present.report",
     "DEFAULT_MAX_EVENTS": "present.timeline", "run_recipes": "profilers.recipes",
-    "map_reports": "parts", "merge_parts": "parts", "merged_timelines": "parts", "grouped": "present.grouping",
+    "map_reports": "mapreduce.parts", "merge_parts": "mapreduce.parts", "merged_timelines": "mapreduce.parts",
+    "grouped": "present.grouping",
 }  # fmt: skip
 
 
 def __getattr__(name: str):
     if name in _WHERE:
-        load_numpy_single_threaded()  # before the stage imports numpy (blas.py says why); 'invoke --list' loads none
+        load_numpy_single_threaded()  # before the stage imports numpy (process.py says why); 'invoke --list' loads none
         return getattr(import_module(f"nsyskit.analysis.{_WHERE[name]}"), name)
     raise AttributeError(f"module 'nsyskit.analysis' has no attribute {name!r}")
 

@@ -34,12 +34,12 @@ from nsyskit.analysis.compute.metrics import window_steps, windowed_ranks
 from nsyskit.analysis.compute.projection import project
 from nsyskit.analysis.compute.result import Analysis, combine_kernel_summaries, with_rank
 from nsyskit.analysis.compute.table import Table
-from nsyskit.analysis.heap import keep_freed_memory
+from nsyskit.analysis.mapreduce.reduce import RANKED_KEYS, TABLE_KEYS, merge  # noqa: F401  (parts and tests take them here)
+from nsyskit.analysis.process import keep_freed_memory
 from nsyskit.analysis.read.discover import RANK_IN_NAME, REPORT_SUFFIXES, discover, open_export  # noqa: F401
 from nsyskit.analysis.read.reader import ExportReader
 from nsyskit.analysis.read.records import Intervals, distinct
 from nsyskit.analysis.read.runinfo import not_profiled
-from nsyskit.analysis.reduce import RANKED_KEYS, TABLE_KEYS, merge  # noqa: F401  (parts and tests take them here)
 from nsyskit.errors import NsyskitError
 
 __all__ = [
@@ -343,7 +343,7 @@ def analyze_run(
     """
     found = discover(paths)
     _unprofiled, unprofiled_line = not_profiled([path for _rank, path in found])  # a broken run.json stops us now
-    keep_freed_memory()  # each rank's arrays reuse the pages of the ones before (analysis/heap.py); forks inherit it
+    keep_freed_memory()  # each rank's arrays reuse the pages of the ones before (analysis/process.py); forks inherit it
     workers = workers or max(1, min(len(found), os.cpu_count() or 1, MAX_WORKERS))
     if workers == 1:
         outcomes = list(_counted((_analyze_here(rank, path) for rank, path in found), len(found), progress))

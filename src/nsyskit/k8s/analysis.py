@@ -78,7 +78,7 @@ def image_of_run(cfg: Config, plan: AnalysisPlan) -> str:
 
 def manifests(cfg: Config, root: Path, plan: AnalysisPlan) -> str:
     """The two Jobs as one YAML file, validated against the batch/v1 Job API."""
-    from nsyskit.analysis.parts import SUFFIX
+    from nsyskit.analysis.mapreduce.parts import SUFFIX
     from nsyskit.assets import kit_root
 
     map_name, merge_name = job_names(plan)

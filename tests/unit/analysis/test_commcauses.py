@@ -7,7 +7,7 @@ from nsys_fixtures import Export, Kernel, Launch, Range, gtid, write_export
 
 from nsyskit.analysis.judge.findings import find
 from nsyskit.analysis.judge.summary import summarize
-from nsyskit.analysis.parts import map_reports, merge_parts
+from nsyskit.analysis.mapreduce.parts import map_reports, merge_parts
 from nsyskit.analysis.trace import analyze_run
 
 MS = 1_000_000

@@ -11,8 +11,8 @@ import pytest
 from counter_fixtures import EFA_FIELDS, Counters, add_counters
 from nsys_fixtures import Export, Range, kernels_on, write_export
 
-from nsyskit.analysis import parts
 from nsyskit.analysis.compute.counters import heat_map
+from nsyskit.analysis.mapreduce import parts
 from nsyskit.analysis.trace import analyze_run
 
 MS = 1_000_000

@@ -14,7 +14,7 @@ from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.judge import diagnoses as judge
 from nsyskit.analysis.judge import findings
 from nsyskit.analysis.judge.findings import find
-from nsyskit.analysis.parts import map_reports, merge_parts
+from nsyskit.analysis.mapreduce.parts import map_reports, merge_parts
 from nsyskit.analysis.read.apicalls import ALLOC, LAUNCH, MODULE, SYNC, api_kind, wait_kind
 from nsyskit.analysis.trace import analyze_run
 

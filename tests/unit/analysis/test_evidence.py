@@ -13,7 +13,7 @@ from real_exports import NAMES, PACKED, decompress
 from nsyskit.analysis.compute import evidence
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.judge.finding import Finding, ordered, ranks_text
-from nsyskit.analysis.parts import map_reports, merge_parts
+from nsyskit.analysis.mapreduce.parts import map_reports, merge_parts
 from nsyskit.analysis.trace import analyze_run
 
 REAL = [name for name in NAMES if name in PACKED]

@@ -1,4 +1,4 @@
-"""The analysis keeps freed memory for its next arrays (analysis/heap.py): arrays allocated and freed again and again
+"""The analysis keeps freed memory for its next arrays (analysis/process.py): arrays allocated and freed again and again
 reuse mapped pages instead of faulting fresh ones in, and NSYSKIT_KEEP_FREED_MEMORY=0 leaves malloc as it is."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ SRC = Path(__file__).resolve().parents[3] / "src"
 CHURN = """
 import resource
 import numpy as np
-from nsyskit.analysis.heap import keep_freed_memory
+from nsyskit.analysis.process import keep_freed_memory
 took = keep_freed_memory()
 def faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt

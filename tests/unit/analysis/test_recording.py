@@ -15,7 +15,7 @@ from real_exports import PACKED, decompress
 from nsyskit.analysis.compute.metrics import view_of
 from nsyskit.analysis.judge import findings, recording
 from nsyskit.analysis.judge.findings import find
-from nsyskit.analysis.parts import map_reports, merge_parts
+from nsyskit.analysis.mapreduce.parts import map_reports, merge_parts
 from nsyskit.analysis.trace import analyze_run
 
 H200 = "h200_gpt2_ddp_nsys2022.4_cuda13.sqlite"  # tests/data/real: in every clone

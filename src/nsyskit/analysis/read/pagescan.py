@@ -228,7 +228,7 @@ def _read(compiled, mapped: mmap.mmap, path: Path, root: int, names: list[str], 
                     return None
                 slot_of[p] = index
         # An array per column (not one block of them all): up to 4M rows each stays under malloc's mmap threshold
-        # and reuses freed memory (analysis/heap.py), where a block of five columns would be faulted in afresh
+        # and reuses freed memory (analysis/process.py), where a block of five columns would be faulted in afresh
         values = [np.empty(rows, dtype=np.int64) for _ in slots]
         columns = (ctypes.c_void_p * len(values))(*(column.ctypes.data for column in values))
         kind_values = np.empty((max(len(kind_names), 1), rows), dtype=np.uint8)

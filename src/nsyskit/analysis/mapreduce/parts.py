@@ -27,9 +27,9 @@ from nsyskit.analysis.compute.ncclbandwidth import world_size
 from nsyskit.analysis.compute.nccldigest import NcclDigest
 from nsyskit.analysis.compute.result import Analysis
 from nsyskit.analysis.compute.table import Table
-from nsyskit.analysis.heap import keep_freed_memory
-from nsyskit.analysis.partpack import Packer, unpack
+from nsyskit.analysis.mapreduce.partpack import Packer, unpack
 from nsyskit.analysis.present.timeline import RankTimeline, read_rank
+from nsyskit.analysis.process import keep_freed_memory
 from nsyskit.analysis.read.discover import discover_named, number_reports, open_export
 from nsyskit.analysis.read.runinfo import not_profiled
 from nsyskit.analysis.trace import RANKED_KEYS, TABLE_KEYS, analyze_file, merge
@@ -239,7 +239,7 @@ def map_reports(
     """
     if (index is None) != (size is None) or (size is not None and not 0 <= index < size):
         raise UsageError(f"--array-index {index} of --array-size {size}", fix="give both, with 0 <= index < size")
-    keep_freed_memory()  # the ranks' arrays reuse the pages of the ones before (analysis/heap.py)
+    keep_freed_memory()  # the ranks' arrays reuse the pages of the ones before (analysis/process.py)
     named = discover_named(paths)
     found = [(rank, path) for rank, path, _named in named]
     _unprofiled, unprofiled_line = not_profiled([path for _rank, path in found])

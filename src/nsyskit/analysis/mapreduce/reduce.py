@@ -22,7 +22,7 @@ def merge(
     incomplete: list[str] | None = None, world: ncclbandwidth.WorldSize | None = None,
 ) -> Analysis:  # fmt: skip
     """The reduce: one Analysis from the per-file results of analyze_file (in rank order), the same whether they come
-    from this process's workers or from part files written on the cluster (nsyskit.analysis.parts)."""
+    from this process's workers or from part files written on the cluster (nsyskit.analysis.mapreduce.parts)."""
     results = _renumber(per_file)
     analysis = Analysis(sources={}, nsys_versions={}, incomplete=list(incomplete or []))
     for result in results:
