@@ -27,7 +27,7 @@ _WHERE = {
     "Table": "compute.table", "summarize": "judge.summary", "run_diff": "rundiff", "diff_table": "present.difftable",
     "compose": "present.report", "print_report": "present.report", "render_json": "present.report",
     "DEFAULT_MAX_EVENTS": "present.timeline", "run_recipes": "profilers.recipes",
-    "map_reports": "mapreduce.parts", "merge_parts": "mapreduce.parts", "merged_timelines": "mapreduce.parts",
+    "map_reports": "mapreduce.parts", "merge_parts": "mapreduce.parts", "merged_timelines": "mapreduce.timelines",
     "grouped": "present.grouping",
 }  # fmt: skip
 

@@ -18,7 +18,8 @@ import pytest
 from nsys_fixtures import Export, Kernel, write_export
 from real_exports import NAMES, PACKED, decompress
 
-from nsyskit.analysis.mapreduce.parts import SUFFIX, map_reports, merge_parts, merged_timelines, read_part
+from nsyskit.analysis.mapreduce.parts import SUFFIX, map_reports, merge_parts, read_part
+from nsyskit.analysis.mapreduce.timelines import merged_timelines
 from nsyskit.analysis.present.timeline import DEFAULT_MAX_EVENTS, write_timeline, write_trace
 from nsyskit.analysis.read.discover import discover
 from nsyskit.analysis.trace import analyze_run
@@ -176,6 +177,24 @@ def test_an_unreadable_part_leaves_its_rank_out_with_why_unless_strict(real_run,
     merged, facts = merge_parts(tmp_path)
     assert merged.incomplete[0].startswith(f"1 of {len(RUN)} reports have no part")
     assert any("is not a whole part file" in line for line in merged.incomplete[1:])
+    with pytest.raises(AnalysisError, match="is not a whole part file"):
+        merge_parts(tmp_path, strict=True)
+
+
+def test_a_part_whose_results_are_damaged_behind_a_whole_header_leaves_its_rank_out_unless_strict(real_run, tmp_path):
+    # The merge reads the headers first and each part's results only when the reduce takes them: a part damaged
+    # past its header is still named, not merged half, and the rest is the analysis of the others.
+    written = map_reports([real_run], tmp_path)
+    damaged = written[0]
+    header, _results = read_part(damaged)
+    with np.load(damaged) as data:
+        arrays = dict(data)
+    arrays["results"] = np.asarray("{cut")
+    with open(damaged, "wb") as out:
+        np.savez(out, **arrays)
+    merged, facts = merge_parts(tmp_path)
+    assert len(merged.incomplete) == 1 and merged.incomplete[0].startswith(f"rank {header['rank']} left out: {damaged}: is not a whole part file")
+    assert header["report"] not in merged.sources.values() and merged.sources and facts["missing"] == []
     with pytest.raises(AnalysisError, match="is not a whole part file"):
         merge_parts(tmp_path, strict=True)
 

@@ -16,7 +16,8 @@ import json
 import os
 import tempfile
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +29,10 @@ from nsyskit.analysis.compute.nccldigest import NcclDigest
 from nsyskit.analysis.compute.result import Analysis
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.mapreduce.partpack import Packer, unpack
-from nsyskit.analysis.present.timeline import RankTimeline, read_rank
+from nsyskit.analysis.mapreduce.timelines import TIMELINE, report_timelines
+from nsyskit.analysis.present.timeline import RankTimeline
 from nsyskit.analysis.process import keep_freed_memory
-from nsyskit.analysis.read.discover import discover_named, number_reports, open_export
+from nsyskit.analysis.read.discover import discover_named, number_reports
 from nsyskit.analysis.read.runinfo import not_profiled
 from nsyskit.analysis.trace import RANKED_KEYS, TABLE_KEYS, analyze_file, merge
 from nsyskit.errors import AnalysisError, NsyskitError, PartialAnalysis, UsageError
@@ -46,7 +48,6 @@ KIND_COLUMNS = ("size_bytes", "nranks", "gpu")  # NcclDigest.kinds (numbers exac
 SUFFIX = ".part.npz"
 HEADER = "header"
 COLUMNS = "columns"  # every numeric column of the part's tables, packed (partpack.Packer)
-TIMELINE = "timeline"
 
 
 def part_name(report: Path) -> str:
@@ -185,16 +186,35 @@ def _write_npz(out, arrays: dict[str, np.ndarray]) -> None:
 
 def read_part(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(header, per-rank results) of a part; a truncated part, or one of another format or version, is one error."""
+    return read_header(path), read_results(path)
+
+
+def read_header(path: Path) -> dict[str, Any]:
+    """A part's header alone (its results stay on disk: the merge reads those one part at a time); a truncated
+    part, or one of another format or version, is one error."""
+    with _opened(path) as data:
+        header = json.loads(str(data[HEADER]))
+    if header.get("format") != PART_FORMAT or header.get("nsyskit") != __version__:
+        raise AnalysisError(
+            path, f"is a part of nsyskit {header.get('nsyskit')} (part format {header.get('format')}), "
+            f"not of this nsyskit {__version__} (format {PART_FORMAT})",
+            "map the report again with this version ('invoke analyze-part'), or merge with the version that wrote it",
+        )  # fmt: skip
+    return header
+
+
+def read_results(path: Path) -> list[dict[str, Any]]:
+    """The per-rank results of a part whose header read_header took."""
+    with _opened(path) as data:
+        return _decode(data, json.loads(str(data["results"])))
+
+
+@contextmanager
+def _opened(path: Path):
+    """The part's members (np.load's NpzFile); a part cut short or damaged is one AnalysisError naming it."""
     try:
         with np.load(path, allow_pickle=False) as data:
-            header = json.loads(str(data[HEADER]))
-            if header.get("format") != PART_FORMAT or header.get("nsyskit") != __version__:
-                raise AnalysisError(
-                    path, f"is a part of nsyskit {header.get('nsyskit')} (part format {header.get('format')}), "
-                    f"not of this nsyskit {__version__} (format {PART_FORMAT})",
-                    "map the report again with this version ('invoke analyze-part'), or merge with the version that wrote it",
-                )  # fmt: skip
-            return header, _decode(data, json.loads(str(data["results"])))
+            yield data
     except AnalysisError:
         raise
     except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as exc:
@@ -202,29 +222,6 @@ def read_part(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
             path, f"is not a whole part file ({type(exc).__name__}: {exc})",
             "map its report again ('invoke analyze-part REPORT --out PARTS_DIR'): it was cut short or damaged",
         ) from None  # fmt: skip
-
-
-def read_timelines(path: Path) -> list[RankTimeline] | None:
-    """The ranks' capped timeline events a part holds (None when it was mapped without --timeline)."""
-    with np.load(path, allow_pickle=False) as data:
-        if TIMELINE not in data:
-            return None
-        return [
-            RankTimeline(rank, events, total, note) for rank, events, total, note in json.loads(str(data[TIMELINE]))
-        ]
-
-
-def report_timelines(rank: int, path: Path, budget: int) -> list[RankTimeline]:
-    """The timeline of each rank in one report (one per process with GPU activity), each at most `budget` events."""
-    reader = open_export(path)
-    try:
-        pids = reader.processes()
-    finally:
-        reader.close()
-    if len(pids) <= 1:
-        return [read_rank(rank, path, budget)]
-    share = max(1, budget // len(pids))
-    return [read_rank(rank + offset, path, share, pid) for offset, pid in enumerate(pids)]
 
 
 def map_reports(
@@ -283,9 +280,9 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
     if not paths:
         raise AnalysisError(folder, "holds no part files (*.part.npz)", "map the reports first: 'invoke analyze-part'")
     parts, unreadable = [], {}
-    for path in paths:
+    for path in paths:  # the headers only: the results are read one part at a time as the reduce takes them
         try:
-            parts.append((path, *read_part(path)))
+            parts.append((path, read_header(path), []))
         except AnalysisError as exc:
             if strict:
                 raise
@@ -337,14 +334,33 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
         incomplete.append(f"{len(missing)} of {len(listed)} reports have no part in {folder} (their map "
                           f"failed or has not run): {shown}; this analysis covers the others")  # fmt: skip
     incomplete += [f"rank {rank} left out: {why}" for rank, _report, why in left_out if not why.startswith("no part")]
-    per_file = [results for _path, _header, results in good]
-    world = world_size(first["reports"], sum(map(len, per_file)))  # run.json's, beside the reports, else the ranks
-    analysis = merge(per_file, straggler_pct, first["unprofiled"], incomplete, world)
+    damaged: list[str] = []  # parts whose header read but whose results do not (a damaged member): left out, named
+    world = world_size(first["reports"], 0)  # run.json's, beside the reports; else the merge counts the ranks it takes
+    world = world if world.source == "run.json" else None
+    analysis = merge(_streamed(good, damaged, strict), straggler_pct, first["unprofiled"], incomplete, world)
+    analysis.incomplete += damaged
     if numbered_note:
         analysis.warnings.append(numbered_note)
     facts = {"folder": first["folder"], "missing": missing, "parts": len(parts), "left_out": left_out,
              "part_files": [path for path, _header, _results in good]}  # fmt: skip
     return analysis, facts
+
+
+def _streamed(
+    parts: list[tuple[Path, dict[str, Any], list]], damaged: list[str], strict: bool
+) -> Iterator[list[dict[str, Any]]]:  # fmt: skip
+    """Each part's results, read when the reduce asks for them and given the rank the merge numbered; a part that
+    cannot be decoded is named in `damaged` (or stops the merge when `strict`)."""
+    for path, header, _results in parts:
+        try:
+            results = read_results(path)
+        except AnalysisError as exc:
+            if strict:
+                raise
+            damaged.append(f"rank {header['rank']} left out: {exc.one_line()}")
+            continue
+        _give_rank(header, results, header["rank"], renumber=True)
+        yield results
 
 
 def _listing(header: dict[str, Any]) -> list[tuple[str, int, bool]]:
@@ -354,44 +370,13 @@ def _listing(header: dict[str, Any]) -> list[tuple[str, int, bool]]:
     return list(zip(header["reports"], header.get("ranks") or range(len(header["reports"])), named, strict=True))
 
 
-def _give_rank(header: dict[str, Any], results: list[dict[str, Any]], rank: int) -> None:
-    """Give a part the rank the merge numbered it (its results' ranks, from `rank` on, with their tables)."""
-    if header["rank"] == rank:
+def _give_rank(header: dict[str, Any], results: list[dict[str, Any]], rank: int, renumber: bool = False) -> None:
+    """Give a part the rank the merge numbered it (its results' ranks, from `rank` on, with their tables); with
+    `renumber`, its results take the rank its header was given before they were read."""
+    if header["rank"] == rank and not (renumber and results and results[0]["rank"] != rank):
         return
     header["rank"] = rank
     for offset, result in enumerate(results):
         result["rank"] = result["summary"]["rank"] = rank + offset
         for name in RANKED_KEYS:
             result[name].columns["rank"] = np.full(len(result[name]), rank + offset, dtype=np.int64)
-
-
-def merged_timelines(part_files: list[Path], analysis: Analysis) -> list[RankTimeline]:
-    """The run's timeline from its parts' ranks (renumbered as the analysis numbered them); an error when a part
-    was mapped without --timeline."""
-    timelines: list[RankTimeline] = []
-    for path in part_files:
-        held = read_timelines(path)
-        if held is None:
-            raise AnalysisError(path, "holds no timeline (mapped without --timeline)",
-                                "map again with 'invoke analyze-part --timeline', or merge without --timeline")  # fmt: skip
-        timelines += held
-    for timeline, rank in zip(timelines, analysis.sources, strict=False):
-        if timeline.rank != rank:  # a report of several processes: the run's ranks are renumbered 0..N-1
-            _renumber_timeline(timeline, rank)
-    return timelines
-
-
-def _renumber_timeline(timeline: RankTimeline, rank: int) -> None:
-    """Give a rank's timeline its number in the run: its process id, sort index, label and cap note."""
-    old, new = f"rank {timeline.rank}", f"rank {rank}"
-    for event in timeline.events:
-        event["pid"] = rank
-        args = event.get("args", {})
-        if event["name"] == "process_sort_index":
-            args["sort_index"] = rank
-        for key in ("name", "labels"):
-            if event["name"] in ("process_name", "process_labels") and str(args.get(key, "")).startswith(old):
-                args[key] = new + args[key][len(old) :]
-    if timeline.note.startswith(old):
-        timeline.note = new + timeline.note[len(old) :]
-    timeline.rank = rank

@@ -3,6 +3,7 @@ process's workers (trace.analyze_run) or from part files mapped on a cluster (pa
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -10,6 +11,7 @@ import numpy as np
 from nsyskit.analysis.compute import analyzers, counters, ncclbandwidth, nccldigest
 from nsyskit.analysis.compute.metrics import comm_share_by_rank, per_rank, view_of
 from nsyskit.analysis.compute.result import Analysis, combine_kernel_summaries, concat
+from nsyskit.analysis.compute.table import Table
 
 # The per-rank tables of trace.analyze_file's results (all but the kernel summary carry a rank column).
 TABLE_KEYS = ("kernel_summary", "breakdown", "memcpy", "nvtx", "nvtx_gpu", "steps", "evidence",
@@ -18,12 +20,18 @@ RANKED_KEYS = TABLE_KEYS[1:]
 
 
 def merge(
-    per_file: list[list[dict[str, Any]]], straggler_pct: float = 5.0, unprofiled_line: str = "",
+    per_file: Iterable[list[dict[str, Any]]], straggler_pct: float = 5.0, unprofiled_line: str = "",
     incomplete: list[str] | None = None, world: ncclbandwidth.WorldSize | None = None,
 ) -> Analysis:  # fmt: skip
     """The reduce: one Analysis from the per-file results of analyze_file (in rank order), the same whether they come
-    from this process's workers or from part files written on the cluster (nsyskit.analysis.mapreduce.parts)."""
-    results = _renumber(per_file)
+    from this process's workers or from part files written on the cluster (nsyskit.analysis.mapreduce.parts).
+
+    The files' results are folded in as they come (an iterator holds one part at a time): the per-rank tables are
+    joined CHUNK ranks at a time, so no list of thousands of small tables is kept until the end."""
+    folded = _Fold()
+    for results in per_file:
+        folded.add(results)
+    results = folded.finish()
     analysis = Analysis(sources={}, nsys_versions={}, incomplete=list(incomplete or []))
     for result in results:
         analysis.sources[result["rank"]] = result["source"]
@@ -32,7 +40,7 @@ def merge(
         analysis.warnings.extend(result.get("warnings", []))
     analysis.top_kernels = combine_kernel_summaries(analysis.kernel_summaries)
     for name in RANKED_KEYS:
-        setattr(analysis, name, concat([r[name] for r in results]))
+        setattr(analysis, name, folded.table(name))
     analysis.nccl = nccldigest.rollup({result["rank"]: result["nccl"] for result in results})
     # n where a report states none: run.json's world size when the caller read one, else the ranks analyzed
     analysis.nccl.world = world or ncclbandwidth.WorldSize(max(1, len(results)), "rank reports")
@@ -50,15 +58,51 @@ def merge(
     return analysis
 
 
-def _renumber(per_file: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Flat per-rank results; when a file held several ranks, every rank is renumbered 0..N-1 in file order."""
-    if all(len(results) == 1 for results in per_file):
-        return [results[0] for results in per_file]
-    flat = [result for results in per_file for result in results]
-    for new, result in enumerate(flat):
-        if result["rank"] != new:
-            result["rank"] = new
+class _Fold:
+    """The ranks' results as they come: what stays per rank (source, summary, kernel summary, NCCL digest) in a
+    list, and the ranked tables joined every CHUNK ranks, with each rank's row count to renumber them by.
+
+    When a file held several ranks, every rank is renumbered 0..N-1 in file order (as 'invoke analyze' numbers
+    them); that is known only once every file is in, so the rank columns are rewritten at the end."""
+
+    CHUNK = 64
+
+    def __init__(self) -> None:
+        self.kept: list[dict[str, Any]] = []
+        self.pending: dict[str, list[Table]] = {name: [] for name in RANKED_KEYS}
+        self.chunks: dict[str, list[Table]] = {name: [] for name in RANKED_KEYS}
+        self.rows: dict[str, list[int]] = {name: [] for name in RANKED_KEYS}
+        self.renumber = False
+
+    def add(self, results: list[dict[str, Any]]) -> None:
+        self.renumber = self.renumber or len(results) != 1
+        for result in results:
             for name in RANKED_KEYS:
-                result[name].columns["rank"] = np.full(len(result[name]), new, dtype=np.int64)
-            result["summary"]["rank"] = new
-    return flat
+                table = result[name]
+                self.pending[name].append(table)
+                self.rows[name].append(len(table) if table is not None else 0)
+            self.kept.append({key: value for key, value in result.items() if key not in RANKED_KEYS})
+            if len(self.pending[RANKED_KEYS[0]]) >= self.CHUNK:
+                self._join()
+
+    def _join(self) -> None:
+        for name in RANKED_KEYS:
+            joined = concat(self.pending[name])
+            if joined is not None:
+                self.chunks[name].append(joined)
+            self.pending[name] = []
+
+    def finish(self) -> list[dict[str, Any]]:
+        """The kept per-rank results, renumbered where a file held several ranks."""
+        self._join()
+        if self.renumber:
+            for new, result in enumerate(self.kept):
+                result["rank"] = result["summary"]["rank"] = new
+        return self.kept
+
+    def table(self, name: str) -> Table | None:
+        """The ranks' rows of one table, one rank after another (None when no rank had the table)."""
+        joined = concat(self.chunks[name])
+        if joined is not None and self.renumber and len(joined):
+            joined.columns["rank"] = np.repeat(np.arange(len(self.kept), dtype=np.int64), self.rows[name])
+        return joined
