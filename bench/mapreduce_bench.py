@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests" / "unit" / "analysis"), str(ROOT / "bench")]
 
 from analyze_bench import nsys_stats_timed  # noqa: E402
+from part_copies import copy_part  # noqa: E402
 from realistic_export import make_realistic_rank  # noqa: E402
 
 from nsyskit.analysis.read import nsys as nsys_cli  # noqa: E402
@@ -52,33 +53,6 @@ def map_times(rank_file: Path, ranks: int, work: Path) -> list[float]:
         map_reports([run], work / "parts", index, ranks)
         times.append(time.perf_counter() - start)
     return times
-
-
-def make_parts(part: Path, count: int, folder: Path) -> None:
-    """`count` parts under rank names, each the realistic rank's part with its own rank and report in the header."""
-    import numpy as np
-
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    with np.load(part) as data:
-        arrays = dict(data)
-    header = json.loads(str(arrays["header"]))
-    reports = [str(folder.parent / "run1024" / f"rank_{rank}.sqlite") for rank in range(count)]
-    plain = json.loads(str(arrays["results"]))
-    for rank, report in enumerate(reports):
-        arrays["header"] = np.asarray(json.dumps({**header, "report": report, "rank": rank, "reports": reports,
-                                                  "ranks": list(range(count)), "named": [True] * count}))  # fmt: skip
-        plain[0]["rank"] = plain[0]["summary"]["rank"] = rank
-        arrays["results"] = np.asarray(json.dumps(plain))
-        columns = arrays["columns"].copy()  # each table's rank column, rewritten where the part packed it
-        for table in plain[0]["tables"].values():
-            if "array" in table.get("rank", {}):
-                dtype, shape, offset = table["rank"]["array"]
-                columns[offset : offset + np.dtype(dtype).itemsize * int(np.prod(shape))] = np.full(
-                    shape, rank, dtype=dtype).view(np.uint8).ravel()  # fmt: skip
-        arrays["columns"] = columns
-        with open(folder / f"rank_{rank}.sqlite.part.npz", "wb") as out:
-            np.savez(out, **arrays)
 
 
 def child_merge(folder: str) -> None:
@@ -138,7 +112,7 @@ def main() -> None:
           f"   (medians of {len(warm)} and {len(nsys_runs)} runs; fastest: {min(warm):.2f} vs {min(nsys_runs):.2f} s, "
           f"{min(nsys_runs) / min(warm):.1f}x)")  # fmt: skip
     print(f"part size per rank: {part.stat().st_size / 1024:.0f} KB (export: {rank.stat().st_size / 2**20:.0f} MB)")
-    make_parts(part, args.parts, work / "parts1024")
+    copy_part(part, args.parts, work / "parts1024")
     child = subprocess.run([sys.executable, __file__, "--child-merge", str(work / "parts1024")],
                            capture_output=True, text=True)  # fmt: skip
     if child.returncode:

@@ -73,8 +73,8 @@ def test_a_missing_part_names_the_report_at_the_top_and_the_rest_is_merged(real_
     written = map_reports([real_run], tmp_path)
     written[0].unlink()
     merged, facts = merge_parts(tmp_path)
-    assert len(facts["missing"]) == 1 and merged.incomplete[0].startswith(f"1 of {len(RUN)} reports have no part")
-    assert written[0].name.removesuffix(SUFFIX) in merged.incomplete[0]
+    assert len(facts["missing"]) == 1 and merged.incomplete[0].startswith(f"1 of {len(RUN)} reports left out: ranks ")
+    assert f"{written[0].name.removesuffix(SUFFIX)}: their map failed or has not run" in merged.incomplete[0]
 
 
 def test_two_parts_claiming_one_rank_are_one_error_naming_both(real_run, tmp_path):
@@ -163,8 +163,11 @@ def test_a_report_that_cannot_be_read_gets_a_part_saying_why_and_the_merge_names
     assert facts["left_out"][0][1] == str(cut)
     assert merged.sources == analyze_run([run]).sources  # the others' ranks (one per process of a file), cut's left out
     rank = dict((str(path), rank) for rank, path in discover([run]))[str(cut)]  # as 'invoke analyze' numbers it
-    assert merged.incomplete == [f"rank {rank} left out: {facts['left_out'][0][2]}"]
-    assert str(cut) in merged.incomplete[0]
+    assert merged.incomplete == [
+        f"1 of {len(RUN)} reports left out: ranks {rank} (1 whose map failed or whose part cannot be read); "
+        "this analysis covers the others", f"rank {rank} left out: {facts['left_out'][0][2]}",
+    ]  # fmt: skip
+    assert str(cut) in merged.incomplete[1]
     with pytest.raises(AnalysisError):
         map_reports([run], tmp_path / "strict", strict=True)
     with pytest.raises(PartialAnalysis, match=rf"^rank {rank} \(.*\): .*; fix: map it again"):
@@ -175,7 +178,7 @@ def test_an_unreadable_part_leaves_its_rank_out_with_why_unless_strict(real_run,
     written = map_reports([real_run], tmp_path)
     written[-1].write_bytes(written[-1].read_bytes()[:100])
     merged, facts = merge_parts(tmp_path)
-    assert merged.incomplete[0].startswith(f"1 of {len(RUN)} reports have no part")
+    assert merged.incomplete[0].startswith(f"1 of {len(RUN)} reports left out: ranks ")
     assert any("is not a whole part file" in line for line in merged.incomplete[1:])
     with pytest.raises(AnalysisError, match="is not a whole part file"):
         merge_parts(tmp_path, strict=True)

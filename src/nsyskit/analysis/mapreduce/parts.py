@@ -28,6 +28,7 @@ from nsyskit.analysis.compute.ncclbandwidth import world_size
 from nsyskit.analysis.compute.nccldigest import NcclDigest
 from nsyskit.analysis.compute.result import Analysis
 from nsyskit.analysis.compute.table import Table
+from nsyskit.analysis.mapreduce.leftout import NO_PART, left_out_lines
 from nsyskit.analysis.mapreduce.partpack import Packer, unpack
 from nsyskit.analysis.mapreduce.timelines import TIMELINE, report_timelines
 from nsyskit.analysis.present.timeline import RankTimeline
@@ -314,7 +315,7 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
     missing = sorted((report for report in listed.values() if ranks[report] not in by_rank), key=ranks.__getitem__)
     failed = [(header["rank"], header["report"], header["error"]) for _path, header, _r in parts if header.get("error")]
     left_out = sorted(
-        [(ranks[m], m, unreadable.get(part_name(Path(m)), "no part (its map failed or has not run)")) for m in missing]
+        [(ranks[m], m, unreadable.get(part_name(Path(m)), NO_PART)) for m in missing]
         + failed
     )  # fmt: skip
     if strict and left_out:
@@ -327,13 +328,7 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
         rank, report, why = left_out[0]
         message, _sep, fix = why.partition("; fix: ")
         raise NsyskitError(f"no report of the run could be analyzed; rank {rank} ({report}): {message}", fix=fix)
-    incomplete = []
-    if missing:
-        shown = ", ".join(f"{Path(m).name} (rank {ranks[m]})" for m in missing[:5])
-        shown += f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-        incomplete.append(f"{len(missing)} of {len(listed)} reports have no part in {folder} (their map "
-                          f"failed or has not run): {shown}; this analysis covers the others")  # fmt: skip
-    incomplete += [f"rank {rank} left out: {why}" for rank, _report, why in left_out if not why.startswith("no part")]
+    incomplete = left_out_lines(left_out, len(listed), folder)
     damaged: list[str] = []  # parts whose header read but whose results do not (a damaged member): left out, named
     world = world_size(first["reports"], 0)  # run.json's, beside the reports; else the merge counts the ranks it takes
     world = world if world.source == "run.json" else None

@@ -17,6 +17,7 @@ from nsyskit.analysis.compute.table import Table
 TABLE_KEYS = ("kernel_summary", "breakdown", "memcpy", "nvtx", "nvtx_gpu", "steps", "evidence",
               *counters.TABLES)  # and "nccl": its NcclDigest  # fmt: skip
 RANKED_KEYS = TABLE_KEYS[1:]
+JOINED_RANKS = 64  # ranks whose tables the merge holds apart before joining them (a part's tables die once joined)
 
 
 def merge(
@@ -27,7 +28,7 @@ def merge(
     from this process's workers or from part files written on the cluster (nsyskit.analysis.mapreduce.parts).
 
     The files' results are folded in as they come (an iterator holds one part at a time): the per-rank tables are
-    joined CHUNK ranks at a time, so no list of thousands of small tables is kept until the end."""
+    joined JOINED_RANKS ranks at a time, so no list of thousands of small tables is kept until the end."""
     folded = _Fold()
     for results in per_file:
         folded.add(results)
@@ -60,12 +61,10 @@ def merge(
 
 class _Fold:
     """The ranks' results as they come: what stays per rank (source, summary, kernel summary, NCCL digest) in a
-    list, and the ranked tables joined every CHUNK ranks, with each rank's row count to renumber them by.
+    list, and the ranked tables joined every JOINED_RANKS ranks, with each rank's row count to renumber them by.
 
     When a file held several ranks, every rank is renumbered 0..N-1 in file order (as 'invoke analyze' numbers
     them); that is known only once every file is in, so the rank columns are rewritten at the end."""
-
-    CHUNK = 64
 
     def __init__(self) -> None:
         self.kept: list[dict[str, Any]] = []
@@ -82,7 +81,7 @@ class _Fold:
                 self.pending[name].append(table)
                 self.rows[name].append(len(table) if table is not None else 0)
             self.kept.append({key: value for key, value in result.items() if key not in RANKED_KEYS})
-            if len(self.pending[RANKED_KEYS[0]]) >= self.CHUNK:
+            if len(self.pending[RANKED_KEYS[0]]) >= JOINED_RANKS:
                 self._join()
 
     def _join(self) -> None:
