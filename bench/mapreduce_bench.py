@@ -5,11 +5,14 @@ Side by side, with ratios:
   ranges, NCCL kernels of 5 us - 2 ms with nearly every duration distinct) inside a process that maps several ranks one after another, as a job-array element does (start-up paid
   once, so the per-rank time is what 1,024 ranks wait for) vs `nsys stats -r gpukernsum` alone on the same file;
 - the merge of 1,024 parts of realistic ranks (copies of one realistic rank's part under rank names, each its own
-  rank): wall time and peak memory in a fresh process (goal: < 10 s and < 1 GB), and the part size per rank;
+  rank): wall time and peak memory in a fresh process (goal: < 10 s and < 1 GB), and the part size per rank; with
+  --parts 4096 16384 those merges beside it, each in its own process, and the time per part against 1,024's
+  (issue 41's goals: 4,096 in < 10 s and < 1 GB, 16,384 in < 40 s and < 2 GB, within 1.3x per part);
 - the projection of a 1,024-rank analysis' wall time on N nodes (array elements, CORES maps at once per node) vs
   on one machine (invoke analyze's 8 workers), from the measured per-rank map time and merge time.
 
-Usage: .venv/bin/python bench/mapreduce_bench.py [--kernels 1000000] [--map-ranks 8] [--nsys-runs 3] [--parts 1024] [--cores 8]
+Usage: .venv/bin/python bench/mapreduce_bench.py [--kernels 1000000] [--map-ranks 8] [--nsys-runs 3] [--parts 1024 4096 16384]
+       [--merge-only] [--cores 8]
 """
 
 from __future__ import annotations
@@ -36,6 +39,10 @@ from realistic_export import make_realistic_rank  # noqa: E402
 from nsyskit.analysis.read import nsys as nsys_cli  # noqa: E402
 
 ONE_MACHINE_WORKERS = 8  # invoke analyze's MAX_WORKERS
+REFERENCE_PARTS = 1024  # the merge every other count is compared with, per part
+# parts -> (seconds, MB) the merge should stay under (issue 25 at 1,024; issue 41 beyond)
+MERGE_GOALS = {1024: (10.0, 1024), 4096: (10.0, 1024), 16384: (40.0, 2048)}
+PER_PART_GOAL = 1.3  # seconds per part at 16,384 over seconds per part at 1,024
 
 
 def map_times(rank_file: Path, ranks: int, work: Path) -> list[float]:
@@ -84,7 +91,9 @@ def main() -> None:
     parser.add_argument("--kernels", type=int, default=1_000_000)
     parser.add_argument("--map-ranks", type=int, default=8, help="ranks one process maps (the first pays warm-up)")
     parser.add_argument("--nsys-runs", type=int, default=3, help="runs of nsys stats (its median is the baseline)")
-    parser.add_argument("--parts", type=int, default=1024, help="parts merged")
+    parser.add_argument("--parts", type=int, nargs="+", default=[REFERENCE_PARTS],
+                        help=f"parts merged, each count in its own process beside {REFERENCE_PARTS:,} (e.g. 4096 16384)")
+    parser.add_argument("--merge-only", action="store_true", help="time the merges only (one map makes the part)")
     parser.add_argument("--cores", type=int, default=8, help="array elements running at once per node (projection)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out")
     parser.add_argument("--child-merge", help=argparse.SUPPRESS)
@@ -97,32 +106,58 @@ def main() -> None:
     print(f"load average at start: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
     # NCCL durations spread as measured ones are (nearly all distinct): the part's size and the merge's medians
     rank = make_realistic_rank(args.out / f"realistic_{args.kernels}_spread_rank_0.sqlite", args.kernels, spread_nccl=True)
-    times = map_times(rank, args.map_ranks, work)
+    times = map_times(rank, 1 if args.merge_only else args.map_ranks, work)
+    part = next((work / "parts").glob("*.part.npz"))
+    map_s = statistics.median(times[1:] or times)
+    if not args.merge_only:
+        map_against_nsys(rank, times, args.nsys_runs)
+    print(f"part size per rank: {part.stat().st_size / 1024:.0f} KB (export: {rank.stat().st_size / 2**20:.0f} MB)")
+    merges = {count: merge_in_child(part, count, work) for count in sorted({REFERENCE_PARTS, *args.parts})}
+    merge_table(merges)
+    if not args.merge_only:
+        projection(map_s, merges[REFERENCE_PARTS]["wall_s"], REFERENCE_PARTS, args.cores)
+
+
+def map_against_nsys(rank: Path, times: list[float], runs: int) -> None:
+    """The map's warm time per rank against nsys stats gpukernsum on the same file (medians; fastest beside)."""
     warm = times[1:] or times
     map_s = statistics.median(warm)
     binary = nsys_cli.find_nsys()
     # The same statistic on both sides (medians; the fastest runs are printed too): this machine's speed drifts.
-    nsys_runs = [nsys_stats_timed(rank)[0] for _ in range(args.nsys_runs)] if binary else [float("nan")]
+    nsys_runs = [nsys_stats_timed(rank)[0] for _ in range(runs)] if binary else [float("nan")]
     nsys_s = statistics.median(nsys_runs)
-    part = next((work / "parts").glob("*.part.npz"))
-    print(f"\nrealistic rank: {args.kernels:,} kernels; map times in one process: {', '.join(f'{t:.2f}' for t in times)} s "
+    print(f"\nrealistic rank; map times in one process: {', '.join(f'{t:.2f}' for t in times)} s "
           f"(the first pays the warm-up)")  # fmt: skip
     print(f"{'seconds, one realistic rank':48} {'nsyskit':>9} {'baseline':>9}   ratio")
     print(f"{'map (analyze-part, warm) vs nsys stats gpukernsum':48} {map_s:9.2f} {nsys_s:9.2f}   {nsys_s / map_s:5.1f}x"
           f"   (medians of {len(warm)} and {len(nsys_runs)} runs; fastest: {min(warm):.2f} vs {min(nsys_runs):.2f} s, "
           f"{min(nsys_runs) / min(warm):.1f}x)")  # fmt: skip
-    print(f"part size per rank: {part.stat().st_size / 1024:.0f} KB (export: {rank.stat().st_size / 2**20:.0f} MB)")
-    copy_part(part, args.parts, work / "parts1024")
-    child = subprocess.run([sys.executable, __file__, "--child-merge", str(work / "parts1024")],
-                           capture_output=True, text=True)  # fmt: skip
+    print("target: map >= 10x nsys stats: " + ("n/a (no nsys)" if not binary else "PASS" if nsys_s / map_s >= 10 else "FAIL"))
+
+
+def merge_in_child(part: Path, count: int, work: Path) -> dict:
+    """Wall time, peak memory and ranks of the merge of `count` copies of the part, in a fresh process."""
+    folder = work / f"parts{count}"
+    copy_part(part, count, folder)
+    child = subprocess.run([sys.executable, __file__, "--child-merge", str(folder)], capture_output=True, text=True)
+    shutil.rmtree(folder, ignore_errors=True)  # 16,384 copies take 10 GB
     if child.returncode:
         raise SystemExit(child.stderr[-2000:])
-    merged = json.loads(child.stdout.strip().splitlines()[-1])
-    print(f"\nmerge of {args.parts:,} parts ({merged['ranks']:,} ranks): {merged['wall_s']:.2f} s, peak "
-          f"{merged['maxrss_kb'] / 1024:.0f} MB (goal < 10 s, < 1024 MB: "
-          f"{'PASS' if merged['wall_s'] < 10 and merged['maxrss_kb'] < 1 << 20 else 'FAIL'})")  # fmt: skip
-    print("target: map >= 10x nsys stats: " + ("n/a (no nsys)" if not binary else "PASS" if nsys_s / map_s >= 10 else "FAIL"))
-    projection(map_s, merged["wall_s"], args.parts, args.cores)
+    return json.loads(child.stdout.strip().splitlines()[-1])
+
+
+def merge_table(merges: dict[int, dict]) -> None:
+    """The merges side by side: time, peak memory, time per part against the reference count's, and the goals."""
+    reference = merges[REFERENCE_PARTS]["wall_s"] / REFERENCE_PARTS
+    print(f"\n{'merge of parts':>15} {'wall s':>8} {'peak MB':>8} {'ms/part':>8} {'vs 1,024':>8}   goal")
+    for count, merged in merges.items():
+        per_part = merged["wall_s"] / count
+        goal_s, goal_mb = MERGE_GOALS.get(count, (float("inf"), float("inf")))
+        ok = merged["wall_s"] < goal_s and merged["maxrss_kb"] / 1024 < goal_mb
+        ok = ok and (count < 16384 or per_part / reference <= PER_PART_GOAL)
+        goal = f"< {goal_s:.0f} s, < {goal_mb:,} MB" + (f", <= {PER_PART_GOAL}x per part" if count >= 16384 else "")
+        print(f"{count:>15,} {merged['wall_s']:8.2f} {merged['maxrss_kb'] / 1024:8.0f} {per_part * 1000:8.2f} "
+              f"{per_part / reference:7.2f}x   {goal if count in MERGE_GOALS else '-'}: {'PASS' if ok else 'FAIL'}")  # fmt: skip
 
 
 if __name__ == "__main__":

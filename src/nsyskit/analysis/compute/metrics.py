@@ -88,9 +88,8 @@ def window_steps(steps: Table | None, windowed: set[int] | frozenset[int] = froz
         return _empty_steps(), "none"
     keep = np.zeros(len(steps), dtype=bool)
     how = set()
-    for rank in np.unique(steps["rank"]):
-        index = np.flatnonzero(steps["rank"] == rank)
-        if int(rank) in windowed:
+    for rank, index in rows_by_rank(steps["rank"]).items():  # one sort, not a pass over every step per rank
+        if rank in windowed:
             keep[index] = True
             how.add("profile_window")
             continue

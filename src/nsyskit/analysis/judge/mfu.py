@@ -18,6 +18,7 @@ from nsyskit.analysis.compute.evidence import pivot
 from nsyskit.analysis.compute.metrics import RunView
 from nsyskit.analysis.compute.modelflops import DTYPE_KEY, FLOPS_KEY, GPU_KEY, RULE
 from nsyskit.analysis.compute.peaks import DEFAULT_DTYPE, DTYPES, find_gpu
+from nsyskit.analysis.compute.table import rows_by_rank
 from nsyskit.analysis.judge.finding import Finding, document, ranks_text
 
 LOW_MFU_PCT = 30.0  # MFU under this fires; also the target the time at stake is estimated against
@@ -108,7 +109,7 @@ def _median_steps(view: RunView) -> dict[int, float]:
     steps = view.steps
     if steps is None or not len(steps):
         return {}
-    return {int(r): float(np.median(steps["duration_ns"][steps["rank"] == r])) for r in np.unique(steps["rank"])}
+    return {rank: float(np.median(steps["duration_ns"][rows])) for rank, rows in rows_by_rank(steps["rank"]).items()}
 
 
 def _fact(facts, rank: int, key: str) -> float:

@@ -12,6 +12,7 @@ durations the run-level medians need (nsyskit.analysis.compute.nccldigest).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -41,13 +42,19 @@ from nsyskit.errors import AnalysisError, NsyskitError, PartialAnalysis, UsageEr
 # 2: a rank's NCCL operations as their digest (nsyskit.analysis.compute.nccldigest), not a table; 3: the digest's
 # sorted durations as steps (_steps); 4: each rank's evidence for the findings (compute.evidence); 5: each NCCL
 # duration's kind (message and communicator size: the bandwidths); 6: each rank's sampled counters: their stats,
-# time-bin sums and per-step totals (compute.counters); 7: the numeric columns packed in one array (partpack.Packer)
-PART_FORMAT = 7
+# time-bin sums and per-step totals (compute.counters); 7: the numeric columns packed in one array (partpack.Packer);
+# 8: the run's report list in its own member, named in the header by its hash (LISTING)
+PART_FORMAT = 8
 NCCL_GROUPS, NCCL_DURATIONS = "nccl_groups", "nccl_durations"
 NCCL_KINDS, NCCL_KIND_CODES = "nccl_kinds", "nccl_kind_codes"
 KIND_COLUMNS = ("size_bytes", "nranks", "gpu")  # NcclDigest.kinds (numbers exact as float64: sizes, ranks, 0/1)
 SUFFIX = ".part.npz"
 HEADER = "header"
+# The run's reports, their ranks and whether each rank is named, as the map saw them: the same in every part of a map,
+# so the header names them by a hash and the merge reads them once per map (in every header, they made the merge's
+# reading of headers grow as ranks x ranks: 4,096 parts held 1.6 GB of copies of one list)
+LISTING = "listing"
+LISTED = ("reports", "ranks", "named")
 COLUMNS = "columns"  # every numeric column of the part's tables, packed (partpack.Packer)
 
 
@@ -163,12 +170,14 @@ def write_part(
     arrays = _encode(results)
     if timelines is not None:
         arrays[TIMELINE] = np.asarray(json.dumps([[t.rank, t.events, t.total, t.note] for t in timelines]))
-    arrays[HEADER] = np.asarray(json.dumps({"format": PART_FORMAT, "nsyskit": __version__, **header}))
+    own = {key: value for key, value in header.items() if key not in LISTED}
+    own[LISTING], arrays[LISTING] = listing_member({key: header[key] for key in LISTED})
+    arrays[HEADER] = np.asarray(json.dumps({"format": PART_FORMAT, "nsyskit": __version__, **own}))
     # Not named *.part.npz until whole: a merge or a progress count never takes half a part (or a killed map's).
     handle, temporary = tempfile.mkstemp(dir=folder, prefix=".", suffix=".tmp")
     try:
         with os.fdopen(handle, "wb") as out:
-            _write_npz(out, arrays)
+            write_npz(out, arrays)
         os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
@@ -176,7 +185,19 @@ def write_part(
     return target
 
 
-def _write_npz(out, arrays: dict[str, np.ndarray]) -> None:
+def listing_member(listing: dict[str, list]) -> tuple[str, np.ndarray]:
+    """(its hash, the member) of a map's listing of the run (LISTED's lists)."""
+    text = json.dumps(listing)
+    return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest(), np.asarray(text)
+
+
+def read_listing(path: Path) -> dict[str, list]:
+    """The run's listing (LISTED's lists) the map of this part saw."""
+    with _opened(path) as data:
+        return json.loads(str(data[LISTING]))
+
+
+def write_npz(out, arrays: dict[str, np.ndarray]) -> None:
     """np.savez_compressed's file (np.load reads it), at zlib level 1: a part crosses the shared file system (KB-MB,
     not the rows' bytes), and level 1 makes it within 1% of level 6's size in half the time (the map waits for it)."""
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
@@ -292,9 +313,12 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
         raise next(AnalysisError(p, unreadable[p.name].partition(": ")[2]) for p in paths)
     # Each part's rank in the run: a rank nothing names is numbered here over every part's reports (see number_reports)
     headers = [header for _path, header, _results in parts]
-    lists = {tuple(header["reports"]): header for header in headers}  # one per map: each part of a map lists the run
+    lists: dict[str, dict[str, list]] = {}  # one per map: each part of a map lists the run, read once
+    for path, header, _results in parts:
+        if header[LISTING] not in lists:
+            lists[header[LISTING]] = read_listing(path)
     owned = [(header["report"], header["rank"], header.get("rank_known", True)) for header in headers]
-    ranks, numbered_note = number_reports(owned, [_listing(header) for header in lists.values()])
+    ranks, numbered_note = number_reports(owned, [_listing(listing) for listing in lists.values()])
     for _path, header, results in parts:
         _give_rank(header, results, ranks[header["report"]])
     by_rank: dict[int, Path] = {}
@@ -309,8 +333,8 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
     first = parts[0][1]
     # By rank, not by path: maps running side by side may each have seen another's report as .nsys-rep or .sqlite.
     listed: dict[str, str] = {}  # every report some map listed, one per stem
-    for reports in lists:
-        for report in reports:
+    for listing in lists.values():
+        for report in listing["reports"]:
             listed.setdefault(str(Path(report).with_suffix("")), report)
     missing = sorted((report for report in listed.values() if ranks[report] not in by_rank), key=ranks.__getitem__)
     failed = [(header["rank"], header["report"], header["error"]) for _path, header, _r in parts if header.get("error")]
@@ -330,7 +354,7 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
         raise NsyskitError(f"no report of the run could be analyzed; rank {rank} ({report}): {message}", fix=fix)
     incomplete = left_out_lines(left_out, len(listed), folder)
     damaged: list[str] = []  # parts whose header read but whose results do not (a damaged member): left out, named
-    world = world_size(first["reports"], 0)  # run.json's, beside the reports; else the merge counts the ranks it takes
+    world = world_size(lists[first[LISTING]]["reports"], 0)  # run.json's, beside the reports; else the merge counts the ranks it takes
     world = world if world.source == "run.json" else None
     analysis = merge(_streamed(good, damaged, strict), straggler_pct, first["unprofiled"], incomplete, world)
     analysis.incomplete += damaged
@@ -358,11 +382,9 @@ def _streamed(
         yield results
 
 
-def _listing(header: dict[str, Any]) -> list[tuple[str, int, bool]]:
-    """(report, rank, whether the rank is named) for every report a part's map listed (parts written before "named"
-    name every rank)."""
-    named = header.get("named") or [True] * len(header["reports"])
-    return list(zip(header["reports"], header.get("ranks") or range(len(header["reports"])), named, strict=True))
+def _listing(listing: dict[str, list]) -> list[tuple[str, int, bool]]:
+    """(report, rank, whether the rank is named) for every report a part's map listed."""
+    return list(zip(listing["reports"], listing["ranks"], listing["named"], strict=True))
 
 
 def _give_rank(header: dict[str, Any], results: list[dict[str, Any]], rank: int, renumber: bool = False) -> None:
