@@ -34,6 +34,7 @@ from nsyskit.analysis.compute.metrics import window_steps, windowed_ranks
 from nsyskit.analysis.compute.projection import project
 from nsyskit.analysis.compute.result import Analysis, combine_kernel_summaries, with_rank
 from nsyskit.analysis.compute.table import Table
+from nsyskit.analysis.mapreduce.leftout import left_out_lines
 from nsyskit.analysis.mapreduce.reduce import RANKED_KEYS, TABLE_KEYS, merge  # noqa: F401  (parts and tests take them here)
 from nsyskit.analysis.process import keep_freed_memory
 from nsyskit.analysis.read.discover import RANK_IN_NAME, REPORT_SUFFIXES, discover, open_export  # noqa: F401
@@ -351,15 +352,16 @@ def analyze_run(
         context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
             outcomes = list(_counted(pool.map(_analyze_in_worker, *zip(*found, strict=True)), len(found), progress))
-    failed = [(rank, out) for (rank, _path), out in zip(found, outcomes, strict=True) if not isinstance(out, list)]
+    failed = [(rank, path, out) for (rank, path), out in zip(found, outcomes, strict=True) if not isinstance(out, list)]
     if failed and (strict or len(failed) == len(found)):  # the first file that failed stops the analysis
-        first = failed[0][1]
+        first = failed[0][2]
         if isinstance(first, NsyskitError):
             raise first
         message, _sep, fix = first.partition("; fix: ")  # a worker's one line: its fix kept apart
         raise NsyskitError(message, fix=fix)
     per_file = [outcome for outcome in outcomes if isinstance(outcome, list)]
-    incomplete = [f"rank {rank} left out: {out if isinstance(out, str) else out.one_line()}" for rank, out in failed]
+    why = [(rank, str(path), out if isinstance(out, str) else out.one_line()) for rank, path, out in failed]
+    incomplete = left_out_lines(why, len(found), Path(str(paths[0])))  # one line naming them all, then the reasons
     world = ncclbandwidth.world_size([path for _rank, path in found], sum(map(len, per_file)))
     return merge(per_file, straggler_pct, unprofiled_line, incomplete, world)
 

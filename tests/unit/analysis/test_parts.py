@@ -164,7 +164,7 @@ def test_a_report_that_cannot_be_read_gets_a_part_saying_why_and_the_merge_names
     assert merged.sources == analyze_run([run]).sources  # the others' ranks (one per process of a file), cut's left out
     rank = dict((str(path), rank) for rank, path in discover([run]))[str(cut)]  # as 'invoke analyze' numbers it
     assert merged.incomplete == [
-        f"1 of {len(RUN)} reports left out: ranks {rank} (1 whose map failed or whose part cannot be read); "
+        f"1 of {len(RUN)} reports left out: ranks {rank} (1 that could not be analyzed); "
         "this analysis covers the others", f"rank {rank} left out: {facts['left_out'][0][2]}",
     ]  # fmt: skip
     assert str(cut) in merged.incomplete[1]

@@ -178,8 +178,9 @@ def test_a_bad_file_among_ranks_is_left_out_and_named_unless_strict(tmp_path, wo
     (tmp_path / "c_rank_2.sqlite").write_bytes(good.read_bytes()[:3000])
     analysis = analyze_run([tmp_path], workers=workers)
     assert sorted(analysis.sources) == [0, 1]
-    assert len(analysis.incomplete) == 1
-    assert analysis.incomplete[0].startswith(f"rank 2 left out: {tmp_path / 'c_rank_2.sqlite'}: truncated")
+    assert len(analysis.incomplete) == 2  # the one line naming every report left out, then each one's reason
+    assert analysis.incomplete[0] == "1 of 3 reports left out: ranks 2 (1 that could not be analyzed); this analysis covers the others"
+    assert analysis.incomplete[1].startswith(f"rank 2 left out: {tmp_path / 'c_rank_2.sqlite'}: truncated")
     with pytest.raises(NsyskitError) as caught:
         analyze_run([tmp_path], workers=workers, strict=True)
     assert caught.value.one_line().startswith(f"{tmp_path / 'c_rank_2.sqlite'}: truncated")

@@ -22,14 +22,14 @@ def rank_ranges(ranks: list[int]) -> str:
 def left_out_lines(left_out: list[tuple[int, str, str]], reports: int, folder: Path) -> list[str]:
     """The analysis' first lines for the reports left out ((rank, report, why) each): one line naming every one of
     them by rank and counting them by cause, then the reasons of the first DETAILED that are not a missing part
-    (their reasons differ: a failed map, a part cut short), and how many more there are."""
+    (their reasons differ: a report or a part cut short, a failed map), and how many more there are."""
     if not left_out:
         return []
     missing = [(rank, report) for rank, report, why in left_out if why == NO_PART]
     other = [(rank, why) for rank, _report, why in left_out if why != NO_PART]
     named = ", ".join(Path(report).name for _rank, report in missing) + ": " if len(missing) <= DETAILED else ""
     causes = [f"{len(missing):,} with no part in {folder} ({named}their map failed or has not run)"] if missing else []
-    causes += [f"{len(other):,} whose map failed or whose part cannot be read"] if other else []
+    causes += [f"{len(other):,} that could not be analyzed"] if other else []  # a report, its map or its part
     ranks = [rank for rank, _report, _why in left_out]
     lines = [f"{len(left_out):,} of {reports:,} reports left out: ranks {rank_ranges(ranks)} ({'; '.join(causes)}); "
              f"this analysis covers the others"]  # fmt: skip
