@@ -90,3 +90,14 @@ def test_a_wide_run_with_counters_stays_within_the_limits(real_exports_dir, tmp_
     )
     table = [line for line in lines if "per metric here" in line]
     assert len(table) == 1 and "9,216 device rows" in table[0]
+
+
+def test_the_findings_open_the_terminal_and_the_first_30_kb_of_report_html(big_run):
+    # What a person reads first at scale is the verdict: no per-rank list before it, on the terminal or in the page.
+    run, analysis = big_run
+    console = Console(file=io.StringIO(), width=160, color_system=None)
+    print_report(compose(analysis, summarize(analysis, run), run), console, top=15)
+    assert console.file.getvalue().lstrip().startswith("Findings")
+    html = (run / "report.html").read_bytes()
+    start = html.index(b'<section id="findings">')
+    assert html.index(b"</section>", start) < 30 * 1024, "the findings end past report.html's first 30 KB"
