@@ -38,9 +38,16 @@ static const unsigned char *digits(const unsigned char *p, const unsigned char *
     return p;
 }
 
-/* One launcher prefix at p (lines.py PREFIX, its alternatives in order); the position after it, or 0. */
+/* One launcher prefix at p (launchprefix.py PREFIX, its alternatives in order); the position after it, or 0. */
 static const unsigned char *prefix(const unsigned char *p, const unsigned char *eol) {
     const unsigned char *q;
+    if (p < eol && is_blank(*p)) { /* srun --label padded with blanks: ' 3: ', '  3: ' (a row's own blanks: no ':') */
+        q = p;
+        while (q < eol && is_blank(*q)) q++;
+        const unsigned char *r = digits(q, eol);
+        if (r > q && r + 1 < eol && r[0] == ':' && r[1] == ' ') return r + 2;
+        return 0;
+    }
     if (p < eol && *p == '[') { /* [1,0]<stdout>: | [pod/...] | [0] */
         q = digits(p + 1, eol);
         if (q > p + 1 && q < eol && *q == ',') {
