@@ -26,7 +26,8 @@ PER_RANK_LIMIT = 16  # more ranks than this: heatmaps instead of one bar/line pe
 WIDTH_IN, DPI = 11.0, 100  # at most 1100 px wide: fits a 1400 px window with the page margins
 
 
-def _png(fig) -> bytes:
+def png_of(fig) -> bytes:
+    """The figure as PNG bytes (laid out tight), closed after."""
     buffer = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buffer, format="png", dpi=DPI)
@@ -59,7 +60,7 @@ def breakdown_per_rank(breakdown: Table | None) -> bytes | None:
         ax.set_xlabel(f"GPU (rank order, {len(labels)} GPUs)")
         fig.colorbar(image, ax=ax, label="% of profiled window")
         ax.set_title("GPU time breakdown per GPU")
-        return _png(fig)
+        return png_of(fig)
     fig, ax = plt.subplots(figsize=(min(WIDTH_IN, max(6.0, 0.55 * len(labels) + 4)), 3.8))
     bottom = np.zeros(len(labels))
     for (name, color), values in zip(CATEGORY_COLORS.items(), shares.values(), strict=True):
@@ -71,7 +72,7 @@ def breakdown_per_rank(breakdown: Table | None) -> bytes | None:
     ax.set_ylim(0, 100)
     ax.set_title("GPU time breakdown per rank")
     ax.legend(loc="upper left", bbox_to_anchor=(1, 1), fontsize=8)
-    return _png(fig)
+    return png_of(fig)
 
 
 def step_times_per_rank(steps: Table | None, window: Table | None = None) -> bytes | None:
@@ -98,7 +99,7 @@ def step_times_per_rank(steps: Table | None, window: Table | None = None) -> byt
         fig.colorbar(image, ax=ax, label=f"step time ({unit})")
         ax.legend(loc="lower right", fontsize=8)
         ax.set_title("Step time per rank and step (colors capped at the window's 99th percentile)")
-        return _png(fig)
+        return png_of(fig)
     fig, ax = plt.subplots(figsize=(min(WIDTH_IN, 9.0), 3.8))
     for rank in ranks:
         mask = steps["rank"] == rank
@@ -117,7 +118,7 @@ def step_times_per_rank(steps: Table | None, window: Table | None = None) -> byt
     ax.set_ylabel(f"step time ({unit})")
     ax.set_title(f"Step time per rank (profiled window: steps {low}-{high})")
     ax.legend(fontsize=8, ncol=4, loc="lower right")
-    return _png(fig)
+    return png_of(fig)
 
 
 def nccl_size_histograms(total: NcclRollup | None) -> bytes | None:
@@ -139,7 +140,7 @@ def nccl_size_histograms(total: NcclRollup | None) -> bytes | None:
         ax.set_xlabel(f"duration ({unit})")
     axes[0][0].set_ylabel("operations")
     fig.suptitle("NCCL operation durations per message size")
-    return _png(fig)
+    return png_of(fig)
 
 
 def nccl_busbw(by_size: Table | None) -> bytes | None:
@@ -159,7 +160,7 @@ def nccl_busbw(by_size: Table | None) -> bytes | None:
     ax.set_ylabel("busbw (GB/s, median)")
     ax.set_title("NCCL bus bandwidth against message size (operations timed on the GPU)")
     ax.legend(fontsize=8)
-    return _png(fig)
+    return png_of(fig)
 
 
 def top_kernels(kernels: Table | None, count: int = 12) -> bytes | None:
@@ -175,7 +176,7 @@ def top_kernels(kernels: Table | None, count: int = 12) -> bytes | None:
     ax.set_xlabel(f"total time ({unit}, all ranks)")
     ax.set_title("Top kernels")
     ax.tick_params(axis="y", labelsize=8)
-    return _png(fig)
+    return png_of(fig)
 
 
 def _short(name: str, width: int = 80) -> str:
