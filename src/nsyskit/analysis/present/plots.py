@@ -7,6 +7,7 @@ the chart keeps its size and an outlier rank still stands out. Durations use the
 from __future__ import annotations
 
 import io
+import math
 
 import matplotlib
 
@@ -161,6 +162,33 @@ def nccl_busbw(by_size: Table | None) -> bytes | None:
     ax.set_title("NCCL bus bandwidth against message size (operations timed on the GPU)")
     ax.legend(fontsize=8)
     return png_of(fig)
+
+
+def nccl_busbw_against_fabric(sizes: Table | None, ceiling) -> bytes | None:
+    """With --fabric: the busbw nccl-tests measured on the fabric (its tests' own points joined) and the run's size
+    buckets (median, p10-p90, the ratio written beside) on the same axes, drawn by nccltests.plot.busbw_plot, the
+    one function 'invoke nccl-tests --plot' draws with too."""
+    from nsyskit.nccltests.plot import busbw_plot
+
+    points = run_points(sizes)
+    return busbw_plot(ceiling.tests, run=points) if points and ceiling is not None else None
+
+
+def run_points(sizes: Table | None) -> list:
+    """The run's size buckets with a busbw (nccltests.plot.RunPoint): where each sits on nccl-tests' size axis, its
+    median and p10-p90 busbw, and its ratio to the ceiling (None where the fabric measured no such operation)."""
+    from nsyskit.analysis.compute.ncclbandwidth import nccl_tests_size
+    from nsyskit.nccltests.plot import RunPoint
+
+    points = []
+    for row in sizes.rows() if sizes is not None else ():
+        median, ratio = row["busbw_median_gbps"], row.get("fabric_ratio")
+        if not row["bw_count"] or not row["count"] or median is None or not math.isfinite(median):
+            continue
+        known = ratio is not None and math.isfinite(ratio)
+        points.append(RunPoint(str(row["op"]), int(row["nranks"]), nccl_tests_size(row), median,
+                               row["busbw_p10_gbps"], row["busbw_p90_gbps"], ratio if known else None))  # fmt: skip
+    return points
 
 
 def top_kernels(kernels: Table | None, count: int = 12) -> bytes | None:

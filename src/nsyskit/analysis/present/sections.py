@@ -269,8 +269,9 @@ def n_source_note(sizes: Table | None) -> str:
             "GPU kernel time only; nranks from " + " and ".join(said.get(s, s) for s in sources))  # fmt: skip
 
 
-def communication(analysis: Analysis, data: Callable[[], dict]) -> Section:
-    """Collective operations (NCCL, or gloo on CPU runs) by message size: count, time and bandwidth per size bucket."""
+def communication(analysis: Analysis, data: Callable[[], dict], fabric=None) -> Section:
+    """Collective operations (NCCL, or gloo on CPU runs) by message size: count, time and bandwidth per size bucket;
+    with --fabric (FABRIC: the nccltests.Ceiling), the busbw plot draws the run against the measured curve."""
 
     def terminal(console: Console, top: int) -> None:
         title = "Collective operations by message size (NCCL, gloo)"
@@ -284,7 +285,10 @@ def communication(analysis: Analysis, data: Callable[[], dict]) -> Section:
         from nsyskit.analysis.present import plots
 
         png = plots.nccl_size_histograms(analysis.nccl)
-        busbw = plots.nccl_busbw(busbw_by_size(analysis.nccl)) if analysis.nccl is not None else None
+        if fabric is not None:
+            busbw = plots.nccl_busbw_against_fabric(analysis.nccl_sizes, fabric)
+        else:
+            busbw = plots.nccl_busbw(busbw_by_size(analysis.nccl)) if analysis.nccl is not None else None
         note = n_source_note(analysis.nccl_sizes)
         return {
             "figures": figure("NCCL durations per message size", png, folder, "nccl_sizes.png")
