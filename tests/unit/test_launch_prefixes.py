@@ -30,6 +30,13 @@ FORMS = {
     "kubectl logs --timestamps": "2025-03-01T10:00:00.123456789Z ",
     "kubectl timestamps over padded srun": "2025-03-04T05:06:07Z  3: ",
     "intel mpi -prepend-rank": "[0] ",
+    "NCCL_DEBUG_TIMESTAMP_FORMAT, bracketed": "[2025-01-02 03:04:05] ",
+    "torchrun --tee": "[default0]:",
+    "Loki / Fluent Bit (CRI)": "2025-03-04T05:06:07.000000001Z stdout F ",
+    "CloudWatch console copy": "  | 2024-12-04T07:19:43.478Z | ",
+    "Python logging": "2025-01-02 10:11:12,851 - INFO - ",
+    "Python logging with a logger": "2025-01-02 10:11:12,851 - torch.distributed - INFO - ",
+    "kubectl timestamps, offset, over srun": "2025-03-04T05:06:07.5+05:30 12: ",
 }
 LABELS = {"space-padded": " 3: ", "two-space-padded": "  3: ", "zero-padded": "03: "}
 TESTS_DIR = REAL_DATA / "nccl-tests"
