@@ -19,14 +19,14 @@ ROOT = Path(__file__).parent
 TEMPLATE_FOLDERS = (ROOT / "analysis" / "present" / "templates", ROOT / "nccllog" / "render" / "templates")
 
 
-# Where a long name may wrap besides its spaces: after each '_', '<', ',' and '(' (kernel, metric and NVTX names
-# such as 'Kernel<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_256x128_32x3_nn_align8>'), never inside a word.
-PIECES = re.compile(r"[^\s_<,(]*[_<,(]+|[^\s_<,(]+|\s+")
+# Where a long name may wrap besides its spaces: after each '_', '<' and ',' (kernel, metric and NVTX names such
+# as 'Kernel<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_256x128_32x3_nn_align8>'), never inside a word.
+PIECES = re.compile(r"[^\s_<,]*[_<,]+|[^\s_<,]+|\s+")
 
 
 def breakable(text) -> Markup:
     """TEXT escaped, as pieces that never break inside ('1MB-16MB' stays one: a browser would break it at its '-')
-    with a break opportunity after each '_', '<', ',' and '(' and at the spaces."""
+    with a break opportunity after each '_', '<' and ',' and at the spaces."""
     out = []
     for piece in PIECES.findall(str(text)):
         if piece.isspace():

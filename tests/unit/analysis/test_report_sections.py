@@ -136,3 +136,12 @@ def test_logs_below_a_folder_count_only_in_a_run_folder(tmp_path):
     assert report.run_logs(analysis, folder) == [folder / "beside.log"]
     (folder / "run.json").write_text("{}")
     assert report.run_logs(analysis, folder) == [folder / "beside.log", folder / "old-job" / "logs" / "rank0.log"]
+
+
+def test_table_names_break_only_at_spaces_and_after_underscores_angle_brackets_and_commas():
+    from nsyskit.pages import breakable
+
+    shown = str(breakable("void at::native::foo<float, 4>(x_y) 1MB-16MB <script>"))
+    assert "<script" not in shown and "<float" not in shown  # escaped, then split
+    pieces = re.findall(r'<span class="w">(.*?)</span>', shown)  # each piece is one unbreakable box
+    assert pieces == ["void", "at::native::foo&lt;", "float,", "4&gt;(x_", "y)", "1MB-16MB", "&lt;", "script&gt;"]
