@@ -84,10 +84,8 @@ static const unsigned char *prefix(const unsigned char *p, const unsigned char *
                 return close + 2;
         }
         if (q > p + 1 && q + 1 < eol && q[0] == ']' && q[1] == ' ') return q + 2;
-        if (q > p + 1) {
-            const unsigned char *r = stamp_end(p + 1, eol);
-            if (r && r + 1 < eol && r[0] == ']' && r[1] == ' ') return r + 2;
-        }
+        const unsigned char *r = q > p + 1 ? stamp_end(p + 1, eol) : 0;
+        if (r && r + 1 < eol && r[0] == ']' && r[1] == ' ') return r + 2;
         if (p + 1 < eol && is_alpha(p[1])) {
             const unsigned char *w = p + 2;
             while (w < eol && is_word(*w)) w++;
@@ -105,8 +103,7 @@ static const unsigned char *prefix(const unsigned char *p, const unsigned char *
         q = digits(p, eol);
         if (q + 1 < eol && q[0] == ':' && q[1] == ' ') return q + 2;
         const unsigned char *r = stamp_end(p, eol);
-        if (r && r < eol && *r == ' ') return r + 1;
-        return 0;
+        return r && r < eol && *r == ' ' ? r + 1 : 0;
     }
     if (p < eol && *p == '-') { /* Python logging after its stamp: '- INFO - ', '- torch.distributed - INFO - ' */
         const unsigned char *end = 0;
@@ -121,8 +118,7 @@ static const unsigned char *prefix(const unsigned char *p, const unsigned char *
         }
         return end;
     }
-    if (eol - p >= 9 && (memcmp(p, "stdout ", 7) == 0 || memcmp(p, "stderr ", 7) == 0) && (p[7] == 'F' || p[7] == 'P') &&
-        p[8] == ' ')
+    if (eol - p >= 9 && (!memcmp(p, "stdout ", 7) || !memcmp(p, "stderr ", 7)) && (p[7] == 'F' || p[7] == 'P') && p[8] == ' ')
         return p + 9; /* the CRI stream tag (Loki, Fluent Bit) */
     if (p < eol && is_word(*p)) { /* run(), common.cu:967, */
         q = p;
