@@ -17,11 +17,14 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "analysis"))
 
+from fabric_counters_run import write_run  # noqa: E402
 from test_report import make_run  # noqa: E402
 
 from nsyskit import hostpkgs  # noqa: E402
 from nsyskit.analysis import run_analysis  # noqa: E402
+from nsyskit.analysis.outputs import analyze, write  # noqa: E402
 from nsyskit.analysis.present.timeline import write_timeline  # noqa: E402
+from nsyskit.analysis.request import AnalyzeRequest  # noqa: E402
 
 WIDTH = 1400
 PROBE = """<script>
@@ -105,3 +108,84 @@ def test_a_1024_rank_report_opens_with_its_findings_and_caps_its_tables(chromium
     text = page.read_text()
     assert "all 1024 rows</summary>" in text and "across 1,024 ranks (min / median / p95 / max)" in text
     assert seen["scrollWidth"] <= seen["innerWidth"] == WIDTH, seen["wide"]
+
+
+# Measures, after load, every header and text cell (names, ops, buckets, metrics) and every table, from the page's
+# own layout: a word (a run of non-blank characters in one text node; names are split where they may wrap) that
+# takes two line boxes was broken inside, one wider than its cell's content box squeezes out of it; a table is cut
+# off when it runs past its box (or the box past the window) without the box scrolling, or when, scrolled to its
+# end, its last column is not whole inside the box or its first column (fixed) left it.
+LAYOUT = """<script>
+window.addEventListener('load', () => {
+  const broken = [], cut = [];
+  const cells = [...document.querySelectorAll('th, td.text')].filter(c => c.getClientRects().length);
+  for (const cell of cells) {
+    const style = getComputedStyle(cell);
+    const inner = cell.getBoundingClientRect().width - ['paddingLeft', 'paddingRight', 'borderLeftWidth',
+      'borderRightWidth'].reduce((sum, key) => sum + parseFloat(style[key]), 0);
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (const match of node.data.matchAll(/\\S+/g)) {
+        const range = document.createRange();
+        range.setStart(node, match.index);
+        range.setEnd(node, match.index + match[0].length);
+        const lines = [...range.getClientRects()].filter(r => r.width > 0).length;
+        const width = range.getBoundingClientRect().width;
+        if (lines > 1 || width > inner + 0.5) broken.push([match[0], cell.textContent.slice(0, 50), lines, width, inner]);
+      }
+    }
+  }
+  let scrolling = 0, tables = 0;
+  for (const table of document.querySelectorAll('table')) {
+    if (!table.getBoundingClientRect().width) continue;  // in a closed <details>
+    tables++;
+    const box = table.parentElement, boxRect = box.getBoundingClientRect();
+    const scrolls = ['auto', 'scroll'].includes(getComputedStyle(box).overflowX);
+    if (boxRect.right > window.innerWidth + 1) cut.push(['box past the window', table.textContent.slice(0, 40)]);
+    if (table.getBoundingClientRect().right > boxRect.right + 1 && !scrolls) cut.push(['no scroll', table.textContent.slice(0, 40)]);
+    if (!scrolls || box.scrollWidth <= box.clientWidth) continue;
+    scrolling++;
+    box.scrollLeft = box.scrollWidth;
+    const heads = [...table.querySelectorAll('thead th')];
+    const last = heads[heads.length - 1].getBoundingClientRect(), first = heads[0].getBoundingClientRect();
+    if (last.right > boxRect.right + 1) cut.push(['last column cut', table.textContent.slice(0, 40)]);
+    if (Math.abs(first.left - boxRect.left) > 1) cut.push(['first column scrolled away', table.textContent.slice(0, 40)]);
+    box.scrollLeft = 0;
+  }
+  const result = {broken, cut, cells: cells.length, tables, scrolling, innerWidth: window.innerWidth,
+                  scrollWidth: document.documentElement.scrollWidth};
+  const out = document.createElement('pre'); out.id = 'layout'; out.textContent = JSON.stringify(result);
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+@pytest.fixture(scope="module")
+def fabric_counters_report(tmp_path_factory) -> Path:
+    """report.html of the 8-rank run with --fabric and GPU/EFA counters (long kernel and metric names, a wide
+    collectives table)."""
+    run, output = write_run(tmp_path_factory.mktemp("fabric") / "run")
+    request = AnalyzeRequest([str(run)], fabric=[str(output)]).check()
+    return write(analyze([run], inputs=request.judge_inputs())).report_html
+
+
+@pytest.mark.parametrize("width", [1400, 1024, 640])  # 640: a window split in two, where wide tables must scroll
+def test_no_cell_breaks_a_word_and_no_column_is_cut_off(chromium, fabric_counters_report, tmp_path, width):
+    probed = tmp_path / "layout.html"
+    probed.write_text(fabric_counters_report.read_text().replace("</body>", LAYOUT + "</body>"))
+    result = subprocess.run(
+        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", f"--window-size={width},1000",
+         "--virtual-time-budget=10000", "--dump-dom", probed.as_uri()],
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    match = re.search(r'<pre id="layout">(.*?)</pre>', result.stdout, re.S)
+    assert match, result.stderr[-2000:]
+    seen = json.loads(
+        match.group(1).replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")
+    )
+    assert seen["innerWidth"] == width and seen["scrollWidth"] <= width  # the page itself never scrolls sideways
+    assert seen["cells"] > 100 and seen["tables"] >= 8  # the headers and names of every shown table were measured
+    assert seen["broken"] == [], seen["broken"][:5]
+    assert seen["cut"] == [], seen["cut"][:5]
+    if width == 640:
+        assert seen["scrolling"] >= 3  # wide tables scroll in their box (first column fixed) rather than squeeze

@@ -14,8 +14,8 @@ from nsyskit.cli import number_flag, task
 @task(
     positional=["logs"],
     help={
-        "logs": "Logs to read: files (plain or .gz), globs, or a run folder; several comma-separated (e.g. 'a.log,b.log.gz'). "
-        "A run folder's logs form one job (one set of step statistics); any other file is its own job.",
+        "logs": "Logs to read: files (plain or .gz), globs, or a run folder; several comma-separated (e.g. 'a.log,b.log.gz'); "
+        "'-' reads standard input. A run folder's logs form one job (one set of step statistics); any other file is its own job.",
         "steps": "Only the step window A-B: from the step line of iteration A up to the first step line after B "
         "(NeMo 'Training epoch .. iteration N/M', Megatron 'iteration N/M', the example's '[rank 0] step N/M').",
         "lines": "Only lines A-B (1-based, inclusive) of each file; combined with --steps, lines in both.",
@@ -78,7 +78,7 @@ def _progress(paths: list[Path]) -> Callable[[int, int], None] | None:
     positional=["outputs"],
     help={
         "outputs": "nccl-tests outputs to read: files (plain or .gz), globs, or the run folder of a nccl-tests "
-        "workload (every text file under it that holds a table); several comma-separated.",
+        "workload (every text file under it that holds a table); several comma-separated; '-' reads standard input.",
         "json": "Print the tests as JSON (every row, unrounded) instead of tables.",
         "diff": "Baseline outputs (files or a run folder) to compare against: the busbw change per size, tests "
         "paired by operation.",

@@ -38,10 +38,36 @@ static const unsigned char *digits(const unsigned char *p, const unsigned char *
     return p;
 }
 
-/* One launcher prefix at p (lines.py PREFIX, its alternatives in order); the position after it, or 0. */
+/* The end of an ISO 8601 stamp at p (launchprefix.py STAMP: date, 'T' or ' ', time, fraction, zone), or 0. */
+static const unsigned char *stamp_end(const unsigned char *p, const unsigned char *eol) {
+    const unsigned char *q = digits(p, eol);
+    if (!(q - p == 4 && eol - q >= 15 && q[0] == '-' && is_digit(q[1]) && is_digit(q[2]) && q[3] == '-' &&
+          is_digit(q[4]) && is_digit(q[5]) && (q[6] == 'T' || q[6] == ' ') && is_digit(q[7]) && is_digit(q[8]) &&
+          q[9] == ':' && is_digit(q[10]) && is_digit(q[11]) && q[12] == ':' && is_digit(q[13]) && is_digit(q[14])))
+        return 0;
+    const unsigned char *r = q + 15;
+    if (r < eol && (*r == '.' || *r == ',') && r + 1 < eol && is_digit(r[1])) r = digits(r + 1, eol);
+    if (r < eol && *r == 'Z') return r + 1;
+    if (r < eol && (*r == '+' || *r == '-') && eol - r >= 4 && is_digit(r[1]) && is_digit(r[2])) {
+        const unsigned char *s = r + 3;
+        if (s < eol && *s == ':') s++;
+        if (eol - s >= 2 && is_digit(s[0]) && is_digit(s[1])) return s + 2;
+    }
+    return r; /* no zone: what follows must be the separator the caller wants (never 'Z', '+' or '-') */
+}
+
+/* One launcher prefix at p (launchprefix.py PREFIX, its alternatives in order); the position after it, or 0. */
 static const unsigned char *prefix(const unsigned char *p, const unsigned char *eol) {
     const unsigned char *q;
-    if (p < eol && *p == '[') { /* [1,0]<stdout>: | [pod/...] | [0] */
+    if (p < eol && (is_blank(*p) || *p == '|')) { /* srun --label padded: ' 3: ', '  3: '; CloudWatch's '  | ' */
+        q = p;
+        while (q < eol && is_blank(*q)) q++;
+        if (q + 1 < eol && q[0] == '|' && q[1] == ' ') return q + 2;
+        const unsigned char *r = digits(q, eol);
+        if (q > p && r > q && r + 1 < eol && r[0] == ':' && r[1] == ' ') return r + 2; /* a row's blanks: no ':' */
+        return 0;
+    }
+    if (p < eol && *p == '[') { /* [1,0]<stdout>: | [pod/...] | [0] | [2025-01-02 03:04:05] | [default0]: */
         q = digits(p + 1, eol);
         if (q > p + 1 && q < eol && *q == ',') {
             const unsigned char *r = digits(q + 1, eol);
@@ -58,6 +84,13 @@ static const unsigned char *prefix(const unsigned char *p, const unsigned char *
                 return close + 2;
         }
         if (q > p + 1 && q + 1 < eol && q[0] == ']' && q[1] == ' ') return q + 2;
+        const unsigned char *r = q > p + 1 ? stamp_end(p + 1, eol) : 0;
+        if (r && r + 1 < eol && r[0] == ']' && r[1] == ' ') return r + 2;
+        if (p + 1 < eol && is_alpha(p[1])) {
+            const unsigned char *w = p + 2;
+            while (w < eol && is_word(*w)) w++;
+            if (w + 1 < eol && w[0] == ']' && w[1] == ':') return w + 2 < eol && w[2] == ' ' ? w + 3 : w + 2;
+        }
         return 0;
     }
     if (p < eol && *p == '(') { /* (head, rank=0, pid=1) */
@@ -69,22 +102,24 @@ static const unsigned char *prefix(const unsigned char *p, const unsigned char *
     if (p < eol && is_digit(*p)) { /* 12: | 2025-03-01T10:00:00.123Z */
         q = digits(p, eol);
         if (q + 1 < eol && q[0] == ':' && q[1] == ' ') return q + 2;
-        if (q - p == 4 && eol - q >= 15 && q[0] == '-' && is_digit(q[1]) && is_digit(q[2]) && q[3] == '-' &&
-            is_digit(q[4]) && is_digit(q[5]) && (q[6] == 'T' || q[6] == ' ') && is_digit(q[7]) && is_digit(q[8]) &&
-            q[9] == ':' && is_digit(q[10]) && is_digit(q[11]) && q[12] == ':' && is_digit(q[13]) && is_digit(q[14])) {
-            const unsigned char *r = q + 15;
-            if (r < eol && (*r == '.' || *r == ',') && r + 1 < eol && is_digit(r[1])) r = digits(r + 1, eol);
-            if (r < eol && *r == 'Z') {
-                if (r + 1 < eol && r[1] == ' ') return r + 2;
-            } else if (r < eol && (*r == '+' || *r == '-') && eol - r >= 4 && is_digit(r[1]) && is_digit(r[2])) {
-                const unsigned char *s = r + 3;
-                if (s < eol && *s == ':') s++;
-                if (eol - s >= 3 && is_digit(s[0]) && is_digit(s[1]) && s[2] == ' ') return s + 3;
-            }
-            if (r < eol && *r == ' ') return r + 1;
-        }
-        return 0;
+        const unsigned char *r = stamp_end(p, eol);
+        return r && r < eol && *r == ' ' ? r + 1 : 0;
     }
+    if (p < eol && *p == '-') { /* Python logging after its stamp: '- INFO - ', '- torch.distributed - INFO - ' */
+        const unsigned char *end = 0;
+        q = p;
+        while (q + 1 < eol && q[0] == '-' && q[1] == ' ') {
+            if (q > p) end = q + 2; /* '- ' after at least one '- word ': a whole prefix (the longest wins) */
+            const unsigned char *w = q + 2;
+            if (!(w < eol && (is_alpha(*w) || *w == '_'))) break;
+            while (w < eol && (is_word(*w) || *w == '.')) w++;
+            if (!(w < eol && *w == ' ')) break;
+            q = w + 1;
+        }
+        return end;
+    }
+    if (eol - p >= 9 && (!memcmp(p, "stdout ", 7) || !memcmp(p, "stderr ", 7)) && (p[7] == 'F' || p[7] == 'P') && p[8] == ' ')
+        return p + 9; /* the CRI stream tag (Loki, Fluent Bit) */
     if (p < eol && is_word(*p)) { /* run(), common.cu:967, */
         q = p;
         while (q < eol && is_word(*q)) q++;

@@ -21,6 +21,7 @@ class Ceiling:
         best: dict[str, dict[int, float]] = {}
         self.sources: dict[str, list[str]] = {}
         self.one_rank: list[str] = []
+        self.tests: list[NcclTest] = []  # the tests measured across links: what a plot of the ceiling draws
         for test in tests:
             op = test.op
             if test.crosses_no_link:
@@ -28,6 +29,7 @@ class Ceiling:
                 continue
             if op is None:
                 continue
+            self.tests.append(test)
             points = best.setdefault(op, {})
             for row in test.rows:
                 busbw = row.out_of_place.busbw

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import gzip
+import sys
 from pathlib import Path
 
 from nsyskit.errors import NcclTestsError
@@ -11,10 +12,26 @@ from nsyskit.errors import NcclTestsError
 # Files of a run folder that cannot hold a nccl-tests table (reports, exports, the kit's own outputs).
 SKIP_SUFFIXES = {".nsys-rep", ".qdrep", ".qdstrm", ".sqlite", ".json", ".html", ".png", ".csv", ".xz", ".sqsh"}
 MAX_TEXT_PROBE = 4096  # bytes looked at to tell a text file from a binary one
+STDIN = Path("-")  # the argument '-': standard input (a pipe: 'zcat out.log.gz | nsyskit nccl-tests -')
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def read_stdin() -> bytes:
+    """Standard input's bytes (gunzipped when it is gzip), or an NcclTestsError when it is a terminal."""
+    if sys.stdin is None or sys.stdin.isatty():
+        raise NcclTestsError("-", "standard input is a terminal, not a pipe",
+                             "pipe the output in (zcat out.log.gz | nsyskit nccl-tests -) or name the file")  # fmt: skip
+    data = sys.stdin.buffer.read()
+    try:
+        return gzip.decompress(data) if data.startswith(GZIP_MAGIC) else data
+    except (OSError, EOFError) as exc:
+        raise NcclTestsError("-", f"cannot be read ({exc})", "pipe the whole gzip stream, or unpack it first") from None
 
 
 def read_bytes(path: Path) -> bytes:
-    """A file's bytes (gunzipped for .gz), or an NcclTestsError naming it."""
+    """A file's bytes (gunzipped for .gz; '-' is standard input), or an NcclTestsError naming it."""
+    if path == STDIN:
+        return read_stdin()
     try:
         if path.suffix == ".gz":
             with gzip.open(path, "rb") as stream:
@@ -43,6 +60,9 @@ def resolve(arguments: list[str]) -> tuple[list[Path], list[Path]]:
     for argument in arguments:
         for item in (part.strip() for part in str(argument).split(",")):
             if not item:
+                continue
+            if item == str(STDIN):
+                named.append(STDIN)
                 continue
             path = Path(item).expanduser()
             matches = [Path(p) for p in sorted(glob.glob(item))] if glob.has_magic(item) else [path]

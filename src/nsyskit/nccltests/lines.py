@@ -12,17 +12,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-# Launcher prefixes seen in front of nccl-tests lines, any of them stacked: OpenMPI --tag-output ('[1,0]<stdout>:'),
-# srun -l ('0: '), SkyPilot/Ray job logs ('(head, rank=0, pid=3808) ', '(RayTrainWorker pid=1, ip=10.0.0.1) '),
-# kubectl logs --prefix ('[pod/name/container] '), Intel MPI / MPICH -prepend-rank ('[0] '), ISO time stamps
-# (kubectl --timestamps, CloudWatch), and a fork that prints the source location ('run(), common.cu:967, ').
-TAG = rb"\[\d+,\d+\]<std(?:out|err)>:"
-PREFIX = (
-    rb"(?:" + TAG + rb"|\d+: |\([^()\n]{1,200}\) |\[pod/[^\]\n]{1,250}\] |\[\d+\] "
-    rb"|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? |\w+\(\), \w+\.cu:\d+, )"
-)
-PREFIXES = re.compile(rb"(?:" + PREFIX + rb")*")
-TAGS = re.compile(TAG)  # OpenMPI cuts rows at each flush: its tag can stand in the middle of a row
+from nsyskit import launchprefix
+
+# The launchers' prefixes (srun labels, OpenMPI tags, ...) are the shared rule of nsyskit.launchprefix, which the NCCL
+# log reader accepts too; native/rowscan.c mirrors it.
+PREFIXES = launchprefix.PREFIXES
 
 NUM = rb"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|-?nan|-?inf"
 WRONG = rb"N/A|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?\*?|-?nan\*?"
@@ -73,8 +67,7 @@ class Line:
 
 def strip_prefixes(line: bytes) -> bytes:
     """The line without its launchers' prefixes and without OpenMPI tags anywhere in it."""
-    line = line[PREFIXES.match(line).end() :]
-    return TAGS.sub(b"", line) if b"]<std" in line else line
+    return launchprefix.strip(line)
 
 
 def decode(raw: bytes) -> str:

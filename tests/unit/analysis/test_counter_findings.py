@@ -65,6 +65,7 @@ def test_nic_far_under_line_rate_while_nccl_runs(tmp_path, rate, fires):
         assert finding.value == pytest.approx(100 - rate * 100 / 12.5e9)  # the unused share of the line rate
         assert finding.evidence["line_rate_pct"] == pytest.approx(rate * 100 / 12.5e9)
         assert finding.evidence["busiest_bytes_per_s"] == pytest.approx(rate)
+        assert "(busiest: 1.00 GB/s; rank 0 EFA 0)" in finding.title  # the rate in 10^3 steps, as the counters table
 
 
 def test_the_line_rate_can_be_set(tmp_path, monkeypatch):

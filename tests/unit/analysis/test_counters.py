@@ -4,6 +4,7 @@ report with none inside the window, and the map/merge."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 import numpy as np
@@ -197,32 +198,31 @@ def test_the_report_shows_heat_maps_step_bytes_and_one_terminal_table(tmp_path):
 
     folder = tmp_path / "run"
     folder.mkdir()
-    sent = [(t * MS, (t + 10) * MS, 1_000_000) for t in range(0, 100, 10)]
-    counters = Counters(gpu={SM: {0: [(0, 50), (100 * MS, 0)]}, TENSOR: {0: [(0, 30), (100 * MS, 0)]}},
+    sent = [(t * MS, (t + 10) * MS, 3_000_000 if t // 10 % 2 else 1_000_000) for t in range(0, 100, 10)]
+    sm = {0: [(0, 50), (40 * MS, 80), (70 * MS, 20), (100 * MS, 0)]}
+    counters = Counters(gpu={SM: sm, TENSOR: {0: [(0, 30), (100 * MS, 30)]}},  # tensor: 30% all along
                         nic={("mlx5_0", "IB: Bytes sent", "bytes"): sent})  # fmt: skip
     export_with(folder / "rank_0.sqlite", counters, steps=4)
     result = write(analyze([folder]))
     html = result.report_html.read_text()
     section = html[html.index('<section id="counters">') :]
-    assert section.count("data:image/png;base64,") == 3  # SM, tensor, NIC bytes: a heat map each
-    assert "What each network device moved per step" in section and "mlx5_0" in section
+    # one rank: SM activity and the NIC's bytes as line plots; the tensor series, flat, named in one line instead
+    assert section.count("data:image/png;base64,") == 2
+    assert "Not drawn, the same value on every device over the whole window: Tensor Active [Throughput %] (30.0%)" in section
+    shown = re.sub(r"<[^>]*>", "", section)  # the text a person reads (names carry their break points as tags)
+    assert "What each network device moved per step" in shown and "mlx5_0" in shown
     moved = section[section.index("Bytes each network device moved") :]
-    from nsyskit.analysis.compute import units
-
-    assert units.size(6_000_000) in moved[: moved.index("</table>")]  # 1 MB per 10 ms over the 60 ms window
-    assert sorted(p.name for p in folder.glob("counters_*.png")) == [
-        "counters_0.png",
-        "counters_1.png",
-        "counters_2.png",
-    ]
+    assert "12.0 MB" in moved[: moved.index("</table>")]  # 3+1+3+1+3+1 MB over steps 1-3 (30-90 ms), in 10^3 steps
+    assert sorted(p.name for p in folder.glob("counters_*.png")) == ["counters_0.png", "counters_1.png"]
     data = json.loads((folder / "analysis.json").read_text())
     assert len(data["counters"]) == 3 and len(data["counter_steps"]) == 3  # window steps 1-3
     nic = next(r for r in data["counters"] if r["device"] == "mlx5_0")
-    assert (nic["mean"], nic["total"], nic["unit"]) == (1e8, 6e6, "bytes/s")  # 1 MB per 10 ms over steps 1-3
+    assert (nic["mean"], nic["total"], nic["unit"]) == (2e8, 12e6, "bytes/s")  # raw numbers and their unit in JSON
     console = Console(file=io.StringIO(), width=200, color_system=None)
     report.print_report(result.report, console)
     text = console.file.getvalue()
     assert text.count("Counters sampled beside the trace") == 1 and "IB: Bytes sent" in text
+    assert "200 MB/s" in text and "30.0%" in text and "200000000" not in text.replace(",", "")  # human units
 
 
 def test_samples_without_their_names_table_are_kept_named_by_their_ids(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 
@@ -149,12 +150,32 @@ def test_the_cli_diff_holds_on_real_pairs_kernels_of_one_run_only_included(
     kernels = json.loads(as_json.stdout)["kernels"]
     assert kernels
     markdown = summary.read_text().splitlines()
-    for row in kernels:
+    for index, row in enumerate(kernels):
         assert row["change_ns"] == row["total_b_ns"] - row["total_a_ns"]
         if row["count_a"] == 0:  # a kernel only B ran: no share of A, the summary says 'new'
             assert row["change_pct"] is None and row["avg_a_ns"] is None
+        if row["count_a"] == 0 and index < diff.CHANGES_TOP:  # the summary shows the top rows of the JSON's list
             cell = row["short_name"].replace("|", "\\|")  # as the Markdown escapes it
             cells = [line for line in markdown if line.startswith(f"| {cell} |")]
             assert any(line.endswith("(new) |") for line in cells)
     if (baseline, candidate) == ("aiprofiler_a100_baseline", "aiprofiler_a100_thirdOptimization"):
         assert any(row["count_a"] == 0 for row in kernels)  # the pair of issue 35: kernels only the third run has
+
+
+def _kernel_names(export: str) -> set[str]:
+    """The distinct kernel names of an export, read by SQLite itself (not through the analysis)."""
+    with sqlite3.connect(export) as db:
+        query = "SELECT DISTINCT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.demangledName"
+        return {name for (name,) in db.execute(query)}
+
+
+def test_the_json_diff_holds_every_kernels_change_the_terminal_its_top_rows(real_exports_dir):
+    """A CI gate reads the JSON: the A100 series' baseline and third optimization have 76 kernels between them."""
+    a, b = (str(decompress(f"{name}.sqlite", real_exports_dir)) for name in (AIPROFILER[0], AIPROFILER[-1]))
+    result = rundiff.run_diff([a], [b])
+    every = _kernel_names(a) | _kernel_names(b)
+    listed = result.to_json()["kernels"]
+    assert len(every) == 76 and sorted(row["name"] for row in listed) == sorted(every)
+    changes = [abs(row["change_ns"]) for row in listed]
+    assert changes == sorted(changes, reverse=True)  # largest change first, as the terminal's top rows
+    assert [row["name"] for row in result.kernels.rows()] == [row["name"] for row in listed[: diff.CHANGES_TOP]]

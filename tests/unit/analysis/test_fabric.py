@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from fixtures.realdata import REAL_DATA, need
-from nsys_fixtures import write_export
+from nsys_fixtures import Range, write_export
 from test_ncclbandwidth import export_of
 
 from nsyskit.analysis.outputs import analyze
@@ -107,6 +107,58 @@ def test_no_finding_where_the_buckets_reach_half_the_ceiling_or_carry_little_tim
     assert "fabric_ratio" not in without.analysis.nccl_sizes and not [
         f for f in without.summary.findings if f.rule == "below_fabric"
     ]
+
+
+def _lasting(op: str, size: int, ratio: float) -> tuple[str, int, int]:
+    """An operation of SIZE whose kernel time gives RATIO of the ceiling (AllReduce on 2 ranks: busbw = B/ns)."""
+    return op, size, round(size / (ratio * log_interpolated(size)))
+
+
+def _small_slow_buckets(healthy: int) -> list[list[tuple[str, int, int]]]:
+    """The issue's run: AllReduces of 512 KB at 24% and 4 MB at 32% of the ceiling (each under 10% of the NCCL
+    time), and HEALTHY 64 MB ones at 90%, on 2 ranks."""
+    ops = [_lasting("AllReduce", 512 << 10, 0.24)] * 2 + [_lasting("AllReduce", 4 << 20, 0.32)]
+    return [ops + [_lasting("AllReduce", 64 << 20, 0.90)] * healthy] * 2
+
+
+STEPS = 2
+
+
+def run_with_steps(folder: Path, planted) -> Path:
+    """run_of, each rank's operations spread over STEPS NVTX step ranges (so a time at stake per step is estimated)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for rank, ops in enumerate(planted):
+        export = export_of(ops)
+        end = max(kernel.end for kernel in export.kernels) + 1
+        export.ranges += [Range(step * end // STEPS, (step + 1) * end // STEPS, f"step {step}") for step in range(STEPS)]
+        write_export(folder / f"run_rank_{rank}.sqlite", export)
+    return folder
+
+
+def test_small_slow_buckets_fire_together_naming_the_worst_and_summing_what_is_at_stake(tmp_path):
+    result = analyzed(run_with_steps(tmp_path / "run", _small_slow_buckets(5)), [str(nccl_tests_output(tmp_path / "o"))])
+    rows = {r["bucket"]: r for r in result.analysis.nccl_sizes.rows()}
+    total = sum(r["total_ns"] for r in rows.values())
+    shares = {bucket: rows[bucket]["total_ns"] * 100 / total for bucket in ("64KB-1MB", "1MB-16MB")}
+    assert all(share < 10 for share in shares.values()) and sum(shares.values()) >= 10  # neither alone would fire
+    [finding] = [f for f in result.summary.findings if f.rule == "below_fabric"]
+    lost = {b: rows[b]["total_ns"] * (1 - rows[b]["fabric_ratio"]) for b in shares}
+    worst = max(lost, key=lost.get)
+    assert finding.title.startswith(f"AllReduce {worst} messages")
+    assert finding.evidence["fabric_ratio_pct"] == pytest.approx(rows[worst]["fabric_ratio"] * 100, rel=1e-12)
+    assert finding.evidence["buckets_below"] == 2
+    assert finding.evidence["buckets_below_time_share_pct"] == pytest.approx(sum(shares.values()), rel=1e-9)
+    assert f"2 buckets under 50% of the ceiling hold {sum(shares.values()):.0f}% of NCCL time together" in finding.title
+    # the time at stake per step and rank: the slow buckets' time less their time at the ceiling, summed over both
+    assert finding.at_stake_ns == pytest.approx(sum(lost.values()) / STEPS / 2, rel=1e-9)
+
+
+def test_slow_buckets_under_a_tenth_of_the_nccl_time_together_are_no_finding(tmp_path):
+    result = analyzed(run_of(tmp_path / "run", _small_slow_buckets(40)), [str(nccl_tests_output(tmp_path / "o"))])
+    rows = {r["bucket"]: r for r in result.analysis.nccl_sizes.rows()}
+    slow = [r for r in rows.values() if r["fabric_ratio"] < 0.5]
+    assert len(slow) == 2 and sum(r["total_ns"] for r in slow) * 100 / sum(r["total_ns"] for r in rows.values()) < 10
+    assert not [f for f in result.summary.findings if f.rule == "below_fabric"]
 
 
 def test_a_real_all_reduce_perf_output_is_a_ceiling(tmp_path):

@@ -120,6 +120,12 @@ def nccl_tests_op(op: str) -> str:
     return NCCL_TESTS_NAMES.get(op, op)
 
 
+def nccl_tests_size(row: dict) -> float:
+    """A sizes row's average message size in nccl-tests' convention (n x the per-rank size for AllGather and
+    ReduceScatter): where it sits on nccl-tests' size axis."""
+    return row["bytes"] / row["count"] * size_factor(row["op"], row["nranks"])
+
+
 def with_fabric(sizes: Table, ceiling) -> tuple[Table, list[str]]:
     """The sizes table with each row's fabric ceiling: nccl-tests' out-of-place busbw for the same operation at the
     row's average size (nccl-tests' size convention; interpolated on log size by `ceiling.busbw_at`) and the ratio of
@@ -134,8 +140,7 @@ def with_fabric(sizes: Table, ceiling) -> tuple[Table, list[str]]:
         if not ceiling.has(nccl_tests_op(op)):
             missing += [op] if op not in missing else []
             continue
-        size = row["bytes"] / row["count"] * size_factor(op, row["nranks"])
-        ceiling_of[at] = ceiling.busbw_at(nccl_tests_op(op), size)
+        ceiling_of[at] = ceiling.busbw_at(nccl_tests_op(op), nccl_tests_size(row))
         ratio[at] = row["busbw_median_gbps"] / ceiling_of[at] if ceiling_of[at] > 0 else np.nan
     columns = dict(sizes.columns) | {"fabric_busbw_gbps": ceiling_of, "fabric_ratio": ratio}
     notes = []

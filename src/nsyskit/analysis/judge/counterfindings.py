@@ -149,7 +149,7 @@ def nic_under_line_rate(view: RunView) -> Finding | None:
     return Finding(
         "nic_under_line_rate", "info",
         f"network devices use {units.percent(used_pct)} of line rate ({line * 8 / 1e9:g} Gb/s) while NCCL kernels run "
-        f"(busiest: {units.size(float(devices['rate'][used].max()))}/s; {_labels(devices, used)})",
+        f"(busiest: {units.quantity(float(devices['rate'][used].max()), 'B/s')}; {_labels(devices, used)})",
         100 - used_pct, 100 - LINE_RATE_PCT, LINE_DOC.advice,
         evidence={"line_rate_pct": used_pct, "busiest_bytes_per_s": float(devices["rate"][used].max()),
                   "line_rate_bytes_per_s": line, "devices": float(len(used))},

@@ -23,7 +23,7 @@ from nsyskit.errors import AnalysisError
 DURATION_METRICS = ("step_time", "step_time_slowest_rank", "nccl_time_per_step")
 ANALYSIS_JSON = "analysis.json"
 MIN_SCHEMA = 2
-CHANGES_TOP = 10  # kernels and NCCL operations shown per diff, by the size of their change
+CHANGES_TOP = 10  # kernels and NCCL operations the terminal and the Markdown show, by the size of their change
 
 
 @dataclass(frozen=True)
@@ -50,16 +50,16 @@ def totals(rows: list[dict], keys: tuple[str, ...], count: str) -> dict[tuple[st
 KERNEL_KEYS, NCCL_KEYS = ("name",), ("op", "bucket", "origin")
 
 
-def changes(a: dict, b: dict, keys: tuple[str, ...], top: int = CHANGES_TOP) -> Table:
-    """The `top` entries whose total time changed most between A and B (by absolute change; one missing on a side
-    counts 0 there): count, total and average per side, the change in ns and in percent of A."""
+def changes(a: dict, b: dict, keys: tuple[str, ...], top: int | None = None) -> Table:
+    """Every entry of A or B (the `top` whose total time changed most, when given), largest absolute change first
+    (one missing on a side counts 0 there): count, total and average per side, the change in ns and in percent of A."""
     names = sorted(set(a) | set(b))
     rows = []
     for key in names:
         (count_a, total_a), (count_b, total_b) = a.get(key, (0, 0)), b.get(key, (0, 0))
         rows.append((abs(total_b - total_a), key, count_a, count_b, total_a, total_b))
     rows.sort(key=lambda r: (-r[0], r[1]))
-    rows = rows[:top]
+    rows = rows if top is None else rows[:top]
 
     def average(total: int, count: int) -> float:
         return total / count if count else float("nan")
@@ -204,17 +204,27 @@ class DiffResult:
     table: Table
 
     @property
-    def kernels(self) -> Table:
-        """The kernels whose total time changed most (see changes), with their short names."""
+    def all_kernels(self) -> Table:
+        """Every kernel of either side, largest change of total time first (see changes), with its short name."""
         table = changes(self.a.kernels, self.b.kernels, KERNEL_KEYS)
         columns = dict(table.columns)
         name = columns.pop("name")
         return Table({"name": name, "short_name": short_names(name), **columns})
 
     @property
-    def nccl(self) -> Table:
-        """The NCCL operations (op, size bucket, origin) whose total time changed most."""
+    def kernels(self) -> Table:
+        """The CHANGES_TOP kernels whose total time changed most (what a person reads)."""
+        return self.all_kernels.take(slice(0, CHANGES_TOP))
+
+    @property
+    def all_nccl(self) -> Table:
+        """Every NCCL operation (op, size bucket, origin) of either side, largest change of total time first."""
         return changes(self.a.nccl, self.b.nccl, NCCL_KEYS)
+
+    @property
+    def nccl(self) -> Table:
+        """The CHANGES_TOP NCCL operations whose total time changed most (what a person reads)."""
+        return self.all_nccl.take(slice(0, CHANGES_TOP))
 
     @property
     def regressions(self) -> list[str]:
@@ -230,9 +240,9 @@ class DiffResult:
         return text
 
     def to_json(self) -> dict:
-        """The diff as JSON data."""
+        """The diff as JSON data: every kernel's and NCCL operation's change (a CI gate reads them all)."""
         return {"a": self.a.label, "b": self.b.label, "metrics": self.table.to_json(), "regressions": self.regressions,
-                "kernels": self.kernels.to_json(), "nccl": self.nccl.to_json()}  # fmt: skip
+                "kernels": self.all_kernels.to_json(), "nccl": self.all_nccl.to_json()}  # fmt: skip
 
     def rows(self) -> list[list[str]]:
         """The table as formatted cells: metric, A, B, change, threshold, verdict."""

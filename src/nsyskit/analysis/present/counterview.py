@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from nsyskit.analysis.compute import units
 from nsyskit.analysis.compute.counters import heat_map
 from nsyskit.analysis.compute.result import Analysis
 from nsyskit.analysis.compute.table import Table
@@ -22,6 +23,9 @@ TITLE = "Counters sampled beside the trace (GPU, EFA, NIC metrics)"
 SHOWN = ["rank", "kind", "device", "metric", "unit", "mean", "p50", "p95", "max", "total", "busy_mean", "nccl_mean"]
 SUMMARY_SHOWN = ["kind", "metric", "unit", "devices", "mean", "lowest_mean", "lowest", "highest_mean", "highest", "max"]
 STEP_SHOWN = ["rank", "step", "kind", "device", "metric", "total", "unit"]
+# The values a person reads in their row's unit ('3.71 GB/s', '65.1%', '1.41 GHz'); the unit column then only says
+# 'value' where no unit is known. analysis.json keeps the raw numbers and their unit fields.
+VALUE_COLUMNS = ("mean", "p50", "p95", "max", "busy_mean", "nccl_mean", "lowest_mean", "highest_mean")
 NONE = ("none in these reports: record GPU metrics with nsys --gpu-metrics-devices=all, EFA metrics with "
         "--enable efa_metrics (nsys 2024.4+), NIC metrics with --nic-metrics")  # fmt: skip
 # The metrics drawn as heat maps, in this order, when sampled: utilization first, then the network
@@ -67,13 +71,43 @@ def device_bytes(table: Table) -> Table:
                   "device": np.array([k[2] for k in keys], dtype=object), "bytes": np.array(moved)})  # fmt: skip
 
 
+def in_units(table: Table) -> Table:
+    """A counters table as a person reads it: each value in its row's unit, a total in its own (bytes for a rate), a
+    device's bytes in kB/MB/GB (10^3 steps, three significant digits); the unit column left empty where the cells
+    say it."""
+    columns = dict(table.columns)
+    unit = table["unit"] if "unit" in table else np.full(len(table), "", dtype=object)
+    for name in VALUE_COLUMNS:
+        if name in columns:
+            columns[name] = _cells(columns[name], unit)
+    if "total" in columns:
+        columns["total"] = _cells(columns["total"], columns.get("total_unit", unit))
+    if "bytes" in columns:
+        columns["bytes"] = _cells(columns["bytes"], np.full(len(table), "B", dtype=object))
+    if "unit" in columns:
+        known = np.array([units.base_unit(u)[1] != "" for u in unit], dtype=bool)
+        columns["unit"] = np.where(known, "", unit).astype(object)
+    return Table(columns)
+
+
+def _cells(values: np.ndarray, unit: np.ndarray) -> np.ndarray:
+    return np.array([units.quantity(v, u) for v, u in zip(values.tolist(), unit.tolist(), strict=True)], dtype=object)
+
+
 def terminal_table(table: Table, top: int) -> tuple[Table, list[str], str]:
     """The one terminal table: every device's row when they fit in `top` rows or each metric has one device, else
     the per-metric summary."""
     whole = summary(table)
     if len(table) <= top or len(whole) == len(table):
-        return table.take(_key_order(table)), SHOWN, ""
-    return whole.take(_key_order_summary(whole)), SUMMARY_SHOWN, f"{len(table):,} device rows: per metric here"
+        return in_units(table.take(_key_order(table))), _shown(table, SHOWN), ""
+    shown = in_units(whole.take(_key_order_summary(whole)))
+    return shown, _shown(whole, SUMMARY_SHOWN), f"{len(table):,} device rows: per metric here"
+
+
+def _shown(table: Table, columns: list[str]) -> list[str]:
+    """COLUMNS, without 'unit' where every row's cells carry their unit."""
+    unknown = "unit" in table and any(units.base_unit(u)[1] == "" for u in table["unit"].tolist())
+    return [c for c in columns if c != "unit" or unknown]
 
 
 def _key_order_summary(table: Table) -> np.ndarray:
@@ -85,11 +119,62 @@ def _key_order_summary(table: Table) -> np.ndarray:
     return np.lexsort((table["metric"].astype(str), mapped, first))
 
 
-def mapped_metrics(table: Table) -> list[str]:
-    """The metrics to draw (the first sampled of each MAPPED pattern, in its order, at most MAX_MAPS)."""
-    names = list(dict.fromkeys(table["metric"].tolist()))
+def mapped_metrics(table: Table, flat: set[str] = frozenset()) -> list[str]:
+    """The metrics to draw (the first sampled of each MAPPED pattern that is not FLAT, in its order, at most
+    MAX_MAPS)."""
+    names = [n for n in dict.fromkeys(table["metric"].tolist()) if n not in flat]
     chosen = [next((n for n in names if re.search(pattern, n)), None) for pattern in MAPPED]  # one per pattern
     return [n for n in dict.fromkeys(chosen) if n is not None][:MAX_MAPS]
+
+
+def flat_metrics(table: Table, bins: Table | None) -> dict[str, float]:
+    """The metrics a map would draw in one colour: the same value in every bin of every device over the window (an
+    NVLink never used, a constant clock), each with that value."""
+    flat: dict[str, float] = {}
+    if bins is None or not len(bins):
+        return flat
+    for metric in dict.fromkeys(table["metric"].tolist()):
+        _names, _width, means = heat_map(bins, metric)
+        finite = means[np.isfinite(means)]
+        if len(finite) and finite.min() == finite.max():
+            flat[metric] = float(finite[0])
+    return flat
+
+
+def left_out_line(flat: dict[str, float], table: Table) -> str:
+    """One line under the maps naming the metrics left out and their one value ('' when none)."""
+    if not flat:
+        return ""
+    unit = {m: u for m, u in zip(table["metric"].tolist(), table["unit"].tolist(), strict=True)}
+    named = ", ".join(f"{metric} ({units.quantity(value, unit.get(metric, ''))})" for metric, value in flat.items())
+    return f"Not drawn, the same value on every device over the whole window: {named}."
+
+
+def counter_png(bins: Table, metric: str, unit: str) -> bytes | None:
+    """One metric over time: a heat map of its devices, or a line plot where there is one device (a one-rank run)."""
+    names, _width, _means = heat_map(bins, metric)
+    if len(names) == 1:
+        return line_plot_png(bins, metric, unit)
+    return heat_map_png(bins, metric, unit)
+
+
+def line_plot_png(bins: Table, metric: str, unit: str) -> bytes | None:
+    """One device's metric against time (a one-row heat map would show the same as colours nobody reads)."""
+    names, width, means = heat_map(bins, metric)
+    if len(names) != 1:
+        return None
+    from nsyskit.analysis.present import plots
+
+    plt = plots.plt
+    multiplier, label = units.axis(np.nanmax(means) if np.isfinite(means).any() else None, unit)
+    seconds = (np.arange(means.shape[1]) + 0.5) * width / 1e9
+    fig, ax = plt.subplots(figsize=(plots.WIDTH_IN, 2.8))
+    ax.plot(seconds, means[0] * multiplier, marker=".", linewidth=1.2, label=names[0])
+    ax.set_xlabel(f"time into the rank's window (s), bins of {width / 1e6:g} ms")
+    ax.set_ylabel(label)
+    ax.set_title(f"{metric} ({names[0]})")
+    ax.set_ylim(bottom=0)
+    return plots.png_of(fig)
 
 
 def heat_map_png(bins: Table, metric: str, unit: str) -> bytes | None:
@@ -102,7 +187,8 @@ def heat_map_png(bins: Table, metric: str, unit: str) -> bytes | None:
     from nsyskit.analysis.present import plots
 
     plt = plots.plt
-    shown = means[:MAX_MAP_ROWS]
+    multiplier, label = units.axis(np.nanmax(means) if np.isfinite(means).any() else None, unit)
+    shown = means[:MAX_MAP_ROWS] * multiplier
     fig, ax = plt.subplots(figsize=(plots.WIDTH_IN, min(1.2 + 0.22 * len(shown), 8.0)))
     seconds = width * shown.shape[1] / 1e9
     image = ax.imshow(np.ma.masked_invalid(shown), aspect="auto", cmap="viridis", interpolation="nearest",
@@ -111,7 +197,7 @@ def heat_map_png(bins: Table, metric: str, unit: str) -> bytes | None:
     more = f" (first {MAX_MAP_ROWS} of {len(names)} devices)" if len(names) > MAX_MAP_ROWS else ""
     ax.set_xlabel(f"time into each rank's window (s), bins of {width / 1e6:g} ms{more}")
     ax.set_title(metric)
-    fig.colorbar(image, ax=ax, label=unit or "value")
+    fig.colorbar(image, ax=ax, label=label)
     buffer = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buffer, format="png", dpi=plots.DPI)
@@ -142,22 +228,25 @@ def section(analysis: Analysis, data: Callable[[], dict]):
         if not len(table):
             return {"note": f"Counters: {NONE}"}
         figures = []
-        for index, metric in enumerate(mapped_metrics(table)):
+        flat = flat_metrics(table, analysis.counter_bins)
+        for index, metric in enumerate(mapped_metrics(table, set(flat))):
             unit = str(table["unit"][np.flatnonzero(table["metric"] == metric)[0]])
-            png = heat_map_png(analysis.counter_bins, metric, unit)
+            png = counter_png(analysis.counter_bins, metric, unit)
             figures += figure(f"{metric} over time per device", png, folder, f"counters_{index}.png")
-        tables = [table_data(table.take(_key_order(table)), SHOWN, top, title="Per device (time-weighted)")]
+        ordered = table.take(_key_order(table))
+        tables = [table_data(in_units(ordered), _shown(table, SHOWN), top, title="Per device (time-weighted)")]
         whole = summary(table)
         if len(table) > top and len(whole) < len(table):  # several devices per metric: their spread first
-            tables.insert(0, table_data(whole, SUMMARY_SHOWN, top, title="Per metric, over every device"))
+            spread = in_units(whole.take(_key_order_summary(whole)))
+            tables.insert(0, table_data(spread, _shown(whole, SUMMARY_SHOWN), top, title="Per metric, over every device"))
         moved = device_bytes(table)
         if len(moved):
-            tables.append(
-                table_data(moved, None, top, title="Bytes each network device moved in the window (all directions)")
-            )
+            tables.append(table_data(in_units(moved), None, top,
+                                     title="Bytes each network device moved in the window (all directions)"))  # fmt: skip
         if steps is not None and len(steps):
-            tables.append(table_data(steps, STEP_SHOWN, top, title="What each network device moved per step"))
-        return {"figures": figures, "tables": tables}
+            tables.append(table_data(in_units(steps), _shown(steps, STEP_SHOWN), top,
+                                     title="What each network device moved per step"))  # fmt: skip
+        return {"figures": figures, "figures_note": left_out_line(flat, table), "tables": tables}
 
     def json() -> dict:
         """analysis.json's counters and counter_steps."""

@@ -7,6 +7,7 @@ the chart keeps its size and an outlier rank still stands out. Durations use the
 from __future__ import annotations
 
 import io
+import math
 
 import matplotlib
 
@@ -26,7 +27,8 @@ PER_RANK_LIMIT = 16  # more ranks than this: heatmaps instead of one bar/line pe
 WIDTH_IN, DPI = 11.0, 100  # at most 1100 px wide: fits a 1400 px window with the page margins
 
 
-def _png(fig) -> bytes:
+def png_of(fig) -> bytes:
+    """The figure as PNG bytes (laid out tight), closed after."""
     buffer = io.BytesIO()
     fig.tight_layout()
     fig.savefig(buffer, format="png", dpi=DPI)
@@ -59,7 +61,7 @@ def breakdown_per_rank(breakdown: Table | None) -> bytes | None:
         ax.set_xlabel(f"GPU (rank order, {len(labels)} GPUs)")
         fig.colorbar(image, ax=ax, label="% of profiled window")
         ax.set_title("GPU time breakdown per GPU")
-        return _png(fig)
+        return png_of(fig)
     fig, ax = plt.subplots(figsize=(min(WIDTH_IN, max(6.0, 0.55 * len(labels) + 4)), 3.8))
     bottom = np.zeros(len(labels))
     for (name, color), values in zip(CATEGORY_COLORS.items(), shares.values(), strict=True):
@@ -71,7 +73,7 @@ def breakdown_per_rank(breakdown: Table | None) -> bytes | None:
     ax.set_ylim(0, 100)
     ax.set_title("GPU time breakdown per rank")
     ax.legend(loc="upper left", bbox_to_anchor=(1, 1), fontsize=8)
-    return _png(fig)
+    return png_of(fig)
 
 
 def step_times_per_rank(steps: Table | None, window: Table | None = None) -> bytes | None:
@@ -98,7 +100,7 @@ def step_times_per_rank(steps: Table | None, window: Table | None = None) -> byt
         fig.colorbar(image, ax=ax, label=f"step time ({unit})")
         ax.legend(loc="lower right", fontsize=8)
         ax.set_title("Step time per rank and step (colors capped at the window's 99th percentile)")
-        return _png(fig)
+        return png_of(fig)
     fig, ax = plt.subplots(figsize=(min(WIDTH_IN, 9.0), 3.8))
     for rank in ranks:
         mask = steps["rank"] == rank
@@ -117,7 +119,7 @@ def step_times_per_rank(steps: Table | None, window: Table | None = None) -> byt
     ax.set_ylabel(f"step time ({unit})")
     ax.set_title(f"Step time per rank (profiled window: steps {low}-{high})")
     ax.legend(fontsize=8, ncol=4, loc="lower right")
-    return _png(fig)
+    return png_of(fig)
 
 
 def nccl_size_histograms(total: NcclRollup | None) -> bytes | None:
@@ -139,7 +141,7 @@ def nccl_size_histograms(total: NcclRollup | None) -> bytes | None:
         ax.set_xlabel(f"duration ({unit})")
     axes[0][0].set_ylabel("operations")
     fig.suptitle("NCCL operation durations per message size")
-    return _png(fig)
+    return png_of(fig)
 
 
 def nccl_busbw(by_size: Table | None) -> bytes | None:
@@ -159,7 +161,34 @@ def nccl_busbw(by_size: Table | None) -> bytes | None:
     ax.set_ylabel("busbw (GB/s, median)")
     ax.set_title("NCCL bus bandwidth against message size (operations timed on the GPU)")
     ax.legend(fontsize=8)
-    return _png(fig)
+    return png_of(fig)
+
+
+def nccl_busbw_against_fabric(sizes: Table | None, ceiling) -> bytes | None:
+    """With --fabric: the busbw nccl-tests measured on the fabric (its tests' own points joined) and the run's size
+    buckets (median, p10-p90, the ratio written beside) on the same axes, drawn by nccltests.plot.busbw_plot, the
+    one function 'invoke nccl-tests --plot' draws with too."""
+    from nsyskit.nccltests.plot import busbw_plot
+
+    points = run_points(sizes)
+    return busbw_plot(ceiling.tests, run=points) if points and ceiling is not None else None
+
+
+def run_points(sizes: Table | None) -> list:
+    """The run's size buckets with a busbw (nccltests.plot.RunPoint): where each sits on nccl-tests' size axis, its
+    median and p10-p90 busbw, and its ratio to the ceiling (None where the fabric measured no such operation)."""
+    from nsyskit.analysis.compute.ncclbandwidth import nccl_tests_size
+    from nsyskit.nccltests.plot import RunPoint
+
+    points = []
+    for row in sizes.rows() if sizes is not None else ():
+        median, ratio = row["busbw_median_gbps"], row.get("fabric_ratio")
+        if not row["bw_count"] or not row["count"] or median is None or not math.isfinite(median):
+            continue
+        known = ratio is not None and math.isfinite(ratio)
+        points.append(RunPoint(str(row["op"]), int(row["nranks"]), nccl_tests_size(row), median,
+                               row["busbw_p10_gbps"], row["busbw_p90_gbps"], ratio if known else None))  # fmt: skip
+    return points
 
 
 def top_kernels(kernels: Table | None, count: int = 12) -> bytes | None:
@@ -175,7 +204,7 @@ def top_kernels(kernels: Table | None, count: int = 12) -> bytes | None:
     ax.set_xlabel(f"total time ({unit}, all ranks)")
     ax.set_title("Top kernels")
     ax.tick_params(axis="y", labelsize=8)
-    return _png(fig)
+    return png_of(fig)
 
 
 def _short(name: str, width: int = 80) -> str:

@@ -96,7 +96,7 @@ def compose(analysis: Analysis, summary: Summary, folder: Path, full_names: bool
         sections.kernels(analysis, data, full_names),
         sections.breakdown(analysis, data),
         sections.nvtx(analysis, data),
-        sections.communication(analysis, data),
+        sections.communication(analysis, data, summary.view.inputs.get("fabric")),
         sections.ranks(analysis, summary, data),
         counterview.section(analysis, data),
     ]

@@ -60,15 +60,16 @@ class Section:
 
 def table_data(
     table: Table | None, columns: list[str] | None = None, limit: int = HTML_ROWS, title: str = "", empty: str = "",
-    per_rank: str = "",
+    per_rank: str = "", caption: str = "",
 ) -> dict:
     """A Table as template data: headers, formatted rows (at most `limit`: for a `per_rank` kind, the ranks that
     matter and the spread) and, when rows were left out, the whole table one click away (up to FULL_ROWS rows;
-    beyond, analysis.json); an empty table says `empty` (why, and what to do) instead."""
+    beyond, analysis.json); an empty table says `empty` (why, and what to do) instead. `caption`: how to read the
+    table (units, formulas), in small text under it."""
     if table is None or not len(table):
-        return {"title": title, "headers": [], "rows": [], "more": "", "empty": empty}
+        return {"title": title, "headers": [], "rows": [], "more": "", "empty": empty, "caption": ""}
     shown = displayed(table, columns)  # kernel names short, the full one as the cell's title (shown on hover)
-    heads = [{"label": header(c), "cls": "text" if c in TEXT_COLUMNS else ""} for c, _ in shown]
+    heads = [{"label": header(c), "cls": _html_class(c)} for c, _ in shown]
 
     def rows_of(part: Table, count: int) -> list[dict]:
         return [
@@ -81,7 +82,7 @@ def table_data(
         ]
 
     first, why = ranks_that_matter(table, per_rank, limit) if per_rank else (table, "")
-    data = {"title": title, "headers": heads, "rows": rows_of(first, limit), "more": "", "all_rows": []}
+    data = {"title": title, "headers": heads, "rows": rows_of(first, limit), "more": "", "all_rows": [], "caption": caption}
     if len(table) > limit:
         data["more"] = f"{len(table):,} rows" + (f" (shown: {why}; {spread_line(table, per_rank)})" if why else "")
         if len(table) <= FULL_ROWS:
@@ -89,6 +90,18 @@ def table_data(
         else:
             data["more"] += "; every row is in analysis.json"
     return data
+
+
+# report.html's text columns: left-aligned, wrapping at spaces and name boundaries only; names get room first.
+HTML_TEXT_COLUMNS = (*TEXT_COLUMNS, "device", "lowest", "highest", "unit")
+NAME_COLUMNS = ("name", "metric")
+
+
+def _html_class(column: str) -> str:
+    """The CSS class of a report.html column: 'text name' for names, 'text' for other words, '' for numbers."""
+    if column in NAME_COLUMNS:
+        return "text name"
+    return "text" if column in HTML_TEXT_COLUMNS else ""
 
 
 def figure(title: str, png: bytes | None, folder: Path, filename: str) -> list[dict]:
@@ -256,8 +269,9 @@ def n_source_note(sizes: Table | None) -> str:
             "GPU kernel time only; nranks from " + " and ".join(said.get(s, s) for s in sources))  # fmt: skip
 
 
-def communication(analysis: Analysis, data: Callable[[], dict]) -> Section:
-    """Collective operations (NCCL, or gloo on CPU runs) by message size: count, time and bandwidth per size bucket."""
+def communication(analysis: Analysis, data: Callable[[], dict], fabric=None) -> Section:
+    """Collective operations (NCCL, or gloo on CPU runs) by message size: count, time and bandwidth per size bucket;
+    with --fabric (FABRIC: the nccltests.Ceiling), the busbw plot draws the run against the measured curve."""
 
     def terminal(console: Console, top: int) -> None:
         title = "Collective operations by message size (NCCL, gloo)"
@@ -271,12 +285,16 @@ def communication(analysis: Analysis, data: Callable[[], dict]) -> Section:
         from nsyskit.analysis.present import plots
 
         png = plots.nccl_size_histograms(analysis.nccl)
-        busbw = plots.nccl_busbw(busbw_by_size(analysis.nccl)) if analysis.nccl is not None else None
+        if fabric is not None:
+            busbw = plots.nccl_busbw_against_fabric(analysis.nccl_sizes, fabric)
+        else:
+            busbw = plots.nccl_busbw(busbw_by_size(analysis.nccl)) if analysis.nccl is not None else None
         note = n_source_note(analysis.nccl_sizes)
         return {
             "figures": figure("NCCL durations per message size", png, folder, "nccl_sizes.png")
             + figure("NCCL bus bandwidth against message size", busbw, folder, "nccl_busbw.png"),
-            "tables": [table_data(analysis.nccl_sizes, NCCL_SIZE_COLUMNS, title=note, empty=NO_COLLECTIVES)],
+            "tables": [table_data(analysis.nccl_sizes, nccl_size_columns(analysis.nccl_sizes), caption=note,
+                                  empty=NO_COLLECTIVES)],
         }
 
     return Section("communication", "Communication (collective operations by message size)", terminal, html,

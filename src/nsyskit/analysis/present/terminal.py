@@ -27,6 +27,8 @@ def fmt(value, name: str) -> str:
     """A cell: durations and sizes in the unit that fits (ns/us/ms/s, B..GB), percentages with one decimal."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
+    if isinstance(value, str):  # already in its unit (a counter's '3.71 GB/s') or a name
+        return value
     if isinstance(value, bool):
         return "yes" if value else ""
     if name.endswith("_ns"):

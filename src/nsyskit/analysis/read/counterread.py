@@ -60,10 +60,25 @@ def held(times: np.ndarray) -> np.ndarray:
     return np.r_[times[1:], times[-1:]] if len(times) else times
 
 
+# GPU metric names of nsys 2021.2-2023.3 carry no `[unit]` suffix ('GPC Clock Frequency', 'SM Active', 'DRAM Read
+# Throughput', 'NVLink RX Responses User Data'): their unit by the form of the name, as 2023.4+ names the same
+# metrics ('GPC Clock Frequency [MHz]', 'SMs Active [Throughput %]'; the old clocks are in Hz: 1154728113 on an
+# A100). A name of no known form says 'value'.
+OLD_FORM_UNITS = (
+    (re.compile(r"Clock Frequency$"), "Hz"),
+    (re.compile(r"(?:Throughput|Bandwidth|Active|Issue|Utilization|Warps in Active SMs|Warps In Flight"
+                r"|(?:User|Protocol) Data)$", re.IGNORECASE), "%"),
+)  # fmt: skip
+UNKNOWN_UNIT = "value"
+
+
 def unit_of(name: str) -> str:
-    """The `[unit]` suffix of a 2023.4+ GPU metric name ('' without one)."""
+    """The unit of a GPU metric: the `[unit]` suffix of a 2023.4+ name, else by an older name's form (OLD_FORM_UNITS),
+    else UNKNOWN_UNIT."""
     found = re.search(r"\[([^\]]*)\]\s*$", name)
-    return found.group(1) if found else ""
+    if found:
+        return found.group(1)
+    return next((unit for form, unit in OLD_FORM_UNITS if form.search(name.strip())), UNKNOWN_UNIT)
 
 
 def gpu_metrics_table(export: ExportFile) -> list[Series]:

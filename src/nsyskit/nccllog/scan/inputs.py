@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import errno
 import glob
+import shutil
+import sys
+import tempfile
 from pathlib import Path
 
 from nsyskit import runrecord
@@ -59,9 +63,28 @@ def is_run_folder(path: Path) -> bool:
         raise NcclLogError("LOG", exc.path, exc.problem, exc.fix) from None
 
 
+STDIN = "-"  # the argument '-': standard input (a pipe: 'zcat run.log.gz | nsyskit nccl-log -')
+
+
+def stdin_copy() -> Path:
+    """Standard input copied to a temporary file named 'stdin', removed at exit: the scanner reads a file in parallel
+    parts and may read it twice (the step window), which a pipe cannot give."""
+    if sys.stdin is None or sys.stdin.isatty():
+        raise NcclLogError("LOG", STDIN, "standard input is a terminal, not a pipe",
+                           "pipe the log in (zcat run.log.gz | nsyskit nccl-log -) or name the file")  # fmt: skip
+    folder = Path(tempfile.mkdtemp(prefix="nsyskit-nccl-log-"))
+    atexit.register(shutil.rmtree, folder, True)
+    path = folder / "stdin"
+    with open(path, "wb") as copy:
+        shutil.copyfileobj(sys.stdin.buffer, copy, 1 << 20)
+    return path
+
+
 def _expand(item: str, argument: str) -> tuple[list[Path], str | None]:
     """The files one path, folder or glob names, and the job they form (a run folder, one with run.json: one job;
     None: each file is its own job)."""
+    if item == STDIN:
+        return [stdin_copy()], STDIN
     path = Path(item)
     if path.is_dir():
         found = logs_in_folder(path)
