@@ -128,7 +128,7 @@ def export_sqlite(rep: Path) -> Path:
     nsys = require_nsys("export a .nsys-rep to SQLite", rep)
     if rep.stat().st_size == 0:
         raise ReportFileError(rep, "is empty (0 bytes)", "the profile did not finish: record it again")
-    cmd = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(target), str(rep)]
+    cmd = nsysargs.export_args(nsys, str(target), str(rep))  # with the NVTX payload values where this nsys can
     size, started = rep.stat().st_size, time.monotonic()
     if size >= BIG_REPORT_BYTES:  # big exports take minutes: say what runs, once, and how long it took
         console.info(f"exporting {rep.name} ({size / 1e9:.1f} GB) to SQLite with nsys export (once; cached)…")

@@ -1,0 +1,95 @@
+"""Every export the kit runs (the wrapper at a rank's end, 'analyze' of a .nsys-rep, the cluster map through the same
+opener) asks for the NVTX payload values (--include-blobs=true: NCCL's message sizes) when that nsys has the flag, as
+its 'nsys export --help' says, asked once per binary: a stand-in nsys with the flag and one without."""
+
+from __future__ import annotations
+
+import importlib.machinery
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from nsyskit import nsysargs
+from nsyskit.analysis.read import nsys
+
+WRAPPER_PATH = Path(__file__).resolve().parents[2] / "Container-Root/usr/local/bin/nsys-profile"
+# A stand-in 'nsys': 'export --help' lists the flags (--include-blobs only when $HAS_FLAG is 1) and counts the
+# times it was asked; 'export' records its arguments and writes the --output file.
+STAND_IN = """#!/usr/bin/env python3
+import os, sys
+here = os.path.dirname(os.path.abspath(__file__))
+args = sys.argv[1:]
+if args[:1] == ["--version"]:
+    print("NVIDIA Nsight Systems version 2025.2.1.130-252135690618v0")
+elif args[:2] == ["export", "--help"]:
+    open(os.path.join(here, "asked"), "a").write("x")
+    print("usage: nsys export [<args>] [nsys-rep-file]")
+    print("  --force-overwrite=<true|false>")
+    if os.environ.get("HAS_FLAG") == "1":
+        print("  --include-blobs=<true|false>   Controls if NVTX extended payloads are exported as binary data.")
+    print("  --include-json=<true|false>")
+elif args[:1] == ["export"]:
+    open(os.path.join(here, "exported"), "a").write(" ".join(args) + "\\n")
+    out = next(a.split("=", 1)[1] for a in args if a.startswith("--output="))
+    open(out, "w").write("sqlite")
+"""
+
+
+@pytest.fixture
+def stand_in(tmp_path, monkeypatch):
+    """The stand-in nsys, first on PATH; the per-binary answers forgotten before and after."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    (folder / "nsys").write_text(STAND_IN)
+    (folder / "nsys").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}:/usr/bin:/bin")
+    monkeypatch.setattr(nsysargs, "_exports_payloads", {})
+    return folder
+
+
+def load_wrapper():
+    loader = importlib.machinery.SourceFileLoader("nsys_profile_export", str(WRAPPER_PATH))
+    spec = importlib.util.spec_from_loader("nsys_profile_export", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("has_flag", [True, False])
+def test_analyze_exports_the_payloads_when_that_nsys_can(stand_in, tmp_path, monkeypatch, has_flag):
+    monkeypatch.setenv("HAS_FLAG", "1" if has_flag else "0")
+    reports = []
+    for name in ("a_rank_0", "a_rank_1"):
+        (rep := tmp_path / f"{name}.nsys-rep").write_bytes(b"report")
+        reports.append(rep)
+        assert nsys.export_sqlite(rep) == rep.with_suffix(".sqlite")
+    exported = (stand_in / "exported").read_text().splitlines()
+    assert len(exported) == 2
+    for line, rep in zip(exported, reports, strict=True):
+        assert line.startswith("export --type=sqlite") and line.endswith(str(rep))
+        assert ("--include-blobs=true" in line.split()) == has_flag
+    assert (stand_in / "asked").read_text() == "x"  # asked once for the two exports of one binary
+
+
+@pytest.mark.parametrize("has_flag", [True, False])
+def test_the_wrapper_exports_the_payloads_when_that_nsys_can(stand_in, tmp_path, monkeypatch, has_flag):
+    monkeypatch.setenv("HAS_FLAG", "1" if has_flag else "0")
+    wrapper = load_wrapper()
+    monkeypatch.setattr(wrapper.nsysargs, "_exports_payloads", {})  # the image's copy of the module (same file)
+    base = tmp_path / "reports" / "j_node0_rank0_h"
+    base.parent.mkdir()
+    Path(f"{base}.nsys-rep").write_bytes(b"report")
+    ident = {"NSYSKIT_RANK": "0", "NSYSKIT_LOCAL_RANK": "0", "NSYSKIT_NODE": "0"}
+    assert wrapper.finish_report({"NSYSKIT_NSYS": str(stand_in / "nsys")}, ident, str(base)) == []
+    (line,) = (stand_in / "exported").read_text().splitlines()
+    assert ("--include-blobs=true" in line.split()) == has_flag
+    assert Path(f"{base}.sqlite").read_text() == "sqlite"
+
+
+def test_an_nsys_that_cannot_be_asked_exports_without_the_flag(tmp_path, monkeypatch):
+    monkeypatch.setattr(nsysargs, "_exports_payloads", {})
+    missing = str(tmp_path / "no-such-nsys")
+    assert nsysargs.export_args(missing, "out.sqlite", "r.nsys-rep") == [
+        missing, "export", "--type=sqlite", "--force-overwrite=true", "--output=out.sqlite", "r.nsys-rep"
+    ]  # fmt: skip
