@@ -356,14 +356,20 @@ def test_nvtx_odd_texts_and_payloads_read_the_same_from_the_pages(tmp_path, nul,
     assert str(got["payload"]) == str([0.0, 1e300, 1.25, float(2**62 + 1), 0.1])
 
 
-def test_nvtx_payload_blobs_decode_the_same_on_every_read_path(tmp_path, blob_extension, monkeypatch):
-    # NCCL 2.28 payloads as binaryData (raw bytes in a TEXT column, as nsys writes them): the pages read fetches the
-    # blobs of the rows holding one, the SQL reads select them; every path decodes the same sizes and communicators.
+@pytest.mark.parametrize("in_pages", [True, False])
+def test_nvtx_payload_blobs_decode_the_same_on_every_read_path(tmp_path, blob_extension, monkeypatch, in_pages):
+    # NCCL 2.28 payloads as binaryData (raw bytes in a TEXT column, as nsys writes them): the pages read decodes the
+    # blobs where they lie in the file (else, `in_pages` False, SQLite fetches the rows holding one); the SQL reads
+    # select them; every path decodes the same sizes and communicators.
     from nccl_payloads import COMMS, nccl_export, planted_calls
 
+    from nsyskit.analysis.read import payloadblob
+
+    if not in_pages:
+        monkeypatch.setattr(payloadblob, "paged_blobs", lambda *a: None)
     path = write_export(tmp_path / "blobs.sqlite", nccl_export("2.28", "blob"))
     results, ran = _three_nvtx_reads(path, monkeypatch)
-    assert ran["pages"] == [True, False, False] and len(ran["fetched"]) == 1  # the blobs, once
+    assert ran["pages"] == [True, False, False] and len(ran["fetched"]) == (0 if in_pages else 1)
     assert str(results[0]) == str(results[1]) == str(results[2])
     calls = planted_calls()
     got = results[0]

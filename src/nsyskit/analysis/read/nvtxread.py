@@ -15,7 +15,7 @@ NVTX_TABLES = ("NVTX_EVENTS",)
 NVTX_RANGE_TYPES = (59, 60, 70, 71)
 NVTX_DOMAIN_CREATE = 75
 PAYLOAD_COLUMNS = ("uint64Value", "int64Value", "uint32Value", "int32Value", "doubleValue", "floatValue")
-BLOB_COLUMN = "binaryData"  # extended payloads' raw bytes (nsys export --include-blobs=true), in a TEXT column
+BLOB_COLUMN = payloadblob.BLOB_COLUMN  # extended payloads' raw bytes (nsys export --include-blobs=true), TEXT
 BLOB_SQL = f"CAST(e.{BLOB_COLUMN} AS BLOB)"  # their bytes as they are (a TEXT read would decode them)
 
 
@@ -64,7 +64,11 @@ def _with_blobs(reader: ExportFile, ranges: NvtxRanges, blobs: np.ndarray) -> Nv
     held = np.flatnonzero(np.not_equal(blobs, None))
     if not len(held):
         return ranges
-    values = payloadblob.decode(blobs[held].tolist(), payloadblob.read_schemas(reader))
+    return _with_values(reader, ranges, held, payloadblob.decode(blobs[held].tolist(), payloadblob.read_schemas(reader)))
+
+
+def _with_values(reader: ExportFile, ranges: NvtxRanges, held: np.ndarray, values: payloadblob.BlobValues) -> NvtxRanges:
+    """The ranges with what the blobs of the ranges at `held` state (see _with_blobs)."""
     if values.skipped:
         reader.warn(f"{reader.path}: {values.skipped} of {len(held)} NVTX payload blobs have no schema in the export "
                     "or a length other than their schema's and were left out (their sizes unknown); fix: "
@@ -143,13 +147,17 @@ def _read_pages(reader: ExportFile, table: str, cols: set[str], pid: int | None)
         domain[found["domain:kind"][rows] == pagescan.KIND_CODES["null"]] = ""  # the row-wise join matches no NULL
     ranges = NvtxRanges(start, end, text, domain, thread, payload, json_text)
     if "blob" in found and (found["blob:kind"][rows] != 0).any():  # only an export with --include-blobs holds any
-        holders = rows[found["blob:kind"][rows] != 0]
-        fetched = _fetch_by_rowid(reader, table, BLOB_SQL, found["row"][holders])
-        if fetched is None:
-            return None
-        blobs = np.full(len(rows), None, dtype=object)
-        blobs[np.searchsorted(found["row"][rows], found["row"][holders])] = fetched
-        ranges = _with_blobs(reader, ranges, blobs)
+        paged = payloadblob.paged_blobs(reader, table, found["row"][rows])  # where they lie in the pages
+        if paged is not None:
+            ranges = _with_values(reader, ranges, *paged)
+        else:  # (a value the pages cannot give): SQLite fetches the rows' blobs
+            holders = rows[found["blob:kind"][rows] != 0]
+            fetched = _fetch_by_rowid(reader, table, BLOB_SQL, found["row"][holders])
+            if fetched is None:
+                return None
+            blobs = np.full(len(rows), None, dtype=object)
+            blobs[np.searchsorted(found["row"][rows], found["row"][holders])] = fetched
+            ranges = _with_blobs(reader, ranges, blobs)
     backwards = end < start
     if backwards.any():
         reader.warn(

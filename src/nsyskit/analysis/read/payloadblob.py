@@ -10,12 +10,14 @@ is unknown or whose length disagrees with it is skipped and counted: never a wro
 
 from __future__ import annotations
 
+import ctypes
 import re
 from dataclasses import dataclass
 
 import numpy as np
 
 HEADER_BYTES = 32
+BLOB_COLUMN = "binaryData"  # NVTX_EVENTS' column of the payloads' bytes (declared TEXT)
 SCHEMA_TABLE, ENTRY_TABLE, ENUM_TABLE = "NVTX_PAYLOAD_SCHEMAS", "NVTX_PAYLOAD_SCHEMA_ENTRIES", "NVTX_PAYLOAD_ENUMS"
 # NVTX's payload entry types (nvToolsExtPayload.h) as numpy types on the LP64 hosts nsys records (little-endian).
 ENTRY_TYPES = {
@@ -113,36 +115,82 @@ def _is_enum(kind: object) -> bool:
 
 
 def decode(blobs: list[bytes], schemas: dict[int, Schema]) -> BlobValues:
-    """The message size, communicator and communicator size each blob states (see BlobValues).
+    """The message size, communicator and communicator size each blob (bytes) states (see BlobValues)."""
+    lengths = np.fromiter(map(len, blobs), dtype=np.int64, count=len(blobs))
 
-    Blobs of one length share a layout: each such group is one numpy array of rows, its fields read column-wise."""
-    count = len(blobs)
+    def rows_of(at: np.ndarray, length: int) -> np.ndarray:
+        return np.frombuffer(b"".join([blobs[i] for i in at.tolist()]), dtype=np.uint8).reshape(len(at), length)
+
+    return _decode(lengths, rows_of, schemas)
+
+
+def decode_spans(buffer: np.ndarray, starts: np.ndarray, ends: np.ndarray, schemas: dict[int, Schema]) -> BlobValues:
+    """decode() of the blobs at [starts[i], ends[i]) of `buffer` (uint8: pagescan's mapped pages), read where they
+    lie: no bytes object per blob."""
+    lengths = ends - starts
+
+    def rows_of(at: np.ndarray, length: int) -> np.ndarray:
+        return buffer[starts[at][:, None] + np.arange(length)]
+
+    return _decode(lengths, rows_of, schemas)
+
+
+CHUNK_ROWS = 1 << 16  # blobs gathered into one array at a time (a million 56-byte blobs: 3.6 MB per chunk)
+
+
+def _decode(lengths: np.ndarray, rows_of, schemas: dict[int, Schema]) -> BlobValues:
+    """Blobs of one length share a layout: each such group, a chunk at a time, is one array of rows (rows_of(at,
+    length)) whose fields are read column-wise."""
+    count = len(lengths)
     size, comm, nranks = np.full(count, np.nan), np.full(count, NO_COMM, np.int64), np.zeros(count, np.int64)
-    lengths = np.fromiter(map(len, blobs), dtype=np.int64, count=count)
     decoded = np.zeros(count, dtype=bool)
+    usable = {schema.size + HEADER_BYTES for schema in schemas.values()}
     for length in np.unique(lengths).tolist():
-        if length <= HEADER_BYTES:
-            continue
-        at = np.flatnonzero(lengths == length)
-        rows = np.frombuffer(b"".join([blobs[i] for i in at.tolist()]), dtype=np.uint8).reshape(len(at), length)
-        header = np.ascontiguousarray(rows[:, :HEADER_BYTES]).view("<u8")
-        ids, stated = header[:, 1], header[:, 2]
-        for schema_id in np.unique(ids).tolist():
-            schema = schemas.get(int(schema_id))
-            if schema is None or schema.size != length - HEADER_BYTES:
-                continue
-            mine = (ids == schema_id) & (stated == schema.size)  # the header agrees with the schema's size
-            where = at[mine]
-            decoded[where] = True
-            fields = {kind: _first(schema, rows[mine], pattern) for kind, pattern in
-                      (("size", SIZE_KEY), ("comm", COMM_KEY), ("nranks", NRANKS_KEY))}  # fmt: skip
-            if fields["size"] is not None:
-                size[where] = fields["size"].astype(np.float64)
-            if fields["comm"] is not None:
-                comm[where] = fields["comm"].astype(np.uint64).view(np.int64)  # an id: its 64 bits, not its value
-            if fields["nranks"] is not None:
-                nranks[where] = np.where(fields["nranks"] > 0, fields["nranks"], 0).astype(np.int64)
+        if length not in usable:
+            continue  # no schema of this length: every such blob is skipped
+        same = np.flatnonzero(lengths == length)
+        for first in range(0, len(same), CHUNK_ROWS):
+            at = same[first : first + CHUNK_ROWS]
+            rows = rows_of(at, length)
+            header = np.ascontiguousarray(rows[:, :HEADER_BYTES]).view("<u8")
+            ids, stated = header[:, 1], header[:, 2]
+            for schema_id in np.unique(ids).tolist():
+                schema = schemas.get(int(schema_id))
+                if schema is None or schema.size != length - HEADER_BYTES:
+                    continue
+                mine = (ids == schema_id) & (stated == schema.size)  # the header agrees with the schema's size
+                where = at[mine]
+                decoded[where] = True
+                fields = {kind: _first(schema, rows[mine], pattern) for kind, pattern in
+                          (("size", SIZE_KEY), ("comm", COMM_KEY), ("nranks", NRANKS_KEY))}  # fmt: skip
+                if fields["size"] is not None:
+                    size[where] = fields["size"].astype(np.float64)
+                if fields["comm"] is not None:
+                    comm[where] = fields["comm"].astype(np.uint64).view(np.int64)  # an id: its 64 bits, not its value
+                if fields["nranks"] is not None:
+                    nranks[where] = np.where(fields["nranks"] > 0, fields["nranks"], 0).astype(np.int64)
     return BlobValues(size, comm, nranks, int(count - decoded.sum()))
+
+
+def paged_blobs(reader, table: str, rowids: np.ndarray) -> tuple[np.ndarray, BlobValues] | None:
+    """(the positions in `rowids` (ascending) whose rows hold a blob, what those blobs state), read from the file's
+    pages where they lie (pagescan's spans); None where the pages cannot say (SQLite then fetches the blobs)."""
+    from nsyskit.analysis.read import pagescan
+
+    schemas = read_schemas(reader)
+
+    def spans(found: dict, address: int, size: int, starts: np.ndarray, ends: np.ndarray):
+        kind = found[f"{BLOB_COLUMN}:kind"]
+        held = (kind == pagescan.KIND_CODES["text"]) | (kind == pagescan.KIND_CODES["blob"])
+        rows = found["rowid"][held]
+        at = np.searchsorted(rowids, rows)
+        mine = (at < len(rowids)) & (rowids[np.minimum(at, len(rowids) - 1)] == rows)  # the ranges' rows only
+        buffer = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(address))  # read-only while raw runs
+        return at[mine], decode_spans(buffer, starts[0][held][mine], ends[0][held][mine], schemas)
+
+    if not len(rowids):
+        return None
+    return pagescan.read_columns(reader.con, reader.path, table, ("rowid",), (), (BLOB_COLUMN,), raw=spans)
 
 
 def _first(schema: Schema, rows: np.ndarray, pattern: re.Pattern) -> np.ndarray | None:
@@ -171,6 +219,8 @@ def held_no_values(reader, ranges) -> bool:
     there even then: only values prove payloads."""
     if SCHEMA_TABLE not in reader.tables or not len(ranges):
         return False
+    if ranges.comm is not None and ((ranges.comm != NO_COMM) | (ranges.nranks > 0)).any():
+        return False  # blobs were exported and decoded
     # NCCL's API ranges: in its domain, or named ncclX where a derived file cut off the domain's create event
     texts, codes = ranges.texts
     named = np.asarray([NCCL_API.match(t) is not None for t in texts], dtype=bool)[codes]
