@@ -12,7 +12,8 @@ from nsys_fixtures import Export, Kernel, Launch, Range, write_export
 
 from nsyskit.analysis.compute.nccllogjoin import join_calls
 from nsyskit.analysis.read.discover import open_export
-from nsyskit.analysis.trace import RankTrace, analyze_run
+from nsyskit.analysis import run_analysis
+from nsyskit.analysis.trace import RankTrace
 
 REAL = Path(__file__).resolve().parents[2] / "data" / "real"
 DTYPE_FP32, DTYPE_BF16 = 7, 9
@@ -68,18 +69,22 @@ def test_a_window_that_starts_mid_run_gets_the_logs_sizes_and_each_communicators
     (tmp_path / "job_rank_0.nccl.log").write_text(log_text(run))
     table, warnings = operations(tmp_path / "job_rank_0.sqlite")
     assert table["size_bytes"].tolist() == [count * 4.0 for _op, _comm, count in window]  # fp32: 4 bytes each
-    assert table["nranks"].tolist() == [COMMS[comm] for _op, comm, _count in window]  # both communicators
+    assert set(table["nranks"]) == {0}  # n: the run's table takes it from the log, labelled so (below)
     assert set(table["size_origin"]) == {"log"} and len(warnings) == 1
     assert "NCCL message sizes from job_rank_0.nccl.log" in warnings[0] and "places that all give the same" in warnings[0]
 
 
-def test_the_joined_sizes_reach_the_runs_bandwidth_table(tmp_path):
+def test_the_joined_sizes_reach_the_runs_bandwidth_table_with_each_communicators_logged_size(tmp_path):
+    """The run's sizes table: the joined sizes give every operation a bandwidth; n is each communicator's
+    [nranks=N] from the log (8 for the AllReduces, 2 for the others), said to come from it."""
     run = run_calls(steps=4)
     write_export(tmp_path / "job_rank_0.sqlite", trace_of(run[1:]))
     (tmp_path / "job_rank_0.nccl.log").write_text(log_text(run))
-    rows = {(r["op"], r["nranks"]): r for r in analyze_run([tmp_path], workers=1).nccl_sizes.rows()}
+    analysis, _html = run_analysis([tmp_path], write=False)
+    rows = {(r["op"], r["nranks"]): r for r in analysis.nccl_sizes.rows()}
     assert set(rows) == {("AllReduce", 8), ("AllGather", 2), ("ReduceScatter", 2)}
     assert all(r["bucket"] != "unknown" and r["bw_count"] == r["count"] for r in rows.values())
+    assert {r["n_source"] for r in rows.values()} == {"nccl log"}
 
 
 def test_a_trace_whose_calls_are_not_in_the_log_keeps_unknown_sizes_and_says_why(tmp_path):

@@ -95,7 +95,7 @@ def _window_hashes(keys: np.ndarray, length: int, starts: np.ndarray) -> np.ndar
 def with_logged_sizes(ops, calls) -> tuple:
     """(the operations table with sizes from the log `calls` (scan.calls.LoggedCalls) where the trace's NCCL API
     ranges hold none, size_origin 'log'; the line saying how, or why not: '' when nothing was tried)."""
-    from nsyskit.analysis.compute.nccl import BUCKET_LABELS, NO_NRANKS, SIZE_ORIGINS, size_bucket_codes
+    from nsyskit.analysis.compute.nccl import BUCKET_LABELS, SIZE_ORIGINS, size_bucket_codes
     from nsyskit.analysis.compute.table import Table
 
     api = _api_calls(ops)
@@ -110,12 +110,13 @@ def with_logged_sizes(ops, calls) -> tuple:
     if np.isnan(joined.nbytes).all():
         return ops, joined.line
     columns = dict(ops.columns)
-    sizes, nranks, origin = columns["size_bytes"].copy(), columns["nranks"].copy(), columns["size_origin"].copy()
+    sizes, origin = columns["size_bytes"].copy(), columns["size_origin"].copy()
     sizes[order] = joined.nbytes
-    unstated = nranks[order] == NO_NRANKS
-    nranks[order[unstated]] = joined.nranks[unstated]
     origin[order[~np.isnan(joined.nbytes)]] = SIZE_ORIGINS[3]
-    columns.update(size_bytes=sizes, nranks=nranks, size_origin=origin,
+    # n stays as the trace states it (NO_NRANKS): the run's sizes table takes the log's [nranks=N] for the
+    # collective and size (ncclbandwidth.logged_sizes) and says so ('nccl log'); the digest's kinds record only
+    # whether the report states n, so a logged n written here would read as the report's.
+    columns.update(size_bytes=sizes, size_origin=origin,
                    bucket=np.asarray(BUCKET_LABELS, dtype=object)[size_bucket_codes(sizes)])  # fmt: skip
     coded = {name: value for name, value in ops.coded.items() if name not in ("size_bytes", "bucket")}
     return Table(columns, coded=coded), joined.line
