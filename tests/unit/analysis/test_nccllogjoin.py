@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 from nsys_fixtures import Export, Kernel, Launch, Range, write_export
 
+from nsyskit.analysis import run_analysis
 from nsyskit.analysis.compute.nccllogjoin import join_calls
 from nsyskit.analysis.read.discover import open_export
-from nsyskit.analysis import run_analysis
 from nsyskit.analysis.trace import RankTrace
 
 REAL = Path(__file__).resolve().parents[2] / "data" / "real"
