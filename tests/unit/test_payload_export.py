@@ -32,7 +32,10 @@ elif args[:2] == ["export", "--help"]:
 elif args[:1] == ["export"]:
     open(os.path.join(here, "exported"), "a").write(" ".join(args) + "\\n")
     out = next(a.split("=", 1)[1] for a in args if a.startswith("--output="))
-    open(out, "w").write("sqlite")
+    if os.environ.get("EXPORT_FROM"):  # a prepared export stands for what nsys would write
+        open(out, "wb").write(open(os.environ["EXPORT_FROM"], "rb").read())
+    else:
+        open(out, "w").write("sqlite")
 """
 
 
@@ -93,3 +96,48 @@ def test_an_nsys_that_cannot_be_asked_exports_without_the_flag(tmp_path, monkeyp
     assert nsysargs.export_args(missing, "out.sqlite", "r.nsys-rep") == [
         missing, "export", "--type=sqlite", "--force-overwrite=true", "--output=out.sqlite", "r.nsys-rep"
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("has_flag", [True, False])
+def test_a_sqlite_exported_without_the_payloads_is_exported_again_once_from_its_report(
+    stand_in, tmp_path, monkeypatch, capsys, has_flag
+):
+    """A run folder holding X.sqlite made without --include-blobs beside X.nsys-rep: with an nsys that has the flag,
+    analyze uses a fresh export with the payloads (made once into the cache, said on the terminal) and the sizes are
+    known; without it, the user's export is read and its NVTX read says how to re-export."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent / "analysis"))  # the analysis tests' fixtures
+    from nccl_payloads import nccl_export
+    from nsys_fixtures import write_export
+
+    from nsyskit.analysis.read.discover import open_export
+    from nsyskit.analysis.trace import RankTrace
+
+    full = write_export(tmp_path / "full.sqlite", nccl_export("2.28", "blob"))
+    bare = nccl_export("2.28", "blob")
+    for r in bare.ranges:
+        r.blob = None  # the schema tables stay: what nsys exports without the flag
+    run = tmp_path / "run"
+    run.mkdir()
+    write_export(run / "job_rank_0.sqlite", bare)
+    (run / "job_rank_0.nsys-rep").write_bytes(b"report")
+    monkeypatch.setenv("EXPORT_FROM", str(full))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("HAS_FLAG", "1" if has_flag else "0")
+    for _analyze in range(2):  # the second reuses the cached export
+        reader = open_export(run / "job_rank_0.sqlite")
+        try:
+            ops = RankTrace(0, run / "job_rank_0.sqlite", reader).nccl_operations()
+            warnings = list(reader.warnings)
+            path = reader.path
+        finally:
+            reader.close()
+        if has_flag:
+            assert path.parent == tmp_path / "cache" / "nsyskit" / "exports" and path.name.endswith(".payloads.sqlite")
+            assert set(ops["size_origin"]) == {"payload"} and warnings == []
+        else:
+            assert path == run / "job_rank_0.sqlite" and set(ops["size_origin"]) == {""}
+            assert any("fix: nsys export --type sqlite --include-blobs=true" in w for w in warnings)
+    exported = (stand_in / "exported").read_text().splitlines() if (stand_in / "exported").exists() else []
+    assert len(exported) == (1 if has_flag else 0)  # once: the second analyze reuses the cached export
+    said = capsys.readouterr().err
+    assert ("exported without NCCL's payload values" in said) == has_flag

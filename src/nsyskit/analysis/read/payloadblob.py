@@ -236,3 +236,15 @@ def held_no_values(reader, ranges) -> bool:
     if ranges.comm is not None:
         stated |= (ranges.comm[nccl] != NO_COMM) | (ranges.nranks[nccl] > 0)
     return not stated.any()
+
+
+def exported_without_values(reader) -> bool:
+    """Whether an export has payload schemas but no payload value in any NVTX event (binaryData, jsonText): made
+    without --include-blobs. Two indexed-free probes that stop at the first row found."""
+    if SCHEMA_TABLE not in reader.tables or "NVTX_EVENTS" not in reader.tables:
+        return False
+    if not reader.query(f"SELECT 1 FROM {SCHEMA_TABLE} LIMIT 1"):
+        return False
+    columns = [c for c in (BLOB_COLUMN, "jsonText") if c in reader.columns("NVTX_EVENTS")]
+    held = " OR ".join(f"{c} IS NOT NULL" for c in columns)
+    return not columns or not reader.query(f"SELECT 1 FROM NVTX_EVENTS WHERE {held} LIMIT 1")
