@@ -140,10 +140,13 @@ def _blob_comm_sizes(nvtx: NvtxRanges, nranks: np.ndarray, index: np.ndarray, js
     sizes = dict(zip(ids, nvtx.nranks[stated].tolist(), strict=True)) | json_sizes
     own, comm = nvtx.nranks[index], nvtx.comm[index]
     unstated = (own == 0) & (comm != NO_COMM)
-    if unstated.any():  # a few communicators: each looked up once
-        distinct, code = np.unique(comm[unstated], return_inverse=True)
-        found = [sizes.get(c, NO_NRANKS) for c in distinct.view(np.uint64).tolist()]
-        own[unstated] = np.asarray(found, dtype=np.int64)[code.reshape(-1)]
+    if unstated.any() and sizes:  # the few known communicators, searched for each call's (no sort of the calls)
+        known = np.asarray(sorted(sizes), dtype=np.uint64).view(np.int64)  # the ids' 64 bits, as nvtx.comm holds them
+        order = np.argsort(known)
+        known, counts = known[order], np.asarray([sizes[k] for k in sorted(sizes)], dtype=np.int64)[order]
+        wanted = comm[unstated]
+        at = np.minimum(np.searchsorted(known, wanted), len(known) - 1)
+        own[unstated] = np.where(known[at] == wanted, counts[at], NO_NRANKS)
     blob_known = own > 0
     nranks[blob_known] = own[blob_known]
     return sizes
