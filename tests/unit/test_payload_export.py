@@ -4,8 +4,6 @@ its 'nsys export --help' says, asked once per binary: a stand-in nsys with the f
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -13,7 +11,6 @@ import pytest
 from nsyskit import nsysargs
 from nsyskit.analysis.read import nsys
 
-WRAPPER_PATH = Path(__file__).resolve().parents[2] / "Container-Root/usr/local/bin/nsys-profile"
 # A stand-in 'nsys': 'export --help' lists the flags (--include-blobs only when $HAS_FLAG is 1) and counts the
 # times it was asked; 'export' records its arguments and writes the --output file.
 STAND_IN = """#!/usr/bin/env python3
@@ -51,14 +48,6 @@ def stand_in(tmp_path, monkeypatch):
     return folder
 
 
-def load_wrapper():
-    loader = importlib.machinery.SourceFileLoader("nsys_profile_export", str(WRAPPER_PATH))
-    spec = importlib.util.spec_from_loader("nsys_profile_export", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize("has_flag", [True, False])
 def test_analyze_exports_the_payloads_when_that_nsys_can(stand_in, tmp_path, monkeypatch, has_flag):
     monkeypatch.setenv("HAS_FLAG", "1" if has_flag else "0")
@@ -78,7 +67,8 @@ def test_analyze_exports_the_payloads_when_that_nsys_can(stand_in, tmp_path, mon
 @pytest.mark.parametrize("has_flag", [True, False])
 def test_the_wrapper_exports_the_payloads_when_that_nsys_can(stand_in, tmp_path, monkeypatch, has_flag):
     monkeypatch.setenv("HAS_FLAG", "1" if has_flag else "0")
-    wrapper = load_wrapper()
+    from test_nsys_wrapper import wrapper  # the wrapper script loaded as a module
+
     monkeypatch.setattr(wrapper.nsysargs, "_exports_payloads", {})  # the image's copy of the module (same file)
     base = tmp_path / "reports" / "j_node0_rank0_h"
     base.parent.mkdir()
