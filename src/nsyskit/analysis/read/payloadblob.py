@@ -158,14 +158,18 @@ def _decode(lengths: np.ndarray, rows_of, schemas: dict[int, Schema]) -> BlobVal
             rows = rows_of(at, length)
             header = np.ascontiguousarray(rows[:, :HEADER_BYTES]).view("<u8")
             ids, stated = header[:, 1], header[:, 2]
+            columns: dict[tuple[int, str], np.ndarray] = {}
             for schema_id, schema in fitting.items():  # a blob of an unknown schema id matches none: skipped
                 mine = (ids == schema_id) & (stated == schema.size)  # the header agrees with the schema's size
                 if not mine.any():
                     continue
-                where, chosen = (at, rows) if mine.all() else (at[mine], rows[mine])
+                every = mine.all()
+                where = at if every else at[mine]
                 decoded[where] = True
-                fields = {kind: _first(schema, chosen, pattern) for kind, pattern in
+                # a field at one offset and type is read once for the chunk's rows, whichever schemas share it
+                fields = {kind: _first(schema, rows, pattern, columns) for kind, pattern in
                           (("size", SIZE_KEY), ("comm", COMM_KEY), ("nranks", NRANKS_KEY))}  # fmt: skip
+                fields = {kind: v if v is None or every else v[mine] for kind, v in fields.items()}
                 if fields["size"] is not None:
                     size[where] = fields["size"].astype(np.float64)
                 if fields["comm"] is not None:
@@ -196,9 +200,10 @@ def paged_blobs(reader, table: str, rowids: np.ndarray) -> tuple[np.ndarray, Blo
     return pagescan.read_columns(reader.con, reader.path, table, ("rowid",), (), (BLOB_COLUMN,), raw=spans)
 
 
-def _first(schema: Schema, rows: np.ndarray, pattern: re.Pattern) -> np.ndarray | None:
+def _first(schema: Schema, rows: np.ndarray, pattern: re.Pattern, columns: dict) -> np.ndarray | None:
     """The values of the schema's first numeric entry whose name `pattern` finds (search for sizes, match for the
-    others, as the jsonText route), from each row's payload; None when the schema has no such entry."""
+    others, as the jsonText route), from each row's payload; None when the schema has no such entry. `columns`:
+    the fields read from these rows so far, by (offset, type)."""
     for entry in schema.entries:
         named = pattern.search(entry.name) if pattern is SIZE_KEY else pattern.match(entry.name.strip())
         if not named or entry.dtype is None:
@@ -207,7 +212,9 @@ def _first(schema: Schema, rows: np.ndarray, pattern: re.Pattern) -> np.ndarray 
         start = HEADER_BYTES + entry.offset
         if start + width > rows.shape[1]:
             return None
-        return np.ascontiguousarray(rows[:, start : start + width]).view(entry.dtype)[:, 0]
+        if (start, entry.dtype) not in columns:
+            columns[(start, entry.dtype)] = np.ascontiguousarray(rows[:, start : start + width]).view(entry.dtype)[:, 0]
+        return columns[(start, entry.dtype)]
     return None
 
 
