@@ -85,6 +85,7 @@ def test_the_joined_sizes_reach_the_runs_bandwidth_table_with_each_communicators
     assert set(rows) == {("AllReduce", 8), ("AllGather", 2), ("ReduceScatter", 2)}
     assert all(r["bucket"] != "unknown" and r["bw_count"] == r["count"] for r in rows.values())
     assert {r["n_source"] for r in rows.values()} == {"nccl log"}
+    assert analysis.nccl.sums["log_sized"] == len(run) - 1 and analysis.nccl.sums["payload_sized"] == 0
 
 
 def test_a_trace_whose_calls_are_not_in_the_log_keeps_unknown_sizes_and_says_why(tmp_path):

@@ -78,6 +78,10 @@ def test_busbw_follows_nccl_tests_size_convention_per_collective(tmp_path):
     for key, busbw in by_hand.items():
         assert rows[key]["busbw_median_gbps"] == pytest.approx(busbw, rel=1e-12), key
         assert rows[key]["n_source"] == "report"
+    from nsyskit.analysis.present.sections import n_source_note
+
+    note = n_source_note(analysis.nccl_sizes, analysis.nccl.sums)  # under the terminal table and in report.html
+    assert note.endswith("nranks from the report's NCCL payloads; message sizes from NCCL's payloads (12)")
 
 
 def test_the_cluster_map_and_merge_give_analyzes_collectives_table(tmp_path):

@@ -214,7 +214,8 @@ def nccl_operations(
         size_values, size_code = distinct_sizes(sizes)  # the buckets of the few distinct sizes; the digest's kinds
         bucket = size_bucket_codes(size_values)[size_code]
         coded = {"op": (ops_of_head.tolist(), head[chosen]), "origin": (origins, origin), "bucket": (BUCKET_LABELS, bucket),
-                 "source": (["nvtx", "gpu"], on_gpu.astype(np.int64)), "size_bytes": (size_values, size_code)}  # fmt: skip
+                 "source": (["nvtx", "gpu"], on_gpu.astype(np.int64)), "size_bytes": (size_values, size_code),
+                 "size_origin": (list(SIZE_ORIGINS), size_origin)}  # fmt: skip
         return Table({
             "op": ops_of_head[head[chosen]], "origin": np.asarray(origins, dtype=object)[origin], "start_ns": nvtx.start[chosen],
             "duration_ns": np.where(on_gpu, timing.span_ns if timing is not None else 0, cpu).astype(np.int64),

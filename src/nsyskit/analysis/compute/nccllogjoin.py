@@ -118,7 +118,7 @@ def with_logged_sizes(ops, calls) -> tuple:
     # whether the report states n, so a logged n written here would read as the report's.
     columns.update(size_bytes=sizes, size_origin=origin,
                    bucket=np.asarray(BUCKET_LABELS, dtype=object)[size_bucket_codes(sizes)])  # fmt: skip
-    coded = {name: value for name, value in ops.coded.items() if name not in ("size_bytes", "bucket")}
+    coded = {name: value for name, value in ops.coded.items() if name not in ("size_bytes", "bucket", "size_origin")}
     return Table(columns, coded=coded), joined.line
 
 
