@@ -150,6 +150,11 @@ def exports_payloads(nsys: str) -> bool:
     return _exports_payloads[key]
 
 
+def payloads_state(nsys: str) -> str:
+    """What a rank's status records about its export's NCCL payload values (runrecord.RankStatus.nccl_payloads)."""
+    return "exported" if exports_payloads(nsys) else "not exported"
+
+
 def export_args(nsys: str, output: str, report: str) -> list:
     """'nsys export' of REPORT into the SQLite file OUTPUT, with the NVTX payload values where this nsys has the flag."""
     payloads = [PAYLOADS_FLAG + "=true"] if exports_payloads(nsys) else []

@@ -14,10 +14,15 @@ from nsyskit.analysis.read import nsys
 # A stand-in 'nsys': 'export --help' lists the flags (--include-blobs only when $HAS_FLAG is 1) and counts the
 # times it was asked; 'export' records its arguments and writes the --output file.
 STAND_IN = """#!/usr/bin/env python3
-import os, sys
+import os, re, subprocess, sys
 here = os.path.dirname(os.path.abspath(__file__))
 args = sys.argv[1:]
-if args[:1] == ["--version"]:
+if args[:1] == ["profile"]:  # runs the application, leaves a report named as --output says
+    output = next(a.split("=", 1)[1] for a in args if a.startswith("--output="))
+    code = subprocess.run([a for a in args[1:] if not a.startswith("--")]).returncode
+    open(re.sub(r"%q\\{(\\w+)\\}", lambda m: os.environ[m[1]], output) + ".nsys-rep", "w").write("report")
+    sys.exit(code)
+elif args[:1] == ["--version"]:
     print("NVIDIA Nsight Systems version 2025.2.1.130-252135690618v0")
 elif args[:2] == ["export", "--help"]:
     open(os.path.join(here, "asked"), "a").write("x")
@@ -131,3 +136,26 @@ def test_a_sqlite_exported_without_the_payloads_is_exported_again_once_from_its_
     assert len(exported) == (1 if has_flag else 0)  # once: the second analyze reuses the cached export
     said = capsys.readouterr().err
     assert ("exported without NCCL's payload values" in said) == has_flag
+
+
+@pytest.mark.parametrize("has_flag", [True, False])
+def test_the_ranks_status_says_whether_its_export_holds_the_payloads(stand_in, tmp_path, monkeypatch, has_flag):
+    """A whole rank through the wrapper (the stand-in records and exports): its status (what run.json gathers)
+    records 'exported' or 'not exported' as that nsys could."""
+    import json
+    import subprocess
+    import sys
+
+    from test_nsys_wrapper import WRAPPER_PATH
+
+    reports = tmp_path / "reports"
+    env = {"PATH": f"{stand_in}:/usr/bin:/bin", "HAS_FLAG": "1" if has_flag else "0", "NSYSKIT_REPORT_DIR": str(reports),
+           "NSYSKIT_JOB_ID": "p1", "RANK": "0", "LOCAL_RANK": "0", "NSYSKIT_TMPDIR": str(tmp_path / "tmp")}  # fmt: skip
+    done = subprocess.run([sys.executable, str(WRAPPER_PATH), sys.executable, "-c", "print('trained')"], env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (path,) = (reports / "logs").glob("p1_node0_rank0_*.status.json")
+    status = json.loads(path.read_text())
+    assert status["sqlite"] and status["nccl_payloads"] == ("exported" if has_flag else "not exported")
+    (line,) = (stand_in / "exported").read_text().splitlines()
+    assert ("--include-blobs=true" in line.split()) == has_flag
