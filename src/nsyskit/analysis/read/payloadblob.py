@@ -232,9 +232,11 @@ def held_no_values(reader, ranges) -> bool:
     if ranges.comm is not None and ((ranges.comm != NO_COMM) | (ranges.nranks > 0)).any():
         return False  # blobs were exported and decoded
     # NCCL's API ranges: in its domain, or named ncclX where a derived file cut off the domain's create event
+    # (ncclGroupStart/End carry no payload in any export: they prove nothing)
     texts, codes = ranges.texts
     named = np.asarray([NCCL_API.match(t) is not None for t in texts], dtype=bool)[codes]
-    nccl = named | (ranges.domain == "NCCL")
+    grouping = np.asarray([t.startswith("ncclGroup") for t in texts], dtype=bool)[codes]
+    nccl = (named | (ranges.domain == "NCCL")) & ~grouping
     if not nccl.any():
         return False
     if not reader.query(f"SELECT 1 FROM {SCHEMA_TABLE} LIMIT 1"):
@@ -247,7 +249,7 @@ def held_no_values(reader, ranges) -> bool:
 
 def exported_without_values(reader) -> bool:
     """Whether an export has payload schemas but no payload value in any NVTX event (binaryData, jsonText): made
-    without --include-blobs. Two indexed-free probes that stop at the first row found."""
+    without --include-blobs. Two probes, each stopping at the first row it finds (a whole scan only when none)."""
     if SCHEMA_TABLE not in reader.tables or "NVTX_EVENTS" not in reader.tables:
         return False
     if not reader.query(f"SELECT 1 FROM {SCHEMA_TABLE} LIMIT 1"):
