@@ -82,6 +82,7 @@ def test_busbw_follows_nccl_tests_size_convention_per_collective(tmp_path):
 
     note = n_source_note(analysis.nccl_sizes, analysis.nccl.sums)  # under the terminal table and in report.html
     assert note.endswith("nranks from the report's NCCL payloads; message sizes from NCCL's payloads (12)")
+    assert analysis.to_json()["nccl_sizes_from"] == {"0": {"payload": 12, "json": 0, "log": 0}}  # analysis.json
 
 
 def test_the_cluster_map_and_merge_give_analyzes_collectives_table(tmp_path):
