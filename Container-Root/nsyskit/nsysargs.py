@@ -128,3 +128,34 @@ def find_importer(nsys: str | None = None) -> str | None:
     for pattern in IMPORTER_GLOBS:
         candidates += sorted(glob.glob(pattern), reverse=True)  # the newest version first
     return next((path for path in candidates if os.path.isfile(path) and os.access(path, os.X_OK)), None)
+
+
+PAYLOADS_FLAG = "--include-blobs"  # 'nsys export' writes NVTX extended payloads' values (NCCL's sizes) only with it
+_exports_payloads: dict = {}  # nsys binary (its real path) -> whether its export has PAYLOADS_FLAG
+
+
+def exports_payloads(nsys: str) -> bool:
+    """Whether this nsys's export can write the NVTX payload values (PAYLOADS_FLAG): what its 'nsys export --help'
+    lists, asked once per binary (never guessed from a version: builds differ)."""
+    import shutil
+    import subprocess
+
+    key = os.path.realpath(shutil.which(nsys) or nsys)
+    if key not in _exports_payloads:
+        try:
+            done = subprocess.run([nsys, "export", "--help"], capture_output=True, text=True, timeout=120)
+            _exports_payloads[key] = PAYLOADS_FLAG in done.stdout + done.stderr
+        except (OSError, subprocess.SubprocessError):
+            _exports_payloads[key] = False  # no nsys to ask: the export itself then says what is wrong
+    return _exports_payloads[key]
+
+
+def payloads_state(nsys: str) -> str:
+    """What a rank's status records about its export's NCCL payload values (runrecord.RankStatus.nccl_payloads)."""
+    return "exported" if exports_payloads(nsys) else "not exported"
+
+
+def export_args(nsys: str, output: str, report: str) -> list:
+    """'nsys export' of REPORT into the SQLite file OUTPUT, with the NVTX payload values where this nsys has the flag."""
+    payloads = [PAYLOADS_FLAG + "=true"] if exports_payloads(nsys) else []
+    return [nsys, "export", "--type=sqlite", *payloads, "--force-overwrite=true", "--output=" + output, report]

@@ -114,6 +114,9 @@ class RankStatus:
     final: bool = True
     report: str | None = None
     sqlite: str | None = None
+    # Whether the sqlite holds NCCL's NVTX payload values (the message sizes): "exported" (nsys export
+    # --include-blobs=true), "not exported" (that nsys's export lacks the flag), "" (no export made).
+    nccl_payloads: str = ""
     problems: list = field(default_factory=list)
     notes: list = field(default_factory=list)
 

@@ -28,6 +28,7 @@ from nsyskit.analysis.compute import (
     nccl,
     ncclbandwidth,
     nccldigest,
+    nccllogjoin,
     recording,  # noqa: F401  (registers its evidence extractor)
 )
 from nsyskit.analysis.compute.metrics import window_steps, windowed_ranks
@@ -215,8 +216,13 @@ class RankTrace:
         return steps
 
     def nccl_operations(self) -> Table:
-        """NCCL operations with message sizes, timed on the GPU where the trace has the launches."""
-        return nccl.nccl_operations(self.nvtx, self.kernels, self.kernel_names, self.launches, self.grouped_texts)
+        """NCCL operations with message sizes, timed on the GPU where the trace has the launches; where the trace
+        holds no size of NCCL's calls, those of the rank's NCCL log beside the report (nccllogjoin)."""
+        ops = nccl.nccl_operations(self.nvtx, self.kernels, self.kernel_names, self.launches, self.grouped_texts)
+        ops, line = nccllogjoin.joined_to_log_beside(ops, Path(self.source))
+        if line:  # how the sizes were joined, or why not
+            self.reader.warn(f"{self.source}: {line}")
+        return ops
 
     def counter_tables(self, in_window: Table) -> dict[str, Table]:
         """The counter tables over the rank's window (compute/counters.py); a line when none was sampled inside it."""

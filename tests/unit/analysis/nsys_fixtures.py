@@ -36,7 +36,15 @@ NVTX_DDL_NEW = """CREATE TABLE NVTX_EVENTS (
     start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, rangeId INTEGER, category INTEGER,
     color INTEGER, text TEXT, globalTid INTEGER, endGlobalTid INTEGER, textId INTEGER REFERENCES StringIds(id),
     domainId INTEGER, uint64Value INTEGER, int64Value INTEGER, doubleValue REAL, uint32Value INTEGER,
-    int32Value INTEGER, floatValue REAL, jsonTextId INTEGER, jsonText TEXT)"""
+    int32Value INTEGER, floatValue REAL, jsonTextId INTEGER, jsonText TEXT, binaryData TEXT)"""
+# The payload schema tables (2023+ exports; their rows repeat per profiled process, with no process id).
+PAYLOAD_SCHEMA_DDL = (
+    """CREATE TABLE NVTX_PAYLOAD_SCHEMAS (domainId INTEGER, schemaId INTEGER, name TEXT, type INTEGER,
+    flags INTEGER, numEntries INTEGER, payloadSize INTEGER, alignTo INTEGER)""",
+    """CREATE TABLE NVTX_PAYLOAD_SCHEMA_ENTRIES (domainId INTEGER NOT NULL, schemaId INTEGER NOT NULL,
+    idx INTEGER NOT NULL, flags INTEGER, type INTEGER, name TEXT, description TEXT, arrayOrUnionDetail INTEGER,
+    offset INTEGER)""",
+)
 # Older exports: no registered strings (textId), no payload columns.
 NVTX_DDL_OLD = """CREATE TABLE NVTX_EVENTS (
     start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, rangeId INTEGER, category INTEGER,
@@ -103,6 +111,7 @@ class Range:
     payload: int | None = None
     json: str | None = None
     registered: bool = False
+    blob: bytes | None = None  # an extended payload's bytes (binaryData), stored in the TEXT column as nsys does
     domain: str = ""
     thread: int = THREAD
     event_type: int = 59
@@ -152,6 +161,10 @@ class Export:
     pruned: Sequence[str] = ()  # strings removed from StringIds after writing (derived files prune them)
     api_calls: Sequence[ApiCall] = ()  # CUDA API calls other than the launches (no correlation id)
     os_calls: Sequence[ApiCall] | None = None  # OS runtime calls (None: no OSRT_API table, osrt not traced)
+    # Payload schemas: {schema id: (payload size, [(type, name, offset or None), ...])}, written `schema_copies`
+    # times (once per profiled process, as nsys does); None: no schema tables.
+    payload_schemas: dict[int, tuple[int, list[tuple[int, str, int | None]]]] | None = None
+    schema_copies: int = 2
 
 
 def write_export(path: Path, export: Export) -> Path:
@@ -239,9 +252,12 @@ def write_export(path: Path, export: Export) -> Path:
             continue
         text, text_id = (None, sid(r.text)) if r.registered else (r.text, None)
         con.execute(
-            "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, textId, domainId, uint64Value, jsonText) VALUES (?,?,?,?,?,?,?,?,?)",
-            (r.start, r.end, r.event_type, text, r.thread, text_id, domain, r.payload, r.json),
+            "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, textId, domainId, uint64Value, jsonText, "
+            "binaryData) VALUES (?,?,?,?,?,?,?,?,?,CAST(? AS TEXT))",
+            (r.start, r.end, r.event_type, text, r.thread, text_id, domain, r.payload, r.json, r.blob),
         )
+    if export.payload_schemas is not None:
+        _write_schemas(con, export)
     con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i, s) for s, i in strings.items()])
     meta = {
         "EXPORT_PRODUCT_NAME": "NVIDIA Nsight Systems",
@@ -268,3 +284,16 @@ def write_export(path: Path, export: Export) -> Path:
 def kernels_on(device: int, stream: int, name: str, spans: Iterable[tuple[int, int]]) -> list[Kernel]:
     """Kernels named `name` on one device/stream at the given (start, end) spans."""
     return [Kernel(s, e, name, device=device, stream=stream) for s, e in spans]
+
+
+def _write_schemas(con: sqlite3.Connection, export: Export) -> None:
+    """The payload schema tables, each schema's rows `schema_copies` times (NCCL's domain: id 1)."""
+    for ddl in PAYLOAD_SCHEMA_DDL:
+        con.execute(ddl)
+    for _copy in range(export.schema_copies):
+        for schema, (size, entries) in export.payload_schemas.items():
+            con.execute("INSERT INTO NVTX_PAYLOAD_SCHEMAS VALUES (1, ?, NULL, 1, NULL, ?, ?, NULL)", (schema, len(entries), size))
+            con.executemany(
+                "INSERT INTO NVTX_PAYLOAD_SCHEMA_ENTRIES VALUES (1, ?, ?, NULL, ?, ?, NULL, NULL, ?)",
+                [(schema, idx, kind, name, offset) for idx, (kind, name, offset) in enumerate(entries)],
+            )

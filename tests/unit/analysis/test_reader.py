@@ -295,7 +295,7 @@ def _three_nvtx_reads(path, monkeypatch) -> tuple[list[dict], dict[str, list]]:
         reader = ExportReader(path)
         reader.blob = blob
         nvtx = reader.nvtx_ranges()
-        results.append({field: getattr(nvtx, field).tolist() for field in NVTX_FIELDS})
+        results.append({field: None if (v := getattr(nvtx, field)) is None else v.tolist() for field in NVTX_FIELDS})
     return results, ran
 
 
@@ -350,10 +350,32 @@ def test_nvtx_odd_texts_and_payloads_read_the_same_from_the_pages(tmp_path, nul,
     assert str(results[0]) == str(results[1]) == str(results[2])
     assert results[0]["domain"][-2:] == ["b-name", "\ufffd" if nul else "c-name"]
     assert (ran["domains"][0] is None) == nul  # named from the pages unless a name is not UTF-8
-    got = {field: values[-7:-2] for field, values in results[0].items()}
+    got = {field: values[-7:-2] for field, values in results[0].items() if values is not None}
     assert got["text"] == ["\ufffdA\ufffd", "é\ufffd", "é ok", "a\x00b" if nul else "plain", ""]
     assert got["json"] == [None, None, '{"b": 2}', "42", None]  # a BLOB is not kept; 42 is stored as TEXT (affinity)
     assert str(got["payload"]) == str([0.0, 1e300, 1.25, float(2**62 + 1), 0.1])
+
+
+@pytest.mark.parametrize("in_pages", [True, False])
+def test_nvtx_payload_blobs_decode_the_same_on_every_read_path(tmp_path, blob_extension, monkeypatch, in_pages):
+    # NCCL 2.28 payloads as binaryData (raw bytes in a TEXT column, as nsys writes them): the pages read decodes the
+    # blobs where they lie in the file (else, `in_pages` False, SQLite fetches the rows holding one); the SQL reads
+    # select them; every path decodes the same sizes and communicators.
+    from nccl_payloads import COMMS, nccl_export, planted_calls
+
+    from nsyskit.analysis.read import payloadblob
+
+    if not in_pages:
+        monkeypatch.setattr(payloadblob, "paged_blobs", lambda *a: None)
+    path = write_export(tmp_path / "blobs.sqlite", nccl_export("2.28", "blob"))
+    results, ran = _three_nvtx_reads(path, monkeypatch)
+    assert ran["pages"] == [True, False, False] and len(ran["fetched"]) == (0 if in_pages else 1)
+    assert str(results[0]) == str(results[1]) == str(results[2])
+    calls = planted_calls()
+    got = results[0]
+    assert got["payload"][2:] == [float(c.size) for c in calls]
+    assert got["nranks"][:2] == list(COMMS.values()) and set(got["nranks"][2:]) == {0}  # only the inits state it
+    assert [c & (2**64 - 1) for c in got["comm"][2:]] == [c.comm for c in calls]
 
 
 def _nvtx_sources(tmp_path):

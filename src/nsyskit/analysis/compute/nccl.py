@@ -12,6 +12,7 @@ import numpy as np
 
 from nsyskit.analysis.compute.projection import project
 from nsyskit.analysis.compute.table import Table
+from nsyskit.analysis.read.payloadblob import COMM_KEY, NO_COMM, NRANKS_KEY, SIZE_KEY
 from nsyskit.analysis.read.records import Intervals, Launches, NvtxRanges, among, factorize
 
 NCCL_KERNEL = re.compile(r"nccl", re.IGNORECASE)
@@ -35,14 +36,11 @@ COLLECTIVES = {
 }  # fmt: skip
 VARIANT_SUFFIXES = re.compile(r"(?:base|coalesced|intotensor|tensor)+$")
 NAME_HEAD_END = re.compile(r"[,(\s]")  # a name's head ends at its first comma, parenthesis or space
-NCCL_OPS_COLUMNS = ("op", "origin", "start_ns", "duration_ns", "size_bytes", "bucket", "source", "nranks")
+NCCL_OPS_COLUMNS = ("op", "origin", "start_ns", "duration_ns", "size_bytes", "bucket", "source", "nranks", "size_origin")
 NO_NRANKS = 0  # the report does not state the operation's communicator size (the run's world size stands in later)
 # NCCL's NVTX payload entries (nvtx_payload_schemas.h): "No. of ranks" on ncclCommInitRank/CommSplit, "NCCL
-# communicator ID" on those and on every collective; other tools' spellings of a communicator size too.
-NRANKS_KEY = re.compile(
-    r"^(?:no\.?\s*of\s*ranks|n_?ranks|num_?ranks|world_?size|group_?size|comm_?size)$", re.IGNORECASE
-)
-COMM_KEY = re.compile(r"^(?:nccl\s*)?communicator(?:\s*id)?$|^comm(?:_?hash|_?id)?$", re.IGNORECASE)
+# communicator ID" on those and on every collective (2.25+); the blob decoder reads the same names.
+SIZE_ORIGINS = ("", "payload", "json", "log")  # where an operation's size comes from ('': unknown)
 
 
 def collective(name: str) -> str | None:
@@ -87,16 +85,24 @@ def size_bucket(size: float) -> str:
 
 
 def payload_sizes(nvtx: NvtxRanges, index: np.ndarray, has_json: np.ndarray | None = None) -> np.ndarray:
-    """Message sizes of the ranges at `index`: the numeric payload, else a size/bytes field of a JSON payload
-    (`has_json`: which of them hold one, when the caller knows)."""
+    """Message sizes of the ranges at `index`: the numeric payload (a decoded blob's too), else a size/bytes field of
+    a JSON payload (`has_json`: which of them hold one, when the caller knows)."""
+    return sized_payloads(nvtx, index, has_json)[0]
+
+
+def sized_payloads(
+    nvtx: NvtxRanges, index: np.ndarray, has_json: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """(payload_sizes, each size's origin as an index into SIZE_ORIGINS: payload, json, or '' unknown)."""
     sizes = nvtx.payload[index].astype(np.float64)
+    origin = np.where(np.isnan(sizes), 0, 1).astype(np.int64)
     has_json = np.not_equal(nvtx.json[index], None) if has_json is None else has_json
     for at in np.flatnonzero(np.isnan(sizes) & has_json):  # only JSON holders
         for key, value in _payload_fields(nvtx.json[index[at]]).items():
-            if re.search(r"size|bytes", key, re.IGNORECASE) and isinstance(value, int | float):
-                sizes[at] = float(value)
+            if SIZE_KEY.search(key) and isinstance(value, int | float):
+                sizes[at], origin[at] = float(value), 2
                 break
-    return sizes
+    return sizes, origin
 
 
 def payload_nranks(nvtx: NvtxRanges, index: np.ndarray, has_json: np.ndarray | None = None) -> np.ndarray:
@@ -105,7 +111,8 @@ def payload_nranks(nvtx: NvtxRanges, index: np.ndarray, has_json: np.ndarray | N
     `has_json`: which ranges at `index` hold a JSON payload, when the caller knows."""
     nranks = np.full(len(index), NO_NRANKS, dtype=np.int64)
     has_json = np.not_equal(nvtx.json[index], None) if has_json is None else has_json
-    if not has_json.any():  # a collective states its communicator in its JSON payload, or nothing ties it to one
+    has_blob = nvtx.comm is not None and bool(((nvtx.comm != NO_COMM) | (nvtx.nranks > 0)).any())
+    if not has_json.any() and not has_blob:  # a collective states its communicator in its payload, or nothing does
         return nranks
     holders = np.flatnonzero(np.not_equal(nvtx.json, None))
     fields = {int(at): _payload_fields(nvtx.json[at]) for at in holders}
@@ -114,12 +121,35 @@ def payload_nranks(nvtx: NvtxRanges, index: np.ndarray, has_json: np.ndarray | N
         comm, size = _field(found, COMM_KEY), _field(found, NRANKS_KEY)
         if comm is not None and isinstance(size, int) and size > 0:
             comm_size[comm] = size
+    if has_blob:  # the blobs' communicators (their 64 bits as int64; the JSON route's as Python ints)
+        comm_size |= _blob_comm_sizes(nvtx, nranks, index, comm_size)
     for position in np.flatnonzero(np.isin(index, holders)).tolist():
         found = fields[int(index[position])]
         size = _field(found, NRANKS_KEY)
         size = size if isinstance(size, int) and size > 0 else comm_size.get(_field(found, COMM_KEY))
         nranks[position] = size or NO_NRANKS
     return nranks
+
+
+def _blob_comm_sizes(nvtx: NvtxRanges, nranks: np.ndarray, index: np.ndarray, json_sizes: dict) -> dict:
+    """Fill `nranks` (aligned with `index`) from the decoded blobs: a range's own stated size, else its
+    communicator's from the init ranges that state both; the blobs' communicator sizes, by the JSON route's keys
+    (the id as an unsigned number), for the JSON holders."""
+    stated = (nvtx.comm != NO_COMM) & (nvtx.nranks > 0)
+    ids = nvtx.comm[stated].view(np.uint64).tolist()
+    sizes = dict(zip(ids, nvtx.nranks[stated].tolist(), strict=True)) | json_sizes
+    own, comm = nvtx.nranks[index], nvtx.comm[index]
+    unstated = (own == 0) & (comm != NO_COMM)
+    if unstated.any() and sizes:  # the few known communicators, searched for each call's (no sort of the calls)
+        known = np.asarray(sorted(sizes), dtype=np.uint64).view(np.int64)  # the ids' 64 bits, as nvtx.comm holds them
+        order = np.argsort(known)
+        known, counts = known[order], np.asarray([sizes[k] for k in sorted(sizes)], dtype=np.int64)[order]
+        wanted = comm[unstated]
+        at = np.minimum(np.searchsorted(known, wanted), len(known) - 1)
+        own[unstated] = np.where(known[at] == wanted, counts[at], NO_NRANKS)
+    blob_known = own > 0
+    nranks[blob_known] = own[blob_known]
+    return sizes
 
 
 def _payload_fields(text: str | None) -> dict[str, object]:
@@ -173,7 +203,7 @@ def nccl_operations(
         on_gpu = timing.kernels > 0 if timing is not None else np.zeros(len(chosen), dtype=bool)
         cpu = nvtx.end[chosen] - nvtx.start[chosen]
         has_json = np.not_equal(nvtx.json[chosen], None)  # elementwise: few ranges carry a JSON payload
-        sizes = payload_sizes(nvtx, chosen, has_json)
+        sizes, size_origin = sized_payloads(nvtx, chosen, has_json)
         # The text columns by index into their few values (the digest factorizes them: no Python step per row).
         origins = ["nccl-nvtx", "pytorch", *BACKEND_DOMAINS.values()]
         origin = torch_head[head[chosen]].astype(np.int64)
@@ -184,19 +214,21 @@ def nccl_operations(
         size_values, size_code = distinct_sizes(sizes)  # the buckets of the few distinct sizes; the digest's kinds
         bucket = size_bucket_codes(size_values)[size_code]
         coded = {"op": (ops_of_head.tolist(), head[chosen]), "origin": (origins, origin), "bucket": (BUCKET_LABELS, bucket),
-                 "source": (["nvtx", "gpu"], on_gpu.astype(np.int64)), "size_bytes": (size_values, size_code)}  # fmt: skip
+                 "source": (["nvtx", "gpu"], on_gpu.astype(np.int64)), "size_bytes": (size_values, size_code),
+                 "size_origin": (list(SIZE_ORIGINS), size_origin)}  # fmt: skip
         return Table({
             "op": ops_of_head[head[chosen]], "origin": np.asarray(origins, dtype=object)[origin], "start_ns": nvtx.start[chosen],
             "duration_ns": np.where(on_gpu, timing.span_ns if timing is not None else 0, cpu).astype(np.int64),
             "size_bytes": sizes, "bucket": np.asarray(BUCKET_LABELS, dtype=object)[bucket],
             "source": np.asarray(["nvtx", "gpu"], dtype=object)[on_gpu.astype(np.int64)],
             "nranks": payload_nranks(nvtx, chosen, has_json),
+            "size_origin": np.asarray(SIZE_ORIGINS, dtype=object)[size_origin],
         }, coded=coded)  # fmt: skip
     nccl = _nccl_kernel_mask(kernels, names)
     if not nccl.any():
         return Table(
             {
-                name: np.empty(0, dtype=object if name in ("op", "origin", "bucket", "source") else np.int64)
+                name: np.empty(0, dtype=object if name in ("op", "origin", "bucket", "source", "size_origin") else np.int64)
                 for name in NCCL_OPS_COLUMNS
             }
         )
@@ -207,7 +239,7 @@ def nccl_operations(
         "op": np.asarray([label[int(i)] for i in ids], dtype=object), "origin": np.full(len(ids), "kernel", dtype=object),
         "start_ns": kernels.start[nccl], "duration_ns": kernels.end[nccl] - kernels.start[nccl],
         "size_bytes": sizes, "bucket": size_buckets(sizes), "source": np.full(len(ids), "gpu", dtype=object),
-        "nranks": np.full(len(ids), NO_NRANKS, dtype=np.int64),
+        "nranks": np.full(len(ids), NO_NRANKS, dtype=np.int64), "size_origin": np.full(len(ids), "", dtype=object),
     })  # fmt: skip
 
 

@@ -2,9 +2,10 @@
 factor for the operation and communicator size n (nccl-tests' doc/PERFORMANCE.md), in GB/s (10^9 bytes/s).
 
 Sizes follow nccl-tests' convention: AllReduce, Broadcast, Reduce and Send/Recv move their message; NCCL states the
-per-rank part of an AllGather (sendcount) and of a ReduceScatter (recvcount), whose nccl-tests size is n times it
-(the whole gathered output, the whole reduced input); AllToAll's is the rank's whole send buffer, as stated. Only
-operations timed by their GPU kernels have a bandwidth (a CPU range's time is not the transfer's).
+per-rank part of an AllGather (sendcount), of a ReduceScatter (recvcount) and of an AlltoAll (the count sent to each
+peer: ncclAlltoAll's payload, 2.28+), whose nccl-tests size is n times it (the whole gathered output, the whole
+reduced input, the whole send buffer: alltoall_perf's size is nranks x its per-peer count). Only operations timed
+by their GPU kernels have a bandwidth (a CPU range's time is not the transfer's).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import numpy as np
 from nsyskit.analysis.compute.nccl import NO_NRANKS
 from nsyskit.analysis.compute.table import Table
 
-PER_RANK_SIZE = frozenset({"AllGather", "ReduceScatter"})
+PER_RANK_SIZE = frozenset({"AllGather", "ReduceScatter", "AllToAll"})
 QUANTILES = (("p10", 0.1), ("median", 0.5), ("p90", 0.9))
 BANDWIDTH_COLUMNS = tuple(f"{kind}_{name}_gbps" for kind in ("algbw", "busbw") for name, _q in QUANTILES)
 STATED = "report"  # n as the report states it (NCCL's NVTX payloads: the communicator's "No. of ranks")
@@ -42,7 +43,7 @@ def bus_factor(op: str, n: int) -> float:
 
 
 def size_factor(op: str, n: int) -> int:
-    """nccl-tests' size over the message size NCCL states: n for AllGather and ReduceScatter, else 1."""
+    """nccl-tests' size over the message size NCCL states: n for AllGather, ReduceScatter and AllToAll, else 1."""
     return n if op in PER_RANK_SIZE else 1
 
 

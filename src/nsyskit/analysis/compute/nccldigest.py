@@ -31,8 +31,11 @@ from nsyskit.analysis.read.records import factorize
 GROUP_KEYS = ("op", "origin", "bucket")
 SMALL_BUCKET = SIZE_BUCKETS[0][0]  # "<64KB"
 DEFAULT_ORIGIN = "nccl-nvtx"  # an ops table without an origin column (hand-made ones)
+# Where the sizes come from: the operations sized by NCCL's payloads (scalar or blob), JSON payloads, the NCCL log.
+SIZE_ORIGIN_SUMS = {"payload": "payload_sized", "json": "json_sized", "log": "log_sized"}
 SUMS = ("count", "small_count", "small_ns", "known_ns",  # every operation
-        "window_count", "window_ns", "window_small_ns", "window_known_ns")  # those inside the window's steps  # fmt: skip
+        "window_count", "window_ns", "window_small_ns", "window_known_ns",  # those inside the window's steps
+        *SIZE_ORIGIN_SUMS.values())  # fmt: skip
 
 
 @dataclass
@@ -88,8 +91,13 @@ def digest(ops: Table, window_steps: Table) -> NcclDigest:
         "count": count, "small_count": int(small.sum()), "small_ns": int(durations[known & small].sum()),
         "known_ns": int(durations[known].sum()), "window_count": int(window.sum()),
         "window_ns": int(durations[window].sum()), "window_small_ns": int(durations[window & known & small].sum()),
-        "window_known_ns": int(durations[window & known].sum()),
+        "window_known_ns": int(durations[window & known].sum()), **dict.fromkeys(SIZE_ORIGIN_SUMS.values(), 0),
     }  # fmt: skip
+    if count and "size_origin" in ops:  # coded by nccl_operations: a count per code
+        names, codes = ops.factorized("size_origin")
+        for name, sized in zip(names, np.bincount(codes, minlength=len(names)).tolist(), strict=True):
+            if name in SIZE_ORIGIN_SUMS:
+                sums[SIZE_ORIGIN_SUMS[name]] += sized
     if not count:
         return NcclDigest(_groups([], [], [], [], [], [], []), np.empty(0, dtype=np.uint32), sums)
     kinds, kind_of_op = _kinds_of(ops)
@@ -195,7 +203,7 @@ class NcclRollup:
         """Add one rank's digest."""
         self.by_rank[rank] = part.sums
         for key in SUMS:
-            self.sums[key] += part.sums[key]
+            self.sums[key] += part.sums.get(key, 0)  # (a part written before a key was counted: 0)
         if part.sums["count"]:
             self.digests.append(part)
 

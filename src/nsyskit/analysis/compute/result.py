@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from nsyskit.analysis.compute.kernelnames import short_names
-from nsyskit.analysis.compute.nccldigest import NcclRollup
+from nsyskit.analysis.compute.nccldigest import SIZE_ORIGIN_SUMS, NcclRollup
 from nsyskit.analysis.compute.table import Table
 
 JSON_ROWS = 100  # rows per table in analysis.json / --json; the count of the rest is in "more_rows"
@@ -62,6 +62,10 @@ class Analysis:
         return {
             "sources": {str(k): v for k, v in self.sources.items()},
             "nsys_versions": {str(k): v for k, v in self.nsys_versions.items()},
+            # per rank, how many NCCL operations got their size from each source: 0 everywhere says the export
+            # held no payload values (its warning names the fix)
+            "nccl_sizes_from": {str(rank): {origin: sums.get(key, 0) for origin, key in SIZE_ORIGIN_SUMS.items()}
+                                for rank, sums in (self.nccl.by_rank.items() if self.nccl is not None else ())},
             "kernel_summary": summaries,
             **tables,
             "more_rows": more,

@@ -257,16 +257,20 @@ def nccl_size_columns(sizes: Table | None) -> list[str]:
     return [c for c in NCCL_SIZE_COLUMNS if c != "origin" or several]
 
 
-def n_source_note(sizes: Table | None) -> str:
-    """Where the table's communicator sizes (nranks) come from, in one line ('' without bandwidths)."""
+def n_source_note(sizes: Table | None, sums: dict | None = None) -> str:
+    """Where the table's communicator sizes (nranks) and, from the digests' `sums`, its message sizes come from, in
+    one line ('' without bandwidths)."""
     if sizes is None or not len(sizes) or "n_source" not in sizes or not (sizes["bw_count"] > 0).any():
         return ""
+    sized = {"payload_sized": "NCCL's payloads", "json_sized": "JSON payloads", "log_sized": "the rank's NCCL log"}
+    origins = [f"{said} ({sums[key]:,})" for key, said in sized.items() if (sums or {}).get(key)]
     said = {"report": "the report's NCCL payloads", "run.json": "the run's world size (run.json)",
             "nccl log": "the NCCL log's [nranks=N] for the collective and size",
             "rank reports": "the number of ranks analyzed (no run.json states the world size)"}  # fmt: skip
     sources = sorted(set(sizes["n_source"].tolist()))
     return ("busbw = algbw x NCCL's factor for the operation and nranks (nccl-tests' PERFORMANCE.md), GB = 10^9 bytes, "
-            "GPU kernel time only; nranks from " + " and ".join(said.get(s, s) for s in sources))  # fmt: skip
+            "GPU kernel time only; nranks from " + " and ".join(said.get(s, s) for s in sources)
+            + ("; message sizes from " + ", ".join(origins) if origins else ""))  # fmt: skip
 
 
 def communication(analysis: Analysis, data: Callable[[], dict], fabric=None) -> Section:
@@ -276,7 +280,7 @@ def communication(analysis: Analysis, data: Callable[[], dict], fabric=None) -> 
     def terminal(console: Console, top: int) -> None:
         title = "Collective operations by message size (NCCL, gloo)"
         _print(console, title, analysis.nccl_sizes, nccl_size_columns(analysis.nccl_sizes), top * 2, empty=NO_COLLECTIVES)
-        note = n_source_note(analysis.nccl_sizes)
+        note = n_source_note(analysis.nccl_sizes, analysis.nccl.sums if analysis.nccl is not None else None)
         if note:
             console.print(f"  {note}", markup=False)
 
@@ -289,7 +293,7 @@ def communication(analysis: Analysis, data: Callable[[], dict], fabric=None) -> 
             busbw = plots.nccl_busbw_against_fabric(analysis.nccl_sizes, fabric)
         else:
             busbw = plots.nccl_busbw(busbw_by_size(analysis.nccl)) if analysis.nccl is not None else None
-        note = n_source_note(analysis.nccl_sizes)
+        note = n_source_note(analysis.nccl_sizes, analysis.nccl.sums if analysis.nccl is not None else None)
         return {
             "figures": figure("NCCL durations per message size", png, folder, "nccl_sizes.png")
             + figure("NCCL bus bandwidth against message size", busbw, folder, "nccl_busbw.png"),

@@ -156,4 +156,22 @@ def open_export(path: Path) -> ExportReader:
         if not path.exists():
             raise ReportFileError(path, "no such file", "check the path")
         path = nsys.export_sqlite(path)
-    return ExportReader(path)
+    return _with_payloads(ExportReader(path))
+
+
+def _with_payloads(reader: ExportReader) -> ExportReader:
+    """The reader, or one of a fresh export with NCCL's payload values when the .sqlite was exported without them,
+    its .nsys-rep sits beside it and the nsys here can export them (once: cached; said on the terminal)."""
+    from nsyskit import console, nsysargs
+    from nsyskit.analysis.read import payloadblob
+
+    rep = reader.path.with_suffix(".nsys-rep")
+    if not rep.is_file() or not payloadblob.exported_without_values(reader):
+        return reader
+    binary = nsys.find_nsys()
+    if binary is None or not nsysargs.exports_payloads(binary):
+        return reader  # its NVTX read says how to re-export it
+    console.info(f"{reader.path.name} was exported without NCCL's payload values (the message sizes): using an "
+                 f"export of {rep.name} with --include-blobs=true (made once, cached)")  # fmt: skip
+    reader.close()
+    return ExportReader(nsys.export_payloads(rep))

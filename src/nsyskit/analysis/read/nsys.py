@@ -113,22 +113,38 @@ def export_sqlite(rep: Path) -> Path:
     """
     target = rep.with_suffix(".sqlite")
     if not os.access(rep.parent, os.W_OK) and not (target.exists() and os.access(target, os.W_OK)):
-        cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "nsyskit" / "exports"
-        try:
-            cache.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ReportFileError(
-                rep, f"its folder is read-only and the export cache {cache} cannot be made ({exc.strerror})",
-                "export it yourself ('nsys export --type sqlite') into a writable folder and pass the .sqlite",
-            ) from None  # fmt: skip
-        digest = hashlib.sha256(str(rep.resolve()).encode()).hexdigest()[:16]
-        target = cache / f"{digest}-{rep.stem}.sqlite"
+        target = _cached(rep, ".sqlite")
+    return _export(rep, target)
+
+
+def export_payloads(rep: Path) -> Path:
+    """X.nsys-rep -> a fresh export with the NVTX payload values (NCCL's sizes), for a .sqlite beside it that was
+    exported without them: in ~/.cache/nsyskit/exports (the user's .sqlite stays as it is), reused while newer."""
+    return _export(rep, _cached(rep, ".payloads.sqlite"))
+
+
+def _cached(rep: Path, suffix: str) -> Path:
+    """The export cache's file for this report (a digest of its path: the same across runs)."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "nsyskit" / "exports"
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ReportFileError(
+            rep, f"its folder is read-only and the export cache {cache} cannot be made ({exc.strerror})",
+            "export it yourself ('nsys export --type sqlite') into a writable folder and pass the .sqlite",
+        ) from None  # fmt: skip
+    digest = hashlib.sha256(str(rep.resolve()).encode()).hexdigest()[:16]
+    return cache / f"{digest}-{rep.stem}{suffix}"
+
+
+def _export(rep: Path, target: Path) -> Path:
+    """'nsys export' of `rep` into `target`, unless `target` is already there and newer than the report."""
     if target.exists() and target.stat().st_size > 0 and target.stat().st_mtime >= rep.stat().st_mtime:
         return target
     nsys = require_nsys("export a .nsys-rep to SQLite", rep)
     if rep.stat().st_size == 0:
         raise ReportFileError(rep, "is empty (0 bytes)", "the profile did not finish: record it again")
-    cmd = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(target), str(rep)]
+    cmd = nsysargs.export_args(nsys, str(target), str(rep))  # with the NVTX payload values where this nsys can
     size, started = rep.stat().st_size, time.monotonic()
     if size >= BIG_REPORT_BYTES:  # big exports take minutes: say what runs, once, and how long it took
         console.info(f"exporting {rep.name} ({size / 1e9:.1f} GB) to SQLite with nsys export (once; cached)…")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nsyskit.analysis.read import pagescan
+from nsyskit.analysis.read import pagescan, payloadblob
 from nsyskit.analysis.read.exportfile import PID_SHIFT, ExportFile
 from nsyskit.analysis.read.records import NvtxRanges, empty_nvtx
 from nsyskit.analysis.read.sqlitefile import REEXPORT, packed_scan
@@ -15,17 +15,29 @@ NVTX_TABLES = ("NVTX_EVENTS",)
 NVTX_RANGE_TYPES = (59, 60, 70, 71)
 NVTX_DOMAIN_CREATE = 75
 PAYLOAD_COLUMNS = ("uint64Value", "int64Value", "uint32Value", "int32Value", "doubleValue", "floatValue")
+BLOB_COLUMN = payloadblob.BLOB_COLUMN  # extended payloads' raw bytes (nsys export --include-blobs=true), TEXT
+BLOB_SQL = f"CAST(e.{BLOB_COLUMN} AS BLOB)"  # their bytes as they are (a TEXT read would decode them)
 
 
 def read_nvtx_ranges(reader: ExportFile, pid: int | None = None) -> NvtxRanges:
-    """NVTX push/pop and start/end ranges that ended, text resolved from `text` or `textId`; bad rows left out."""
+    """NVTX push/pop and start/end ranges that ended, text resolved from `text` or `textId`; bad rows left out.
+    An export whose NCCL ranges lack the payload values it has schemas for gets one warning naming the fix."""
     table = reader.table(NVTX_TABLES)
     if not table:
         return empty_nvtx()
     cols = reader.columns(table)
     ranges = _read_pages(reader, table, cols, pid)
-    if ranges is not None:
-        return ranges
+    if ranges is None:
+        ranges = _read_sql(reader, table, cols, pid)
+    if payloadblob.held_no_values(reader, ranges):
+        reader.warn(f"{reader.path}: its NCCL ranges carry no payload values (the export has their payload schemas "
+                    "but not the values, which nsys exports only when asked), so their message sizes are unknown; "
+                    f"fix: {payloadblob.fix_command(reader.path)}")  # fmt: skip
+    return ranges
+
+
+def _read_sql(reader: ExportFile, table: str, cols: set[str], pid: int | None) -> NvtxRanges:
+    """The ranges through SQLite: columnar scans where every id is an integer, else one row-wise query."""
     types = ",".join(str(t) for t in NVTX_RANGE_TYPES)
     scope = reader.scope(table, pid, column="globalTid", alias="e.")
     where = f"e.eventType IN ({types}) AND e.end IS NOT NULL{' AND ' + scope if scope else ''}"
@@ -45,12 +57,35 @@ def read_nvtx_ranges(reader: ExportFile, pid: int | None = None) -> NvtxRanges:
     return ranges
 
 
+def _with_blobs(reader: ExportFile, ranges: NvtxRanges, blobs: np.ndarray) -> NvtxRanges:
+    """The ranges with what their payload blobs (bytes or None, one per range) state decoded (payloadblob): the
+    message size as the payload where the range has no scalar one, the communicator and its size; skipped blobs
+    warned in one line."""
+    held = np.flatnonzero(np.not_equal(blobs, None))
+    if not len(held):
+        return ranges
+    return _with_values(reader, ranges, held, payloadblob.decode(blobs[held].tolist(), payloadblob.read_schemas(reader)))
+
+
+def _with_values(reader: ExportFile, ranges: NvtxRanges, held: np.ndarray, values: payloadblob.BlobValues) -> NvtxRanges:
+    """The ranges with what the blobs of the ranges at `held` state (see _with_blobs)."""
+    if values.skipped:
+        reader.warn(f"{reader.path}: {values.skipped} of {len(held)} NVTX payload blobs have no schema in the export "
+                    "or a length other than their schema's and were left out (their sizes unknown); fix: "
+                    f"{payloadblob.fix_command(reader.path)} with the nsys that recorded it")  # fmt: skip
+    payload, comm, nranks = ranges.payload.copy(), np.zeros(len(ranges), np.int64), np.zeros(len(ranges), np.int64)
+    payload[held] = np.where(np.isnan(payload[held]), values.size, payload[held])
+    comm[held], nranks[held] = values.comm, values.nranks
+    return NvtxRanges(ranges.start, ranges.end, ranges.text, ranges.domain, ranges.thread, payload, ranges.json,
+                      comm, nranks)  # fmt: skip
+
+
 def _read_pages(reader: ExportFile, table: str, cols: set[str], pid: int | None) -> NvtxRanges | None:
     """The ranges from the file's pages (pagescan), the SQL reads' WHERE applied in numpy, texts and JSON from the
     pages too (else fetched through SQLite for the rows that hold them). None: read through SQLite."""
     integer, real, text_kind = (pagescan.KIND_CODES[k] for k in ("integer", "real", "text"))
     wanted = {"row": "rowid", "type": "eventType", "start": "start", "end": "end", "thread": "globalTid"}
-    optional = {"domain": "domainId", "text_id": "textId", "text": "text", "json": "jsonText"}
+    optional = {"domain": "domainId", "text_id": "textId", "text": "text", "json": "jsonText", "blob": BLOB_COLUMN}
     wanted.update({key: column for key, column in optional.items() if column in cols})
     payloads = [column for column in PAYLOAD_COLUMNS if column in cols]
     wanted.update({f"payload {column}": column for column in payloads})
@@ -111,6 +146,18 @@ def _read_pages(reader: ExportFile, table: str, cols: set[str], pid: int | None)
         domain = _domain_names(reader, table, found["domain"][rows], thread, created)
         domain[found["domain:kind"][rows] == pagescan.KIND_CODES["null"]] = ""  # the row-wise join matches no NULL
     ranges = NvtxRanges(start, end, text, domain, thread, payload, json_text)
+    if "blob" in found and (found["blob:kind"][rows] != 0).any():  # only an export with --include-blobs holds any
+        paged = payloadblob.paged_blobs(reader, table, found["row"][rows])  # where they lie in the pages
+        if paged is not None:
+            ranges = _with_values(reader, ranges, *paged)
+        else:  # (a value the pages cannot give): SQLite fetches the rows' blobs
+            holders = rows[found["blob:kind"][rows] != 0]
+            fetched = _fetch_by_rowid(reader, table, BLOB_SQL, found["row"][holders])
+            if fetched is None:
+                return None
+            blobs = np.full(len(rows), None, dtype=object)
+            blobs[np.searchsorted(found["row"][rows], found["row"][holders])] = fetched
+            ranges = _with_blobs(reader, ranges, blobs)
     backwards = end < start
     if backwards.any():
         reader.warn(
@@ -237,21 +284,24 @@ def _read_columnar(reader: ExportFile, table: str, cols: set[str], where: str) -
     if len(texts) != len(row):
         return None
     payload, json_text = np.full(len(row), np.nan), np.full(len(row), None, dtype=object)
+    blobs = np.full(len(row), None, dtype=object)
     payload_sql, json_sql = _payload_sql(cols), "e.jsonText" if "jsonText" in cols else "NULL"
-    if payload_sql != "NULL" or json_sql != "NULL":  # few ranges carry one: only those rows are fetched
+    blob_sql = BLOB_SQL if BLOB_COLUMN in cols else "NULL"
+    if payload_sql != "NULL" or json_sql != "NULL" or blob_sql != "NULL":  # few ranges carry one: only those rows
         sparse = reader.query(
-            f"SELECT e.rowid, {payload_sql} AS p, {json_sql} AS j FROM {table} AS e NOT INDEXED "
-            f"WHERE {where} AND (p IS NOT NULL OR j IS NOT NULL)"
+            f"SELECT e.rowid, {payload_sql} AS p, {json_sql} AS j, {blob_sql} AS b FROM {table} AS e NOT INDEXED "
+            f"WHERE {where} AND (p IS NOT NULL OR j IS NOT NULL OR b IS NOT NULL)"
         )
         if sparse:
-            ids, values, jsons = zip(*sparse, strict=True)
+            ids, values, jsons, held = zip(*sparse, strict=True)
             at = np.searchsorted(row, np.asarray(ids, dtype=np.int64))
             payload[at] = np.asarray(values, dtype=np.float64)  # NULL -> NaN
             json_text[at] = [j if j.__class__ is str else None for j in jsons]
+            blobs[at] = held
     text = np.asarray([t if t.__class__ is str else _text(t) for (t,) in texts], dtype=object)
     thread = found["thread"]
     domain = _domain_names(reader, table, found["domain"], thread) if domains else np.full(len(row), "", dtype=object)
-    ranges = NvtxRanges(found["start"], found["end"], text, domain, thread, payload, json_text)
+    ranges = _with_blobs(reader, NvtxRanges(found["start"], found["end"], text, domain, thread, payload, json_text), blobs)
     start = found["start"]
     if (start[1:] >= start[:-1]).all():  # recorded in start order already
         return ranges
@@ -287,6 +337,7 @@ def _read_rows(reader: ExportFile, table: str, cols: set[str], where: str) -> Nv
     """The ranges in one row-wise query, text, domain and payload resolved by SQL joins."""
     text_sql, join = _text_sql(reader, cols)
     json_sql = "e.jsonText" if "jsonText" in cols else "NULL"
+    blob_sql = BLOB_SQL if BLOB_COLUMN in cols else "NULL"
     domain_sql, domain_join = "''", ""
     if "domainId" in cols:
         # Domain names come from the domain-create events of the same process (globalTid >> 24 is the process).
@@ -299,13 +350,14 @@ def _read_rows(reader: ExportFile, table: str, cols: set[str], where: str) -> Nv
         domain_sql = "coalesce(d.name, CASE WHEN e.domainId > 0 THEN 'domain ' || e.domainId ELSE '' END)"
     rows = reader.query(
         f"SELECT e.start, e.end, {text_sql}, {domain_sql}, "
-        f"CASE WHEN typeof(e.globalTid) = 'integer' THEN e.globalTid ELSE 0 END, {_payload_sql(cols)}, {json_sql} "
+        f"CASE WHEN typeof(e.globalTid) = 'integer' THEN e.globalTid ELSE 0 END, {_payload_sql(cols)}, {json_sql}, "
+        f"{blob_sql} "
         f"FROM {table} AS e {join} {domain_join} WHERE {where} ORDER BY e.start"
     )
     if not rows:
         return empty_nvtx()
-    start, end, text, domain, thread, payload, json_text = zip(*rows, strict=True)
-    return NvtxRanges(
+    start, end, text, domain, thread, payload, json_text, blobs = zip(*rows, strict=True)
+    ranges = NvtxRanges(
         np.asarray(start, dtype=np.int64),
         np.asarray(end, dtype=np.int64),
         np.asarray([t if t.__class__ is str else _text(t) for t in text], dtype=object),
@@ -314,3 +366,4 @@ def _read_rows(reader: ExportFile, table: str, cols: set[str], where: str) -> Nv
         np.asarray(payload, dtype=np.float64),  # NULL -> NaN
         np.asarray([j if j.__class__ is str else None for j in json_text], dtype=object),
     )
+    return _with_blobs(reader, ranges, np.asarray(blobs, dtype=object))

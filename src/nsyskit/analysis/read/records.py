@@ -43,15 +43,19 @@ class NvtxRanges:
     text: np.ndarray  # object array of str
     domain: np.ndarray  # object array of str ('' for the default domain)
     thread: np.ndarray
-    payload: np.ndarray  # float64, NaN when the range has no numeric payload
+    payload: np.ndarray  # float64, NaN when the range has no numeric payload (a decoded blob's message size too)
     json: np.ndarray  # object array: JSON payload text or None
+    # From extended payloads exported as blobs (payloadblob.py), None when no range has one: the communicator
+    # (its 64-bit id as int64, 0 none) and the communicator's size (0 none) the payload states.
+    comm: np.ndarray | None = None
+    nranks: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.start)
 
     def take(self, index: np.ndarray) -> NvtxRanges:
         """The ranges at `index` (a mask or index array)."""
-        return NvtxRanges(*(getattr(self, name)[index] for name in NVTX_FIELDS))
+        return NvtxRanges(*(None if (v := getattr(self, name)) is None else v[index] for name in NVTX_FIELDS))
 
     @cached_property
     def texts(self) -> tuple[list[str], np.ndarray]:
@@ -64,7 +68,7 @@ class NvtxRanges:
         return factorize(self.domain)
 
 
-NVTX_FIELDS = ("start", "end", "text", "domain", "thread", "payload", "json")
+NVTX_FIELDS = ("start", "end", "text", "domain", "thread", "payload", "json", "comm", "nranks")
 
 
 @dataclass(frozen=True)

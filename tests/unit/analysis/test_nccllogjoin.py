@@ -1,0 +1,128 @@
+"""Sizes from the rank's NCCL log when the trace holds none: its COLL lines joined to the trace's NCCL API ranges in
+call order; taken only when the join cannot be wrong, else the sizes stay unknown and one line says why."""
+
+from __future__ import annotations
+
+import lzma
+import shutil
+from pathlib import Path
+
+import numpy as np
+from nsys_fixtures import Export, Kernel, Launch, Range, write_export
+
+from nsyskit.analysis import run_analysis
+from nsyskit.analysis.compute.nccllogjoin import join_calls
+from nsyskit.analysis.read.discover import open_export
+from nsyskit.analysis.trace import RankTrace
+
+REAL = Path(__file__).resolve().parents[2] / "data" / "real"
+DTYPE_FP32, DTYPE_BF16 = 7, 9
+KERNEL = {"AllReduce": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+          "AllGather": "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+          "ReduceScatter": "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)"}  # fmt: skip
+COMMS = {"0x5501": 8, "0x5502": 2}
+
+
+def run_calls(steps: int) -> list[tuple[str, str, int]]:
+    """A training run's calls (op, communicator, element count): per step two gradient buckets' AllReduce on the
+    8-rank communicator interleaved with an AllGather and a ReduceScatter on the 2-rank one, sizes per position."""
+    step = [("AllReduce", "0x5501", 1 << 20), ("AllGather", "0x5502", 3000), ("AllReduce", "0x5501", 1 << 18),
+            ("ReduceScatter", "0x5502", 5000)]  # fmt: skip
+    return [("Broadcast", "0x5501", 999)] + step * steps  # a start-up broadcast first
+
+
+def log_text(calls: list[tuple[str, str, int]]) -> str:
+    """The COLL lines NCCL writes for the calls, opCount per communicator, as a 2.28 INFO log."""
+    counts: dict[str, int] = {}
+    lines = ["host-a:4242:4242 [0] NCCL INFO NCCL version 2.28.9+cuda13.0"]
+    for op, comm, count in calls:
+        number = counts[comm] = counts.get(comm, -1) + 1
+        lines.append(f"host-a:4242:4250 [0] NCCL INFO {op}: opCount {number:x} sendbuff 0x7f01 recvbuff 0x7f02 "
+                     f"count {count} datatype {DTYPE_FP32} op 0 root 0 comm {comm} [nranks={COMMS[comm]}] "
+                     "stream 0x55d2")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def trace_of(calls: list[tuple[str, str, int]]) -> Export:
+    """A rank whose NCCL API ranges (no payload: an export without the values) each launch one kernel."""
+    ranges, launches, kernels, at = [], [], [], 1_000
+    for corr, (op, _comm, _count) in enumerate(calls, start=1):
+        ranges.append(Range(at, at + 500, f"nccl{op}", domain="NCCL"))
+        launches.append(Launch(at + 100, at + 200, corr))
+        kernels.append(Kernel(at + 300, at + 300 + 10_000 + corr, KERNEL[op], correlation=corr))
+        at += 20_000
+    return Export(kernels=kernels, ranges=ranges, launches=launches)
+
+
+def operations(path: Path):
+    reader = open_export(path)
+    try:
+        return RankTrace(0, reader.path, reader).nccl_operations(), list(reader.warnings)
+    finally:
+        reader.close()
+
+
+def test_a_window_that_starts_mid_run_gets_the_logs_sizes_and_each_communicators_size(tmp_path):
+    run = run_calls(steps=30)
+    window = run[1 + 4 * 10 : 1 + 4 * 16]  # steps 10-15 profiled: its first call is the log's 42nd
+    write_export(tmp_path / "job_rank_0.sqlite", trace_of(window))
+    (tmp_path / "job_rank_0.nccl.log").write_text(log_text(run))
+    table, warnings = operations(tmp_path / "job_rank_0.sqlite")
+    assert table["size_bytes"].tolist() == [count * 4.0 for _op, _comm, count in window]  # fp32: 4 bytes each
+    assert set(table["nranks"]) == {0}  # n: the run's table takes it from the log, labelled so (below)
+    assert set(table["size_origin"]) == {"log"} and len(warnings) == 1
+    assert "NCCL message sizes from job_rank_0.nccl.log" in warnings[0] and "places that all give the same" in warnings[0]
+
+
+def test_the_joined_sizes_reach_the_runs_bandwidth_table_with_each_communicators_logged_size(tmp_path):
+    """The run's sizes table: the joined sizes give every operation a bandwidth; n is each communicator's
+    [nranks=N] from the log (8 for the AllReduces, 2 for the others), said to come from it."""
+    run = run_calls(steps=4)
+    write_export(tmp_path / "job_rank_0.sqlite", trace_of(run[1:]))
+    (tmp_path / "job_rank_0.nccl.log").write_text(log_text(run))
+    analysis, _html = run_analysis([tmp_path], write=False)
+    rows = {(r["op"], r["nranks"]): r for r in analysis.nccl_sizes.rows()}
+    assert set(rows) == {("AllReduce", 8), ("AllGather", 2), ("ReduceScatter", 2)}
+    assert all(r["bucket"] != "unknown" and r["bw_count"] == r["count"] for r in rows.values())
+    assert {r["n_source"] for r in rows.values()} == {"nccl log"}
+    assert analysis.nccl.sums["log_sized"] == len(run) - 1 and analysis.nccl.sums["payload_sized"] == 0
+
+
+def test_a_trace_whose_calls_are_not_in_the_log_keeps_unknown_sizes_and_says_why(tmp_path):
+    run = run_calls(steps=5)
+    other = [("AllGather", "0x5502", 1), ("AllGather", "0x5502", 1), ("AllReduce", "0x5501", 1)]  # never in a row
+    write_export(tmp_path / "job_rank_0.sqlite", trace_of(other))
+    (tmp_path / "job_rank_0.nccl.log").write_text(log_text(run))
+    table, warnings = operations(tmp_path / "job_rank_0.sqlite")
+    assert np.isnan(table["size_bytes"]).all() and set(table["size_origin"]) == {""}
+    assert len(warnings) == 1 and "stay unknown: the trace's 3 NCCL calls do not occur in that order" in warnings[0]
+
+
+def test_a_window_that_fits_places_with_different_sizes_is_refused():
+    # AllReduce only, sizes cycling 1, 2, 3: a window of two AllReduces fits everywhere with different sizes
+    logged = ["AllReduce"] * 9
+    join = join_calls(["AllReduce", "AllReduce"], logged, np.asarray([1, 2, 3] * 3, dtype=float),
+                      np.ones(9, dtype=np.int64), "r.nccl.log")  # fmt: skip
+    assert np.isnan(join.nbytes).all() and "fit 8 places" in join.line and "give different sizes" in join.line
+
+
+def test_one_place_and_a_log_shorter_than_the_trace():
+    join = join_calls(["AllGather", "Send/Recv"], ["AllReduce", "AllGather", "Send", "AllReduce"],
+                      np.asarray([8.0, 16.0, 32.0, 8.0]), np.asarray([4, 4, 2, 4]), "r.nccl.log")  # fmt: skip
+    assert join.nbytes.tolist() == [16.0, 32.0] and join.nranks.tolist() == [4, 2] and "(call 2)" in join.line
+    short = join_calls(["AllReduce"] * 3, ["AllReduce"], np.asarray([8.0]), np.asarray([2]), "r.nccl.log")
+    assert np.isnan(short.nbytes).all() and "fewer than the trace's 3" in short.line
+
+
+def test_the_kits_real_h200_run_refuses_a_join_that_could_be_wrong(tmp_path):
+    """The kit's own H200 GPT-2 run (tests/data/real): nsys 2022.4 recorded 78 ncclAllReduce ranges without payload
+    in steps 10-15; its NCCL log holds 639 AllReduce calls, DDP's buckets of different sizes repeating per step. The
+    window's all-AllReduce sequence fits hundreds of places giving different sizes: the sizes stay unknown, said."""
+    (tmp_path / "h200_rank_0.sqlite").write_bytes(
+        lzma.decompress((REAL / "nsys-exports" / "h200_gpt2_ddp_nsys2022.4_cuda13.sqlite.xz").read_bytes())
+    )
+    shutil.copy(REAL / "nccl-logs" / "h200_gpt2_ddp_nccl2.28.9.nccl.log.gz", tmp_path / "h200_rank_0.nccl.log.gz")
+    table, warnings = operations(tmp_path / "h200_rank_0.sqlite")
+    assert len(table) == 78 and np.isnan(table["size_bytes"]).all()
+    (line,) = [w for w in warnings if "NCCL message sizes" in w]
+    assert "stay unknown: the trace's 78 NCCL calls fit" in line and "which give different sizes" in line
