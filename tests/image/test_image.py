@@ -12,7 +12,8 @@ import docker
 import pytest
 
 import nsyskit
-from nsyskit import launch, runrecord
+from nsyskit import runrecord
+from nsyskit.ranks import launch
 
 BUILD_TOOLS = ("gcc", "cc", "g++", "c++", "make", "nvcc")
 

@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 from fixtures.golden import assert_matches_golden
 
-from nsyskit import hostpkgs, launch, slurm, targets
+from nsyskit import hostpkgs, slurm, targets
 from nsyskit.config import load_config
 from nsyskit.errors import ConfigErrors, NsyskitError
 from nsyskit.jobdir import find_job_dir, read_record
+from nsyskit.ranks import launch
 from nsyskit.slurm import render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,7 +87,7 @@ def srun_words(text: str) -> list[str]:
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_each_task_runs_launch_rank_command(variant):
-    """The per-rank command comes from nsyskit.launch (one renderer), last on the srun line: one srun per step."""
+    """The per-rank command comes from nsyskit.ranks.launch (one renderer), last on the srun line: one srun per step."""
     cfg = config(variant)
     report_dir = "/reports" if cfg.slurm_mode == "pyxis" else str(JOB_DIR / "reports")
     sruns = [srun_words("srun " + chunk) for chunk in script(variant).split("\nsrun ")[1:]]

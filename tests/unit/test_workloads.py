@@ -16,12 +16,13 @@ import yaml
 from fixtures.golden import assert_matches_golden
 from k8s_variants import ROOT, config  # tests/unit is on sys.path
 
-from nsyskit import launch, runrecord, workloads
+from nsyskit import runrecord
 from nsyskit.config import load_config
 from nsyskit.config.template import render_template
 from nsyskit.errors import ConfigErrors
 from nsyskit.k8s import render as k8s_render
 from nsyskit.local import cluster, runfolder
+from nsyskit.ranks import launch, workloads
 from nsyskit.slurm import render as slurm_render
 
 INSTALL_SCRIPT = ROOT / "Container-Root/nsyskit/install/nccl-tests.sh"

@@ -8,7 +8,7 @@ import unicodedata
 from ipaddress import IPv4Address, IPv6Address
 from urllib.parse import urlsplit
 
-from nsyskit import workloads
+from nsyskit.ranks import workloads
 
 # Each parser raises Problem(problem, fix); the loader adds key, value and source.
 

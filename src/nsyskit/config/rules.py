@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from nsyskit import nsysargs
 from nsyskit.config import parse as p
 from nsyskit.errors import ConfigError
+from nsyskit.ranks import nsysargs
 
 # The versions Container-Root/nsyskit/install/nsys.sh has a pinned URL and sha256 for (pinned_deb); a unit test keeps them equal.
 NSYS_PINNED = ("2025.2.1",)

@@ -6,11 +6,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from nsyskit import workloads
 from nsyskit.config import k8s_parse as kp
 from nsyskit.config import parse as p
 from nsyskit.config import slurm_parse as sp
-from nsyskit.workloads import WORKLOADS
+from nsyskit.ranks import workloads
+from nsyskit.ranks.workloads import WORKLOADS
 
 # K8S_MEMORY, K8S_SHM_SIZE, K8S_HUGEPAGES=auto. GPU nodes: the p4d/p5 sizes. CPU: the local-cpu example (tiny model,
 # 2 ranks under nsys) peaked at 0.8 GiB in its container (cgroup max_usage); 512Mi + 768Mi a rank leaves 2.5x that.

@@ -10,9 +10,9 @@ from typing import Any
 
 import jinja2
 
-from nsyskit import launch, nsysargs, workloads
 from nsyskit.assets import kit_root
 from nsyskit.config import Config
+from nsyskit.ranks import launch, nsysargs, workloads
 from nsyskit.templates import render_template
 
 TEMPLATES = "k8s"  # the templates folder under the project root

@@ -14,8 +14,9 @@ import docker
 from docker.errors import APIError, NotFound
 from docker.types import DeviceRequest
 
-from nsyskit import console, engine, launch, workloads
+from nsyskit import console, engine
 from nsyskit.config import Config
+from nsyskit.ranks import launch, workloads
 
 LABEL_RUN = "nsyskit.run"
 LABEL_ROLE = "nsyskit.role"

@@ -7,10 +7,11 @@ import secrets
 import time
 from pathlib import Path
 
-from nsyskit import runrecord, workloads
+from nsyskit import runrecord
 from nsyskit.config import Config
 from nsyskit.config.schema import key_of, settings
 from nsyskit.errors import NsyskitError, UsageError
+from nsyskit.ranks import workloads
 from nsyskit.redact import hide_url_credentials
 from nsyskit.runrecord import LOGS, RUN_JSON, RankStatus, RunRecord, checksums, world_sizes  # noqa: F401
 

@@ -9,9 +9,9 @@ import jinja2
 
 from nsyskit.assets import kit_root
 from nsyskit.config import Config
-from nsyskit.launch import CONTAINER_REPORT_DIR, steps, wrapper_env
+from nsyskit.ranks.launch import CONTAINER_REPORT_DIR, steps, wrapper_env
+from nsyskit.ranks.workloads import needs_mpi
 from nsyskit.templates import render_template
-from nsyskit.workloads import needs_mpi
 
 TEMPLATE_DIR = "slurm"  # under the project root, beside k8s/
 JOB_NAME = "nsyskit"

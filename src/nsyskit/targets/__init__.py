@@ -10,7 +10,7 @@ from pathlib import Path
 
 from nsyskit.config import Config
 from nsyskit.errors import JOB_LABELS, ConfigErrors, JobFailed, JobInterrupted, NsyskitError, UsageError
-from nsyskit.launch import check_launchable, launch_problems
+from nsyskit.ranks.launch import check_launchable, launch_problems
 from nsyskit.targets.base import Job, Outcome, Target
 
 __all__ = ["DeployResult", "Job", "Outcome", "Target", "choose", "deploy", "failure", "get", "run", "validate_targets"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from nsyskit import workloads
 from nsyskit.config import Config
 from nsyskit.errors import ConfigError, ConfigErrors
+from nsyskit.ranks import workloads
 
 # Paths inside the image (Container-Root/ is copied to /).
 WRAPPER = "/usr/local/bin/nsys-profile"

@@ -1,6 +1,6 @@
 """What the ranks run, in one place: the DDP example's command line and each NCCL test's (binary, flags, -g, MPI).
 
-nsyskit.launch wraps these in the nsys wrapper and the launchers (mpirun, srun, the MPIJob); the config parses
+nsyskit.ranks.launch wraps these in the nsys wrapper and the launchers (mpirun, srun, the MPIJob); the config parses
 NCCL_TESTS with `parse_tests`. The binaries a test may name are those the image's nccl-tests step installs: one
 list, Container-Root/nsyskit/install/nccl-tests-binaries.txt, read by that install script and here.
 """
