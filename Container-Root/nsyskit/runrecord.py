@@ -6,7 +6,7 @@ the host imports it as nsyskit.runrecord (src/nsyskit/runrecord.py links here). 
 
 Schema versions: 1 is every run.json written before the field existed (a local run's and Slurm collect's shapes,
 read through `RunRecord.from_dict`); 2 (SCHEMA_VERSION) is the one shape every target's collect writes now.
-Fields added within version 2 (workload, nccl_tests) are optional: readers of any version ignore keys they do not
+Fields added within version 2 (workload, nccl_tests, command) are optional: readers of any version ignore keys they do not
 know, and a record without them reads as the DDP example's, the only workload there was before.
 """
 
@@ -197,8 +197,9 @@ class RunRecord:
     launcher: str = ""
     profiler: str = ""
     profile_ranks: str = ""
-    workload: str = "ddp"  # ddp (the DDP example) or nccl-tests; a run.json from before the field: ddp, the only one then
+    workload: str = "ddp"  # ddp (the DDP example), nccl-tests or command; a run.json from before the field: ddp, the only one then
     nccl_tests: list = field(default_factory=list)  # WORKLOAD=nccl-tests: {name, binary, args, output} per test, in order
+    command: list = field(default_factory=list)  # WORKLOAD=command (or nsyskit wrap): what one rank ran, as words
     config: dict = field(default_factory=dict)  # setting -> {"value", "source"}
     ranks: list = field(default_factory=list)  # RankStatus, by rank
     checksums: dict = field(default_factory=dict)  # rank -> parameter checksum
@@ -260,8 +261,9 @@ class RunRecord:
                 values["profiler"] = _setting(values.get("config"), "PROFILER")
             if not values.get("workload"):  # a record from before the field: its config's, else the DDP example
                 values["workload"] = _setting(values.get("config"), "WORKLOAD") or "ddp"
-            if not isinstance(values.get("nccl_tests", []), list):
-                raise TypeError(f"nccl_tests is {type(values['nccl_tests']).__name__}, not a list")
+            for listed in ("nccl_tests", "command"):
+                if not isinstance(values.get(listed, []), list):
+                    raise TypeError(f"{listed} is {type(values[listed]).__name__}, not a list")
             return cls(**values, ranks=sorted(ranks, key=lambda s: s.rank), details=details)
         except RunRecordError:
             raise

@@ -38,6 +38,10 @@ VARIANTS = {
     "pyxis-nccl-tests": (None, {"REGISTRY": ECR, "WORKLOAD": "nccl-tests",
                                 "NCCL_TESTS": "all_reduce_perf -b 8 -e 2G -f 2 -g 1; alltoall_perf -b 1M -e 1G -f 2 -g 1"}),
     "host-nccl-tests": (None, {"SLURM_MODE": "host", "WORKLOAD": "nccl-tests", "SLURM_MPI": "pmi2", "EFA_PER_NODE": "4"}),
+    # WORKLOAD=command: the user's script from the shared file system, MOUNTS added to Pyxis' mounts.
+    "pyxis-command": (None, {"REGISTRY": ECR, "WORKLOAD": "command", "PROFILE_STEPS": "20-25",
+                             "COMMAND": "env OMP_NUM_THREADS=4 python3 /code/train.py --config /code/mine.yaml --lr 3e-4",
+                             "MOUNTS": "/fsx/code:/code:ro,/fsx/data:/data", "SLURM_CONTAINER_MOUNTS": "/scratch:/scratch"}),
 }  # fmt: skip
 
 
@@ -59,7 +63,7 @@ def shellcheck() -> str:
     return shutil.which("shellcheck")
 
 
-@pytest.mark.parametrize("variant", ["pyxis", "host", "pyxis-nccl-tests", "host-nccl-tests"])
+@pytest.mark.parametrize("variant", ["pyxis", "host", "pyxis-nccl-tests", "host-nccl-tests", "pyxis-command"])
 def test_golden_script(variant):
     assert_matches_golden({f"{variant}.sbatch": script(variant)}, GOLDEN / variant)
 

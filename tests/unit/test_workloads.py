@@ -212,10 +212,12 @@ def readable(words: list[str]) -> str:
     )
 
 
-@pytest.mark.parametrize("workload", ["ddp", "nccl-tests"])
+@pytest.mark.parametrize("workload", ["ddp", "nccl-tests", "command"])
 def test_local_launch_commands_match_the_golden_files(workload):
     """The local run's launchers: the launcher container's mpirun over 2 nodes, and one node's own command."""
     tests = {"NCCL_TESTS": TWO_TESTS} if workload == "nccl-tests" else {}
+    if workload == "command":
+        tests = {"COMMAND": "python3 /code/train.py --lr 3e-4 --name 'my run'"}
     files = {
         "launcher-2-nodes.cmd": readable(
             cluster.launcher_mpirun(config(WORKLOAD=workload, NODES="2", **tests), "golden")
