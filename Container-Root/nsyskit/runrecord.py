@@ -296,3 +296,16 @@ def read_run(run_dir: str) -> RunRecord | None:
     except (OSError, ValueError) as exc:
         raise RunRecordError(path, f"is not readable JSON ({exc})", "remove it, or collect the run again") from None
     return RunRecord.from_dict(data, path)
+
+
+STEP_HOOK_NOTE = "step hook: "  # how the wrapper starts the notes of the step hook (nsyskit/stephook)
+
+
+def step_hook_lines(statuses: list) -> list[str]:
+    """The step hook's notes of the ranks, each once, naming its ranks: 'ranks 0,1: the program never called ...'."""
+    ranks_of: dict[str, list[int]] = {}
+    for status in statuses:
+        for note in status.notes:
+            if note.startswith(STEP_HOOK_NOTE):
+                ranks_of.setdefault(note[len(STEP_HOOK_NOTE):], []).append(status.rank)
+    return [f"{'rank' if len(ranks) == 1 else 'ranks'} {rank_list(sorted(ranks))}: {note}" for note, ranks in ranks_of.items()]

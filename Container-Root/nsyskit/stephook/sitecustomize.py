@@ -9,7 +9,8 @@ then registers torch's global optimizer-step hooks. The first process of the ran
 Steps: each optimizer counts its own step() calls and the program's step is the highest count, so gradient
 accumulation (one step() per N micro-batches) counts optimizer steps, and several optimizers stepping once an
 iteration count one step. Marks, named as the kit's example does (workload/markers.py): an NVTX range 'step N' from
-the end of step N-1 to the end of step N (step 1 opens at the first step() call), and 'profile_window' around steps
+the end of step N-1 to the end of step N (step 1 opens at the first step() call; the step after the last runs to the
+program's end, outside any window), and 'profile_window' around steps
 A-B of NSYSKIT_PROFILE_STEPS=A-B, with cudaProfilerStart/Stop there when NSYSKIT_CAPTURE=cudaProfilerApi (GPU runs).
 At exit it writes what it saw to NSYSKIT_STEP_HOOK_STATUS (JSON: steps, window, opened, closed) for the wrapper.
 Any existing sitecustomize further on the path runs after this one. Standard library only, Python 3.8+.
