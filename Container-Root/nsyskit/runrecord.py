@@ -21,7 +21,7 @@ SCHEMA_VERSION = 2
 RUN_JSON = "run.json"
 LOGS = "logs"  # the ranks' status files and the launchers' logs, inside a run folder
 STATUS_SUFFIX = ".status.json"
-TARGETS = ("local", "slurm", "k8s")
+TARGETS = ("local", "slurm", "k8s", "wrap")  # wrap: ranks of the user's own launch line (nsyskit wrap)
 
 # The example's lines (Container-Root/nsyskit/workload/train.py prints them; the host follows and parses them).
 LINE_PREFIX = "[rank {rank}] "
