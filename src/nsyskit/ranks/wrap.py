@@ -26,13 +26,13 @@ CHECKOUT_WRAPPER = PACKAGED / "Container-Root" / "usr" / "local" / "bin" / "nsys
 JOB_ID_VARIABLES = ("SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "OMPI_MCA_orte_ess_jobid", "PMIX_NAMESPACE")
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,62}")  # the kit's run ids: no '_', which separates report fields
 GPU_DEVICE = "/dev/nvidiactl"  # present where the NVIDIA driver is: the window becomes nsys' capture range
-FLAGS = {  # flag -> (environment variable, default, help)
-    "out": ("NSYSKIT_REPORT_DIR", "", "run folder every rank writes into (on a shared file system for several nodes); default: ./nsyskit-RUN_ID"),
-    "profile_steps": ("NSYSKIT_PROFILE_STEPS", "", "optimizer steps to record, FIRST-LAST (the step hook marks them; GPU: the capture range); default: the whole run"),
-    "profile_ranks": ("NSYSKIT_PROFILE_RANKS", "all", "ranks to profile: all, local0 or a list like 0,3; the others run plainly"),
-    "run_id": ("NSYSKIT_JOB_ID", "", "first field of every report name; default: the launcher's job id (SLURM_JOB_ID, TORCHELASTIC_RUN_ID, ...) or 'run'"),
-    "trace": ("NSYSKIT_TRACE", "cuda,nvtx,osrt", "nsys --trace APIs"),
-    "step_hook": ("NSYSKIT_STEP_HOOK", "1", "1: count optimizer steps in Python ranks and mark 'step N' (0: the program marks its own)"),
+FLAGS = {  # flag -> (environment variable, default, the default as --help says it, help)
+    "out": ("NSYSKIT_REPORT_DIR", "", "./nsyskit-RUN_ID", "run folder every rank writes into (on a shared file system for several nodes)"),
+    "profile_steps": ("NSYSKIT_PROFILE_STEPS", "", "the whole run", "optimizer steps to record, FIRST-LAST (the step hook marks them; GPU: the capture range)"),
+    "profile_ranks": ("NSYSKIT_PROFILE_RANKS", "all", "all", "ranks to profile: all, local0 or a list like 0,3; the others run plainly"),
+    "run_id": ("NSYSKIT_JOB_ID", "", "the launcher's job id (SLURM_JOB_ID, TORCHELASTIC_RUN_ID, ...), else 'run'", "first field of every report name"),
+    "trace": ("NSYSKIT_TRACE", "cuda,nvtx,osrt", "cuda,nvtx,osrt", "nsys --trace APIs"),
+    "step_hook": ("NSYSKIT_STEP_HOOK", "1", "1", "1: count optimizer steps in Python ranks and mark 'step N'; 0: the program marks its own"),
 }  # fmt: skip
 
 
@@ -48,10 +48,9 @@ def parser() -> argparse.ArgumentParser:
                     "/fsx/runs/x -- python train.py' or 'torchrun --nproc-per-node 8 --no-python nsyskit wrap -- "
                     "python train.py'. Settings: flag, else the environment variable named, else the default.",
     )  # fmt: skip
-    for name, (variable, default, text) in FLAGS.items():
-        shown = f"; default {default}" if default else ""
+    for name, (variable, _default, shown, text) in FLAGS.items():
         made.add_argument(f"--{name.replace('_', '-')}", default=None, metavar=name.split("_")[-1].upper(),
-                          help=f"{text} (else ${variable}{shown})")  # fmt: skip
+                          help=f"{text}; else ${variable}, else {shown}")  # fmt: skip
     return made
 
 
@@ -71,7 +70,7 @@ def settings(flags: argparse.Namespace, env: dict[str, str]) -> dict[str, str]:
     """The NSYSKIT_* environment of the wrapper: each flag, else its variable, else the default (the run id: the
     launcher's job id); the capture range on GPU machines when a window is asked for."""
     values = {}
-    for name, (variable, default, _text) in FLAGS.items():
+    for name, (variable, default, _shown, _text) in FLAGS.items():
         given = getattr(flags, name)
         values[variable] = given if given is not None else env.get(variable, "").strip() or default
     if not values["NSYSKIT_JOB_ID"]:
