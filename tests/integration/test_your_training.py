@@ -88,10 +88,12 @@ def test_the_hf_trainer_script_run_by_the_kit_has_exactly_the_windows_steps(run_
     assert list(window_steps(run_dir).values()) == [WINDOW, WINDOW]
 
 
-def test_the_documented_wrap_line_inside_torchrun(kit_image, tmp_path):
+@pytest.mark.parametrize("script", ["ddp_accum.py --steps 8", "hf_trainer.py --steps 7"])
+def test_the_documented_wrap_line_inside_torchrun(kit_image, tmp_path, script):
     words = doc_line("docker run", "nsyskit wrap")
     words = [word.replace(f"{ROOT}/reports:", f"{tmp_path}:") for word in words]
     words[words.index("nsyskit:latest")] = kit_image
+    words = [*words[: words.index("--") + 1], "python3", f"/code/{script.split()[0]}", *script.split()[1:]]
     done = subprocess.run(words, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     folder = tmp_path / "wrapped"

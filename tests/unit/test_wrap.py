@@ -79,3 +79,15 @@ def test_every_rank_records_its_status_and_the_folder_gets_one_run_json(tmp_path
 
 def test_the_packaged_wrapper_is_the_checkout_s():
     assert Path(wrap.wrapper_path()).samefile(ROOT / "Container-Root/usr/local/bin/nsys-profile")
+
+
+def test_the_window_is_a_capture_range_only_where_the_driver_sees_gpus(tmp_path, monkeypatch):
+    flags = wrap.parser().parse_args(["--profile-steps", "3-5"])
+    monkeypatch.setattr(wrap, "GPU_FOLDER", str(tmp_path / "gpus"))
+    assert wrap.settings(flags, {})["NSYSKIT_CAPTURE"] == "none"  # no driver: CPU, the NVTX window only
+    (tmp_path / "gpus").mkdir()
+    assert wrap.settings(flags, {})["NSYSKIT_CAPTURE"] == "none"  # a driver without GPUs
+    (tmp_path / "gpus" / "0000:53:00.0").mkdir()
+    assert wrap.settings(flags, {})["NSYSKIT_CAPTURE"] == "cudaProfilerApi"
+    assert "NSYSKIT_CAPTURE" not in wrap.settings(flags, {"NSYSKIT_CAPTURE": "none"})  # the user's own stays
+    assert wrap.settings(wrap.parser().parse_args([]), {})["NSYSKIT_CAPTURE"] == "none"  # no window: recorded whole

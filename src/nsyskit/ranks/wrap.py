@@ -25,7 +25,9 @@ CHECKOUT_WRAPPER = PACKAGED / "Container-Root" / "usr" / "local" / "bin" / "nsys
 # The launcher's job id, the same on every rank: the run id when --run-id and NSYSKIT_JOB_ID are not given.
 JOB_ID_VARIABLES = ("SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "OMPI_MCA_orte_ess_jobid", "PMIX_NAMESPACE")
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,62}")  # the kit's run ids: no '_', which separates report fields
-GPU_DEVICE = "/dev/nvidiactl"  # present where the NVIDIA driver is: the window becomes nsys' capture range
+# The GPUs the NVIDIA kernel driver sees: then the window becomes nsys' capture range. Not /dev/nvidiactl: CUDA's
+# nvidia-modprobe creates that node when a profiler loads libcuda, on machines with no GPU too (seen in the image).
+GPU_FOLDER = "/proc/driver/nvidia/gpus"
 FLAGS = {  # flag -> (environment variable, default, the default as --help says it, help)
     "out": ("NSYSKIT_REPORT_DIR", "", "./nsyskit-RUN_ID", "run folder every rank writes into (on a shared file system for several nodes)"),
     "profile_steps": ("NSYSKIT_PROFILE_STEPS", "", "the whole run", "optimizer steps to record, FIRST-LAST (the step hook marks them; GPU: the capture range)"),
@@ -80,7 +82,8 @@ def settings(flags: argparse.Namespace, env: dict[str, str]) -> dict[str, str]:
         values["NSYSKIT_REPORT_DIR"] = os.path.abspath(f"nsyskit-{values['NSYSKIT_JOB_ID']}")
     _check(values)
     if "NSYSKIT_CAPTURE" not in env:
-        gpu, window = os.path.exists(GPU_DEVICE), values["NSYSKIT_PROFILE_STEPS"] and values["NSYSKIT_STEP_HOOK"] == "1"
+        gpu = os.path.isdir(GPU_FOLDER) and bool(os.listdir(GPU_FOLDER))
+        window = values["NSYSKIT_PROFILE_STEPS"] and values["NSYSKIT_STEP_HOOK"] == "1"
         values["NSYSKIT_CAPTURE"] = "cudaProfilerApi" if gpu and window else "none"
     values["NSYSKIT_LAUNCHER"] = env.get("NSYSKIT_LAUNCHER") or launcher_of(env)
     return values
