@@ -5,17 +5,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from nsyskit.ranks.workloads import SettingProblem
+
 MODES = ("ro", "rw")
 SEPARATOR = ","  # between mounts in MOUNTS, as in Pyxis' --container-mounts (so no path may hold one)
 EXAMPLE = "/home/me/code:/code:ro,/fsx/data:/data"
 
 
-class MountProblem(ValueError):
+class MountProblem(SettingProblem):
     """What is wrong with MOUNTS and how to fix it (the config loader adds the key and the value)."""
-
-    def __init__(self, problem: str, fix: str) -> None:
-        super().__init__(problem)
-        self.problem, self.fix = problem, fix
 
 
 @dataclass(frozen=True)

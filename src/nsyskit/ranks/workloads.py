@@ -52,12 +52,16 @@ class ExampleSettings(Protocol):
     profiler: str
 
 
-class NcclTestsProblem(ValueError):
-    """What is wrong with NCCL_TESTS and how to fix it (the config loader adds the key and the value)."""
+class SettingProblem(ValueError):
+    """What is wrong with a setting of what the ranks run, and how to fix it (the config loader adds key and value)."""
 
     def __init__(self, problem: str, fix: str) -> None:
         super().__init__(problem)
         self.problem, self.fix = problem, fix
+
+
+class NcclTestsProblem(SettingProblem):
+    """What is wrong with NCCL_TESTS."""
 
 
 @dataclass(frozen=True)
