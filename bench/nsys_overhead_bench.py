@@ -21,8 +21,9 @@ import time
 import uuid
 from pathlib import Path
 
-from nsyskit import engine, launch
+from nsyskit import engine
 from nsyskit.config import load_config
+from nsyskit.ranks import launch
 
 ROOT = Path(__file__).resolve().parents[1]
 SUMMARY = re.compile(

@@ -1,8 +1,8 @@
 """Which ranks are profiled and with which 'nsys profile' arguments: one decision for the wrapper and the k8s injectors.
 
 The single source, shared like runrecord.py: the wrapper in the image imports it from /nsyskit, the host as
-nsyskit.nsysargs (src/nsyskit/nsysargs.py links here). Standard library only, Python 3.8+. Settings come as the
-NSYSKIT_* environment that nsyskit.launch.wrapper_env renders from the config.
+nsyskit.ranks.nsysargs (src/nsyskit/ranks/nsysargs.py links here). Standard library only, Python 3.8+. Settings come as the
+NSYSKIT_* environment that nsyskit.ranks.launch.wrapper_env renders from the config.
 """
 
 from __future__ import annotations

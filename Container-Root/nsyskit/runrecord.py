@@ -6,7 +6,7 @@ the host imports it as nsyskit.runrecord (src/nsyskit/runrecord.py links here). 
 
 Schema versions: 1 is every run.json written before the field existed (a local run's and Slurm collect's shapes,
 read through `RunRecord.from_dict`); 2 (SCHEMA_VERSION) is the one shape every target's collect writes now.
-Fields added within version 2 (workload, nccl_tests) are optional: readers of any version ignore keys they do not
+Fields added within version 2 (workload, nccl_tests, command) are optional: readers of any version ignore keys they do not
 know, and a record without them reads as the DDP example's, the only workload there was before.
 """
 
@@ -21,7 +21,7 @@ SCHEMA_VERSION = 2
 RUN_JSON = "run.json"
 LOGS = "logs"  # the ranks' status files and the launchers' logs, inside a run folder
 STATUS_SUFFIX = ".status.json"
-TARGETS = ("local", "slurm", "k8s")
+TARGETS = ("local", "slurm", "k8s", "wrap")  # wrap: ranks of the user's own launch line (nsyskit wrap)
 
 # The example's lines (Container-Root/nsyskit/workload/train.py prints them; the host follows and parses them).
 LINE_PREFIX = "[rank {rank}] "
@@ -200,8 +200,9 @@ class RunRecord:
     launcher: str = ""
     profiler: str = ""
     profile_ranks: str = ""
-    workload: str = "ddp"  # ddp (the DDP example) or nccl-tests; a run.json from before the field: ddp, the only one then
+    workload: str = "ddp"  # ddp (the DDP example), nccl-tests or command; a run.json from before the field: ddp, the only one then
     nccl_tests: list = field(default_factory=list)  # WORKLOAD=nccl-tests: {name, binary, args, output} per test, in order
+    command: list = field(default_factory=list)  # WORKLOAD=command (or nsyskit wrap): what one rank ran, as words
     config: dict = field(default_factory=dict)  # setting -> {"value", "source"}
     ranks: list = field(default_factory=list)  # RankStatus, by rank
     checksums: dict = field(default_factory=dict)  # rank -> parameter checksum
@@ -263,8 +264,9 @@ class RunRecord:
                 values["profiler"] = _setting(values.get("config"), "PROFILER")
             if not values.get("workload"):  # a record from before the field: its config's, else the DDP example
                 values["workload"] = _setting(values.get("config"), "WORKLOAD") or "ddp"
-            if not isinstance(values.get("nccl_tests", []), list):
-                raise TypeError(f"nccl_tests is {type(values['nccl_tests']).__name__}, not a list")
+            for listed in ("nccl_tests", "command"):
+                if not isinstance(values.get(listed, []), list):
+                    raise TypeError(f"{listed} is {type(values[listed]).__name__}, not a list")
             return cls(**values, ranks=sorted(ranks, key=lambda s: s.rank), details=details)
         except RunRecordError:
             raise
@@ -297,3 +299,16 @@ def read_run(run_dir: str) -> RunRecord | None:
     except (OSError, ValueError) as exc:
         raise RunRecordError(path, f"is not readable JSON ({exc})", "remove it, or collect the run again") from None
     return RunRecord.from_dict(data, path)
+
+
+STEP_HOOK_NOTE = "step hook: "  # how the wrapper starts the notes of the step hook (nsyskit/stephook)
+
+
+def step_hook_lines(statuses: list) -> list[str]:
+    """The step hook's notes of the ranks, each once, naming its ranks: 'ranks 0,1: the program never called ...'."""
+    ranks_of: dict[str, list[int]] = {}
+    for status in statuses:
+        for note in status.notes:
+            if note.startswith(STEP_HOOK_NOTE):
+                ranks_of.setdefault(note[len(STEP_HOOK_NOTE):], []).append(status.rank)
+    return [f"{'rank' if len(ranks) == 1 else 'ranks'} {rank_list(sorted(ranks))}: {note}" for note, ranks in ranks_of.items()]

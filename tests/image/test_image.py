@@ -12,7 +12,8 @@ import docker
 import pytest
 
 import nsyskit
-from nsyskit import launch, runrecord
+from nsyskit import runrecord
+from nsyskit.ranks import launch
 
 BUILD_TOOLS = ("gcc", "cc", "g++", "c++", "make", "nvcc")
 
@@ -87,7 +88,8 @@ def test_nccl_tests_present_exactly_when_install_tests(host, image_config):
 
 
 def test_python_imports_the_example_packages(host, image_config):
-    result = host.run("python3 -c 'import torch, transformers, nvtx, numpy; print(torch.__version__)'")
+    # accelerate: what a user's Hugging Face Trainer script needs besides transformers (WORKLOAD=command, nsyskit wrap)
+    result = host.run("python3 -c 'import torch, transformers, accelerate, nvtx, numpy; print(torch.__version__)'")
     assert result.rc == 0, result.stderr
     assert result.stdout.strip().startswith(image_config.torch_version)
 
@@ -129,6 +131,19 @@ def test_the_wrapper_in_the_image_writes_a_status_the_host_reads(host):
     assert (status.rank, status.profiled, status.profile_ranks, status.exit_code) == (1, False, "0", 0)
     assert json.loads(result.stdout)["schema_version"] == runrecord.SCHEMA_VERSION
     assert host.run(f"python3 {launch.EXAMPLE} --help").rc == 0  # the example finds /nsyskit/runrecord.py
+
+
+def test_nsyskit_wrap_and_the_step_hook_are_in_the_image(host):
+    # The documented command for the user's own launch line, and the hook the wrapper puts on PYTHONPATH.
+    helped = host.run("cd /tmp && nsyskit wrap --help")
+    assert helped.rc == 0 and "--profile-steps" in helped.stdout and "NSYSKIT_PROFILE_STEPS" in helped.stdout
+    refused = host.run("cd /tmp && nsyskit wrap python3 train.py")
+    assert refused.rc == 1 and refused.stderr.startswith("error: nsyskit wrap needs '--'"), refused.stderr
+    assert host.file("/nsyskit/stephook/sitecustomize.py").is_file
+    # A run without torch under the hook: nothing of torch or NVTX loaded, the program's output as usual.
+    plain = host.run("PYTHONPATH=/nsyskit/stephook NSYSKIT_STEP_HOOK=1 python3 -c "
+                     "'import sys; print(sorted(m for m in sys.modules if m.startswith((\"torch\", \"_nsyskit\"))))'")  # fmt: skip
+    assert plain.rc == 0 and plain.stdout.strip() == "[]", plain.stderr
 
 
 def test_no_build_toolchain_left_behind(host, image_config):

@@ -16,8 +16,9 @@ import docker
 import pytest
 from fixtures.kit_image import ROOT, invoke
 
-from nsyskit import image, workloads
+from nsyskit import image
 from nsyskit.config import load_config
+from nsyskit.ranks import workloads
 
 TEST_IMAGE = "nsyskit-test-efa"
 GENCODE = "-gencode=arch=compute_90,code=sm_90"

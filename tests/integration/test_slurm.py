@@ -22,6 +22,8 @@ import pytest
 from slurm_cluster import SlurmCluster, start_cluster  # tests/integration is on sys.path
 
 from nsyskit import runrecord
+from nsyskit.analysis.compute.analyzers import step_times
+from nsyskit.analysis.read.reader import ExportReader
 from nsyskit.slurm import render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -341,3 +343,20 @@ def test_nccl_tests_run_one_srun_each_under_the_wrapper_and_collect_rank0s_table
     assert run["workload"] == "nccl-tests" and [t["name"] for t in run["nccl_tests"]] == ["all_reduce_perf", "alltoall_perf"]
     assert run["files"]["nccl_tests"] == ["nccl-tests/all_reduce_perf.out", "nccl-tests/alltoall_perf.out"]
     assert len(run["ranks"]) == 2 * NODES * TASKS_PER_NODE and all(r["exit_code"] == 0 for r in run["ranks"])
+
+
+def test_a_users_ddp_script_runs_as_the_command_on_every_rank_with_its_window(project, cluster):
+    # WORKLOAD=command in host mode: srun starts the user's plain DDP loop (no nsyskit in it) on 2 nodes x 2 tasks;
+    # the wrapper gives each rank what torch.distributed reads from srun's variables, the step hook marks the window.
+    script = project / "ddp_accum.py"
+    shutil.copy2(ROOT / "tests" / "data" / "userscripts" / "ddp_accum.py", script)
+    result = invoke(project, cluster, "deploy", "--slurm", "--wait", "--workload", "command", "--command",
+                    f"python3 {script} --steps 6 --accum 2", timeout=JOB_TIMEOUT_S, NSYSKIT_PROFILE_STEPS="3-4")  # fmt: skip
+    job_dir = last_job_dir(project)
+    assert result.returncode == 0, explain(cluster, result, job_dir)
+    log = next(job_dir.glob("slurm-*.out")).read_text()
+    assert all(f"rank {rank} done after 6 steps" in log for rank in range(4)), log[-3000:]
+    exports = sorted((job_dir / "reports").glob("*.sqlite"))
+    assert len(exports) == 4
+    for export in exports:
+        assert list(step_times(ExportReader(export).nvtx_ranges()).columns["step"]) == [3, 4], export.name

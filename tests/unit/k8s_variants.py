@@ -23,6 +23,10 @@ VARIANTS = {
     "nsight-operator": (None, {"REGISTRY": ECR, "K8S_PROFILER": "nsight-operator", "EFA_METRICS": "false", "K8S_REPORT_VOLUME": "pvc", "K8S_REPORT_PVC": "fsx-claim"}),
     # WORKLOAD=nccl-tests with two tests: one mpirun each, in order, in the launcher.
     "nccl-tests": (None, {"REGISTRY": ECR, "WORKLOAD": "nccl-tests", "NCCL_TESTS": "all_reduce_perf -b 8 -e 2G -f 2 -g 1; alltoall_perf -b 1M -e 1G -f 2 -g 1"}),
+    # WORKLOAD=command: the user's training script from a node folder, every rank under the wrapper, its window.
+    "command": (None, {"REGISTRY": ECR, "WORKLOAD": "command", "PROFILE_STEPS": "20-25",
+                       "COMMAND": "env OMP_NUM_THREADS=4 python3 /code/train.py --config /code/mine.yaml --lr 3e-4",
+                       "MOUNTS": "/fsx/code:/code:ro,/fsx/data:/data"}),
 }  # fmt: skip
 
 

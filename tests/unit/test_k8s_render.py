@@ -12,11 +12,12 @@ from fixtures.golden import assert_matches_golden
 from fixtures.realdata import SHARED, need
 from k8s_variants import ECR, ROOT, VARIANTS, config  # tests/unit is on sys.path
 
-from nsyskit import k8s, launch, targets
+from nsyskit import k8s, targets
 from nsyskit.config.k8s_parse import quantity_bytes
 from nsyskit.errors import ConfigErrors
 from nsyskit.k8s import crd, render
 from nsyskit.local import cluster
+from nsyskit.ranks import launch
 
 CRD = ROOT / crd.CRD_FILE
 GOLDEN = ROOT / "tests" / "data" / "golden" / "k8s"

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from nsyskit import launch, nsysargs
 from nsyskit.errors import ConfigErrors
 from nsyskit.k8s import render
+from nsyskit.ranks import launch, nsysargs
 from tests.unit.k8s_variants import ECR, ROOT, config
 from tests.unit.test_nsys_wrapper import load_wrapper
 

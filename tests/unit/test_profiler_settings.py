@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from nsyskit import launch
 from nsyskit.config import load_config
 from nsyskit.errors import ConfigErrors
 from nsyskit.image.args import build_args
 from nsyskit.image.assets import Assets
 from nsyskit.k8s import render as k8s_render
+from nsyskit.ranks import launch
 from nsyskit.slurm import render as slurm_render
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from nsyskit import launch
 from nsyskit.config import load_config
 from nsyskit.errors import UsageError
 from nsyskit.local import cluster, failure, runfolder
+from nsyskit.ranks import launch
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 from fixtures.golden import assert_matches_golden
 
-from nsyskit import hostpkgs, launch, slurm, targets
+from nsyskit import hostpkgs, slurm, targets
 from nsyskit.config import load_config
 from nsyskit.errors import ConfigErrors, NsyskitError
 from nsyskit.jobdir import find_job_dir, read_record
+from nsyskit.ranks import launch
 from nsyskit.slurm import render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,6 +38,10 @@ VARIANTS = {
     "pyxis-nccl-tests": (None, {"REGISTRY": ECR, "WORKLOAD": "nccl-tests",
                                 "NCCL_TESTS": "all_reduce_perf -b 8 -e 2G -f 2 -g 1; alltoall_perf -b 1M -e 1G -f 2 -g 1"}),
     "host-nccl-tests": (None, {"SLURM_MODE": "host", "WORKLOAD": "nccl-tests", "SLURM_MPI": "pmi2", "EFA_PER_NODE": "4"}),
+    # WORKLOAD=command: the user's script from the shared file system, MOUNTS added to Pyxis' mounts.
+    "pyxis-command": (None, {"REGISTRY": ECR, "WORKLOAD": "command", "PROFILE_STEPS": "20-25",
+                             "COMMAND": "env OMP_NUM_THREADS=4 python3 /code/train.py --config /code/mine.yaml --lr 3e-4",
+                             "MOUNTS": "/fsx/code:/code:ro,/fsx/data:/data", "SLURM_CONTAINER_MOUNTS": "/scratch:/scratch"}),
 }  # fmt: skip
 
 
@@ -58,7 +63,7 @@ def shellcheck() -> str:
     return shutil.which("shellcheck")
 
 
-@pytest.mark.parametrize("variant", ["pyxis", "host", "pyxis-nccl-tests", "host-nccl-tests"])
+@pytest.mark.parametrize("variant", ["pyxis", "host", "pyxis-nccl-tests", "host-nccl-tests", "pyxis-command"])
 def test_golden_script(variant):
     assert_matches_golden({f"{variant}.sbatch": script(variant)}, GOLDEN / variant)
 
@@ -86,7 +91,7 @@ def srun_words(text: str) -> list[str]:
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_each_task_runs_launch_rank_command(variant):
-    """The per-rank command comes from nsyskit.launch (one renderer), last on the srun line: one srun per step."""
+    """The per-rank command comes from nsyskit.ranks.launch (one renderer), last on the srun line: one srun per step."""
     cfg = config(variant)
     report_dir = "/reports" if cfg.slurm_mode == "pyxis" else str(JOB_DIR / "reports")
     sruns = [srun_words("srun " + chunk) for chunk in script(variant).split("\nsrun ")[1:]]

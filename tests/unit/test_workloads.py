@@ -16,12 +16,13 @@ import yaml
 from fixtures.golden import assert_matches_golden
 from k8s_variants import ROOT, config  # tests/unit is on sys.path
 
-from nsyskit import launch, runrecord, workloads
+from nsyskit import runrecord
 from nsyskit.config import load_config
 from nsyskit.config.template import render_template
 from nsyskit.errors import ConfigErrors
 from nsyskit.k8s import render as k8s_render
 from nsyskit.local import cluster, runfolder
+from nsyskit.ranks import launch, workloads
 from nsyskit.slurm import render as slurm_render
 
 INSTALL_SCRIPT = ROOT / "Container-Root/nsyskit/install/nccl-tests.sh"
@@ -211,10 +212,12 @@ def readable(words: list[str]) -> str:
     )
 
 
-@pytest.mark.parametrize("workload", ["ddp", "nccl-tests"])
+@pytest.mark.parametrize("workload", ["ddp", "nccl-tests", "command"])
 def test_local_launch_commands_match_the_golden_files(workload):
     """The local run's launchers: the launcher container's mpirun over 2 nodes, and one node's own command."""
     tests = {"NCCL_TESTS": TWO_TESTS} if workload == "nccl-tests" else {}
+    if workload == "command":
+        tests = {"COMMAND": "python3 /code/train.py --lr 3e-4 --name 'my run'"}
     files = {
         "launcher-2-nodes.cmd": readable(
             cluster.launcher_mpirun(config(WORKLOAD=workload, NODES="2", **tests), "golden")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """rank0tee: run a command; on rank 0 also copy its standard output into a file (nccl-tests print their table there).
 
-Usage: python3 rank0tee.py OUTPUT COMMAND [ARGS...]   (what nsyskit.workloads renders for each NCCL test)
+Usage: python3 rank0tee.py OUTPUT COMMAND [ARGS...]   (what nsyskit.ranks.workloads renders for each NCCL test)
 
 Rank 0 (NSYSKIT_RANK from the wrapper, else Open MPI's, Slurm's, PMIx's or torchrun's variable) runs COMMAND with
 its standard output copied line by line to this process's standard output (the launcher's log) and to OUTPUT, whose

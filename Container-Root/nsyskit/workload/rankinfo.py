@@ -1,7 +1,7 @@
 """Who this process is in the job: rank, world size, local rank, node and master address, from any launcher.
 
 MASTER_ADDR has one source: the launcher exports it (torchrun itself; mpirun -x MASTER_ADDR from
-nsyskit.launch.mpirun_command, for the local and k8s runs; the sbatch script, from Slurm's node list).
+nsyskit.ranks.launch.mpirun_command, for the local and k8s runs; the sbatch script, from Slurm's node list).
 """
 
 from __future__ import annotations

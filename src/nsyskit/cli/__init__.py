@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from nsyskit.config import Config
 
 PROFILE_HELP = "Profile overlay from profiles/ (e.g. local-cpu); default: $NSYSKIT_PROFILE, else none."
+COMMAND_HELP = "Override COMMAND: what one rank runs with --workload command, e.g. \"python3 /code/train.py --lr 3e-4\"."
+MOUNT_HELP = "Bind mount HOST:CONTAINER[:ro] for your code and data (repeatable; replaces MOUNTS)."
 
 
 DEBUG_ENV = "NSYSKIT_DEBUG"  # set (to anything) to see the traceback of an unexpected error
@@ -145,6 +147,11 @@ def env_file(c: invoke.Context) -> Path | None:
     """The settings file given with `nsyskit --env-file FILE` (None: the project's .env)."""
     given = c.config.get("nsyskit", {}).get("env_file")
     return Path(given) if given else None
+
+
+def mount_setting(mounts: list[str] | None) -> str | None:
+    """MOUNTS from the repeated --mount flag (None: not given, so MOUNTS of .env and the profile stays)."""
+    return ",".join(mounts) if mounts else None
 
 
 def load(c: invoke.Context, profile: str | None = None, **flags: Any) -> Config:

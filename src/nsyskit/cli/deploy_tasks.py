@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nsyskit import console
-from nsyskit.cli import PROFILE_HELP, load, project_root, task
+from nsyskit.cli import COMMAND_HELP, MOUNT_HELP, PROFILE_HELP, load, mount_setting, project_root, task
 
 TARGET_HELP = {
     "local": "Local Docker containers on this machine.",
@@ -17,7 +17,9 @@ OVERRIDES_HELP = {
     "nodes": "Override NODES: nodes (local: containers; more than 1 starts workers with sshd and an mpirun launcher).",
     "procs_per_node": "Override PROCS_PER_NODE: ranks per node.",
     "profiler": "Override PROFILER: nsys (timeline), ncu (Nsight Compute per kernel), torch (PyTorch profiler, HTA).",
-    "workload": "Override WORKLOAD: ddp (the DDP example) or nccl-tests (the tests of NCCL_TESTS; needs GPUs, except with --dry-run).",
+    "workload": "Override WORKLOAD: ddp (the DDP example), nccl-tests (the tests of NCCL_TESTS; needs GPUs, except with --dry-run) or command (--command on every rank).",
+    "command": COMMAND_HELP,
+    "mount": MOUNT_HELP,
 }
 
 
@@ -30,14 +32,16 @@ def chosen(local: bool, k8s: bool, slurm: bool, default: str | None = None):
 
 @task(help={**TARGET_HELP, **OVERRIDES_HELP, "dry_run": "Render and validate only; print where the files are (Slurm: "
             "the script too, and what a real submit would refuse as warnings).",
-            "wait": "Wait for the job to end; a failed job makes the task exit with the job's exit code."})  # fmt: skip
+            "wait": "Wait for the job to end; a failed job makes the task exit with the job's exit code."},
+      iterable=["mount"])  # fmt: skip
 def deploy(c, local=False, k8s=False, slurm=False, dry_run=False, wait=False, profile=None, nodes=None,
-           procs_per_node=None, profiler=None, workload=None):  # fmt: skip
+           procs_per_node=None, profiler=None, workload=None, command=None, mount=None):  # fmt: skip
     """Validate the config, render the job (jobs/<id>/ or reports/<run-id>/) and submit it; --dry-run stops after rendering."""
     from nsyskit import targets
 
     target = chosen(local, k8s, slurm)
-    cfg = load(c, profile, nodes=nodes, procs_per_node=procs_per_node, profiler=profiler, workload=workload)
+    cfg = load(c, profile, nodes=nodes, procs_per_node=procs_per_node, profiler=profiler, workload=workload,
+               command=command, mounts=mount_setting(mount))  # fmt: skip
     result = targets.deploy(target, cfg, project_root(c), dry_run=dry_run, wait=wait)
     for line in result.lines:
         console.out.print(line, markup=False, highlight=False)  # a script's [ ] and paths are text, not markup

@@ -29,6 +29,10 @@ program = NsyskitProgram(name="nsyskit", binary="nsyskit", version=__version__, 
 
 def main() -> None:
     """Entry point of the console script and of `python -m nsyskit`."""
+    if sys.argv[1:2] == ["wrap"]:  # one rank of the user's launch line: its own parser, no Invoke (nor its '--')
+        from nsyskit.ranks.wrap import main as wrap
+
+        raise SystemExit(wrap(sys.argv[2:]))
     try:
         program.run(sys.argv)
     except BrokenPipeError:  # the reader of our output went away (| head): nothing to say

@@ -5,7 +5,7 @@ from __future__ import annotations
 from invoke import Exit
 
 from nsyskit import console
-from nsyskit.cli import PROFILE_HELP, load, project_root, task
+from nsyskit.cli import COMMAND_HELP, MOUNT_HELP, PROFILE_HELP, load, mount_setting, project_root, task
 from nsyskit.errors import UsageError
 
 RUN_HELP = {
@@ -20,25 +20,28 @@ RUN_HELP = {
     "profile_ranks": "Override PROFILE_RANKS: all, local0 or a list like 0,3.",
     "profiler": "Override PROFILER: nsys (timeline), ncu (Nsight Compute per kernel), torch (PyTorch profiler, HTA).",
     "model_size": "Override MODEL_SIZE: tiny, gpt2, gpt2-medium.",
-    "workload": "Override WORKLOAD: ddp (the DDP example) or nccl-tests (the tests of NCCL_TESTS; needs GPUs).",
+    "workload": "Override WORKLOAD: ddp (the DDP example), nccl-tests (the tests of NCCL_TESTS; needs GPUs) or command (--command on every rank).",
+    "command": COMMAND_HELP,
+    "mount": MOUNT_HELP,
     "run_id": "Name of the run folder reports/<run-id>/ (local only; default: UTC time + random suffix).",
     "progress": "Live progress display (default: yes; --no-progress prints only the result).",
     "profile": PROFILE_HELP,
 }
 
 
-@task(help=RUN_HELP)
+@task(help=RUN_HELP, iterable=["mount"])
 def run(c, local=False, k8s=False, slurm=False, detach=False, nodes=None, procs_per_node=None, steps=None,
         profile_steps=None, profile_ranks=None, model_size=None, run_id=None, progress=True, profile=None,
-        profiler=None, workload=None):  # fmt: skip
-    """Run the workload (the DDP example, or the NCCL tests) under its profiler to its end (deploy, wait, collect); reports, logs and run.json in reports/<run-id>/."""
+        profiler=None, workload=None, command=None, mount=None):  # fmt: skip
+    """Run the workload (the DDP example, the NCCL tests or your command) under its profiler to its end (deploy, wait, collect); reports, logs and run.json in reports/<run-id>/."""
     from nsyskit import targets
 
     target = targets.choose("local", local=local, k8s=k8s, slurm=slurm)
     if target.name != "local" and (detach or run_id):
         raise UsageError(f"--{'detach' if detach else 'run-id'} is for local runs only", fix="drop it, or run with --local")
     cfg = load(c, profile, nodes=nodes, procs_per_node=procs_per_node, steps=steps, profile_steps=profile_steps,
-               profile_ranks=profile_ranks, model_size=model_size, profiler=profiler, workload=workload)  # fmt: skip
+               profile_ranks=profile_ranks, model_size=model_size, profiler=profiler, workload=workload,
+               command=command, mounts=mount_setting(mount))  # fmt: skip
     if detach:
         from nsyskit.local import dev
 

@@ -8,7 +8,8 @@ import unicodedata
 from ipaddress import IPv4Address, IPv6Address
 from urllib.parse import urlsplit
 
-from nsyskit import workloads
+from nsyskit.ranks import mounts as mount_rules
+from nsyskit.ranks import workloads
 
 # Each parser raises Problem(problem, fix); the loader adds key, value and source.
 
@@ -345,3 +346,28 @@ def nccl_tests(raw: str) -> str:
     except workloads.NcclTestsProblem as exc:
         raise Problem(exc.problem, exc.fix) from None
     return "; ".join(test.text() for test in tests)
+
+
+def command_line(raw: str) -> str:
+    """COMMAND: what one rank runs, as shell words (quotes balanced; 'env K=V ...' allowed); empty unless WORKLOAD=command."""
+    return word_list(plain_text(raw), example="python3 /code/train.py --run-name 'my run'")
+
+
+def mounts(raw: str) -> str:
+    """MOUNTS: HOST:CONTAINER[:ro] bind mounts, comma-separated, absolute paths; returned as the normalized text."""
+    try:
+        found = mount_rules.parse_mounts(plain_text(raw))
+    except mount_rules.MountProblem as exc:
+        raise Problem(exc.problem, exc.fix) from None
+    return mount_rules.SEPARATOR.join(mount.text() for mount in found)
+
+
+CAPTURE_RANGE = re.compile(r"nvtx:(\S.*)")  # PROFILE_RANGE=nvtx:NAME (nsys --nvtx-capture NAME, also NAME@DOMAIN)
+
+
+def capture_range(raw: str) -> str:
+    """PROFILE_RANGE: empty (PROFILE_STEPS decides) or nvtx:NAME, the program's own NVTX range to record."""
+    value = plain_text(raw).strip()
+    if value and not CAPTURE_RANGE.fullmatch(value):
+        raise Problem("is not a capture range", "use nvtx:NAME (your program's NVTX range, e.g. nvtx:train_window), or leave it empty")
+    return value

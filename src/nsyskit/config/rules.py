@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from nsyskit import nsysargs
 from nsyskit.config import parse as p
 from nsyskit.errors import ConfigError
+from nsyskit.ranks import nsysargs
 
 # The versions Container-Root/nsyskit/install/nsys.sh has a pinned URL and sha256 for (pinned_deb); a unit test keeps them equal.
 NSYS_PINNED = ("2025.2.1",)
@@ -106,7 +106,8 @@ def cross_checks(v: dict[str, Any], sources: dict[str, str], root: Path) -> list
             err("IMAGE", f"makes the image name {name[:40]}... {len(name)} characters long (Docker allows 255)",
                 "use a shorter IMAGE (or REGISTRY)")
 
-    if have("profile_steps", "steps") and v["profile_steps"] and v["profile_steps"][1] > v["steps"]:
+    if have("profile_steps", "steps", "workload") and v["workload"] != "command" and v["profile_steps"] \
+            and v["profile_steps"][1] > v["steps"]:  # STEPS is the example's; a command's own steps are its business
         err("PROFILE_STEPS", f"ends after the last training step (STEPS={v['steps']})",
             f"use a range within 1-{v['steps']}, or raise STEPS")
     if have("nodes", "procs_per_node"):
@@ -125,6 +126,15 @@ def cross_checks(v: dict[str, Any], sources: dict[str, str], root: Path) -> list
     if have("workload", "nccl_tests") and v["workload"] == "nccl-tests" and not v["nccl_tests"]:
         err("NCCL_TESTS", "names no test, but WORKLOAD=nccl-tests runs them",
             "give at least one, e.g. NCCL_TESTS='all_reduce_perf -b 8 -e 2G -f 2 -g 1', or set WORKLOAD=ddp")
+    if have("workload", "command") and v["workload"] == "command" and not v["command"].strip():
+        err("COMMAND", "is empty, but WORKLOAD=command runs it on every rank",
+            "give what one rank runs, e.g. COMMAND='python3 /code/train.py' (or --command), or set WORKLOAD=ddp")
+    if have("workload", "profiler") and v["workload"] == "command" and v["profiler"] == "torch":
+        err("PROFILER", "is the PyTorch profiler inside the DDP example, which WORKLOAD=command does not run",
+            "set PROFILER=nsys (or ncu), or WORKLOAD=ddp")
+    if have("workload", "profile_range") and v["profile_range"] and v["workload"] != "command":
+        err("PROFILE_RANGE", f"records your program's own NVTX range, but WORKLOAD={v['workload']} runs the kit's",
+            "leave PROFILE_RANGE empty (PROFILE_STEPS marks the kit's workloads), or set WORKLOAD=command")
     if have("profiler", "k8s_profiler") and v["profiler"] != "nsys" and v["k8s_profiler"] != "wrapper":
         # NVIDIA's injectors start nsys themselves: ncu and torch need the kit's wrapper in the pods.
         err("PROFILER", f"needs the kit's wrapper but K8S_PROFILER={v['k8s_profiler']} starts nsys itself",

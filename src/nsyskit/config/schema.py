@@ -6,11 +6,11 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from nsyskit import workloads
 from nsyskit.config import k8s_parse as kp
 from nsyskit.config import parse as p
 from nsyskit.config import slurm_parse as sp
-from nsyskit.workloads import WORKLOADS
+from nsyskit.ranks import mounts, workloads
+from nsyskit.ranks.workloads import WORKLOADS
 
 # K8S_MEMORY, K8S_SHM_SIZE, K8S_HUGEPAGES=auto. GPU nodes: the p4d/p5 sizes. CPU: the local-cpu example (tiny model,
 # 2 ranks under nsys) peaked at 0.8 GiB in its container (cgroup max_usage); 512Mi + 768Mi a rank leaves 2.5x that.
@@ -85,7 +85,9 @@ class Config:
     batch_size: int = setting("8", p.positive_int, "run", "Micro-batch size per rank.")
     seq_len: int = setting("1024", p.positive_int, "run", "Sequence length of the synthetic token batches.")
     steps: int = setting("50", p.positive_int, "run", "Training steps.")
-    workload: str = setting("ddp", p.choice(*WORKLOADS), "run", "What the ranks run: ddp (the DDP Hugging Face example) or nccl-tests (NCCL_TESTS, one launch per test, each rank under the same nsys wrapper; needs GPUs).")
+    workload: str = setting("ddp", p.choice(*WORKLOADS), "run", "What the ranks run: ddp (the DDP Hugging Face example), nccl-tests (NCCL_TESTS, one launch per test, each rank under the same nsys wrapper; needs GPUs) or command (your own COMMAND on every rank, under the same wrapper).")
+    command: str = setting("", p.command_line, "run", "What one rank runs with WORKLOAD=command, as shell words, e.g. python3 /code/train.py --lr 3e-4 ('env K=V ...' allowed). Every rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT, as torch.distributed expects.")
+    mounts: str = setting("", p.mounts, "run", "Your code and data in the ranks' containers: HOST:CONTAINER[:ro] bind mounts, comma-separated, absolute paths (local: docker bind mounts; Slurm: added to Pyxis --container-mounts; Kubernetes: hostPath volumes of the nodes). A missing host path stops a local run or Slurm submit.")
     nccl_tests: str = setting(workloads.DEFAULT_TESTS, p.nccl_tests, "run", "The NCCL tests WORKLOAD=nccl-tests runs, separated by ';', in order: a binary the image installs (all_reduce_perf, all_gather_perf, ...; nccl-tests-binaries.txt) and its flags; -g x -t GPUs per rank. Rank 0's output of each goes to nccl-tests/<binary>.out in the run folder.")
 
     # --- profile: what nsys records ---
@@ -95,6 +97,8 @@ class Config:
     nsys_delay: int = setting("0", p.non_negative_int, "profile", "Seconds to wait before collecting (0: off; ignored with PROFILE_STEPS).")
     nsys_duration: int = setting("0", p.non_negative_int, "profile", "Seconds to collect (0: until the end).")
     profile_steps: tuple[int, int] | None = setting("10-15", p.step_range, "profile", "Training steps to record, FIRST-LAST (GPU: cudaProfilerApi capture range; CPU: marked by an NVTX range). Empty: whole run.")
+    step_hook: bool = setting("true", p.boolean, "profile", "With WORKLOAD=command, count optimizer steps in every Python rank with no code change (a sitecustomize hook on torch's global optimizer-step hooks), mark each 'step N' and PROFILE_STEPS' 'profile_window' with NVTX, and on GPUs open nsys' capture there (cudaProfilerStart/Stop). false: for programs that mark their own steps.")
+    profile_range: str = setting("", p.capture_range, "profile", "nvtx:NAME records only your program's own NVTX range NAME (nsys --capture-range=nvtx); it replaces PROFILE_STEPS' window. Empty: PROFILE_STEPS decides.")
     profile_ranks: str = setting("all", p.rank_selection, "profile", "Ranks to profile: all, local0 (local rank 0 of each node) or a list like 0,3; the others run unprofiled.")
     efa_metrics: bool = setting("true", p.boolean, "profile", "Record EFA NIC metrics (--enable efa_metrics) on local rank 0 of each node.")
     nsys_extra_args: str = setting("", p.word_list, "profile", "Extra arguments appended to 'nsys profile'.")
@@ -169,6 +173,11 @@ class Config:
     def nccl_test_list(self) -> tuple[workloads.NcclTest, ...]:
         """The tests of NCCL_TESTS, in order (validated when the config was loaded)."""
         return workloads.parse_tests(self.nccl_tests)
+
+    @property
+    def mount_list(self) -> tuple[mounts.Mount, ...]:
+        """The bind mounts of MOUNTS, in order (validated when the config was loaded)."""
+        return mounts.parse_mounts(self.mounts)
 
     @property
     def needs_gpu_counters(self) -> bool:

@@ -8,12 +8,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nsyskit import console, jobdir, launch
+from nsyskit import console, jobdir
 from nsyskit.assets import kit_root
 from nsyskit.config import Config
 from nsyskit.errors import ClusterError, ClusterUnreachable, JobNotFound, NsyskitError
 from nsyskit.k8s import crd, kubectl, render
 from nsyskit.local import runfolder
+from nsyskit.ranks import launch
 
 TARGET = "k8s"
 OPERATOR_VERSION = "v0.8.2"  # the release whose CRD k8s/crds/ holds and the renderer targets

@@ -10,9 +10,9 @@ from typing import Any
 
 import jinja2
 
-from nsyskit import launch, nsysargs, workloads
 from nsyskit.assets import kit_root
 from nsyskit.config import Config
+from nsyskit.ranks import launch, nsysargs, workloads
 from nsyskit.templates import render_template
 
 TEMPLATES = "k8s"  # the templates folder under the project root
@@ -118,6 +118,19 @@ def injector_nsys_args(cfg: Config) -> str:
     return " ".join(shlex.quote(arg) if any(c.isspace() for c in arg) else arg for arg in args)
 
 
+def injection_match(cfg: Config) -> str:
+    """The process command lines the injector wraps: the example's, the NCCL test binaries (not rank0tee), or COMMAND's
+    program and its first argument (after any 'env K=V', which execs it)."""
+    if cfg.workload == "nccl-tests":
+        return NCCL_TESTS_MATCH
+    if cfg.workload != "command":
+        return INJECTION_MATCH
+    words = workloads.user_command(cfg.command)
+    while words and (words[0] == "env" or ("=" in words[0] and not words[0].startswith("/"))):
+        words = words[1:]
+    return "^.*" + re.escape(" ".join(words[:2])) + ".*$"
+
+
 def context(cfg: Config, job: str) -> dict[str, Any]:
     """Everything the templates need, computed here so the templates only lay out YAML."""
     volume = report_volume(cfg, job)
@@ -147,7 +160,9 @@ def context(cfg: Config, job: str) -> dict[str, Any]:
         "injector_label": label,
         "injector_chart": INJECTORS[cfg.k8s_profiler]["chart"] if label else None,
         "injector_args": injector_nsys_args(cfg) if label else None,
-        "injection_match": NCCL_TESTS_MATCH if cfg.workload == "nccl-tests" else INJECTION_MATCH,
+        "injection_match": injection_match(cfg),
+        "user_mounts": [{"name": f"mount-{index}", "host": mount.host, "container": mount.container,
+                         "read_only": mount.read_only} for index, mount in enumerate(cfg.mount_list)],  # fmt: skip
         "injector_volume": _injector_volume(cfg),
     }
 

@@ -14,8 +14,9 @@ import docker
 from docker.errors import APIError, NotFound
 from docker.types import DeviceRequest
 
-from nsyskit import console, engine, launch, workloads
+from nsyskit import console, engine
 from nsyskit.config import Config
+from nsyskit.ranks import launch, workloads
 
 LABEL_RUN = "nsyskit.run"
 LABEL_ROLE = "nsyskit.role"
@@ -46,10 +47,10 @@ def launcher_role(cfg: Config) -> str:
 
 def host_config(cfg: Config, report_dir: Path) -> dict:
     """Options every rank-running container gets (runs and the long-running one): reports, GPUs, shm, capabilities."""
-    options: dict = {
-        "volumes": {str(Path(report_dir).resolve()): {"bind": launch.CONTAINER_REPORT_DIR, "mode": "rw"}},
-        "shm_size": SHM_SIZE,
-    }
+    volumes = {str(Path(report_dir).resolve()): {"bind": launch.CONTAINER_REPORT_DIR, "mode": "rw"}}
+    for mount in cfg.mount_list:  # MOUNTS: the user's code and data
+        volumes[mount.host] = {"bind": mount.container, "mode": "ro" if mount.read_only else "rw"}
+    options: dict = {"volumes": volumes, "shm_size": SHM_SIZE}
     if cfg.uses_gpu:
         options["device_requests"] = [DeviceRequest(count=cfg.gpus_per_node, capabilities=[["gpu"]])]
     if cfg.nsys_sample != "none" or cfg.needs_gpu_counters:
@@ -127,7 +128,7 @@ def launcher_script(cfg: Config, run_id: str) -> str:
 
 
 def rank_commands(cfg: Config) -> dict[str, list]:
-    """What run.json records the ranks ran: {'rank': argv} for the example, {'tests': {name: argv}} for the NCCL tests."""
+    """What run.json records the ranks ran: {'rank': argv} for the example and COMMAND, {'tests': {name: argv}} for the NCCL tests."""
     if cfg.workload == "nccl-tests":
         return {"tests": {step.name: step.rank_command for step in launch.steps(cfg)}}
     return {"rank": launch.rank_command(cfg)}

@@ -10,10 +10,11 @@ from pathlib import Path
 
 from docker.errors import APIError, NotFound
 
-from nsyskit import engine, launch
+from nsyskit import engine
 from nsyskit.config import Config
 from nsyskit.errors import JobNotFound, UsageError
 from nsyskit.local.cluster import LABEL_ROLE, LABEL_RUN, host_config, remove_run, warn_capabilities
+from nsyskit.ranks import launch
 
 DEV_NAME = "nsyskit-dev"
 DEV_RUN_ID = "dev"  # report names of the long-running container start with it

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from docker import DockerClient
 
-from nsyskit import console, engine
+from nsyskit import console, engine, runrecord
 from nsyskit.config import Config
 from nsyskit.errors import JobFailed
 from nsyskit.local import runfolder
@@ -35,6 +35,7 @@ class RunResult:
     checksums: dict[int, str] = field(default_factory=dict)
     world_sizes: set[int] = field(default_factory=set)
     files: dict[str, list[str]] = field(default_factory=dict)
+    step_notes: list[str] = field(default_factory=list)  # the step hook's lines (PROFILE_STEPS not marked as asked)
 
     def summary_lines(self) -> list[str]:
         """What the task prints after a run."""
@@ -53,7 +54,7 @@ class RunResult:
             + "".join(f", {len(files[k])} {suffix}" for k, suffix in OTHER_REPORTS if files.get(k)),
             f"folder: {self.run_dir}",
         ]
-        return lines
+        return lines + self.step_notes
 
 
 def run_local(cfg: Config, root: Path, run_id: str | None = None, show_progress: bool = True) -> RunResult:
@@ -155,4 +156,5 @@ def _finish(
         details={**record, "container_exit_codes": exit_codes},
     )  # fmt: skip
     return RunResult(run_id, run_dir, exit_code, duration, failure, ended_how, checksums=written.checksums,
-                     world_sizes=set(written.world_sizes), files=written.files)  # fmt: skip
+                     world_sizes=set(written.world_sizes), files=written.files,
+                     step_notes=runrecord.step_hook_lines(statuses))  # fmt: skip

@@ -7,10 +7,11 @@ import secrets
 import time
 from pathlib import Path
 
-from nsyskit import runrecord, workloads
+from nsyskit import runrecord
 from nsyskit.config import Config
 from nsyskit.config.schema import key_of, settings
 from nsyskit.errors import NsyskitError, UsageError
+from nsyskit.ranks import workloads
 from nsyskit.redact import hide_url_credentials
 from nsyskit.runrecord import LOGS, RUN_JSON, RankStatus, RunRecord, checksums, world_sizes  # noqa: F401
 
@@ -108,6 +109,7 @@ def write_run_record(run_dir: Path, cfg: Config, target: str, run_id: str, log_t
         image=cfg.image_ref, profiler=cfg.profiler, profile_ranks=cfg.profile_ranks, config=config_snapshot(cfg),
         ranks=rank_statuses(run_dir) if ranks is None else ranks, checksums=checksums(text), world_sizes=sorted(world_sizes(text)),
         files=outputs(Path(run_dir)), workload=cfg.workload, nccl_tests=nccl_test_record(cfg),
+        command=workloads.user_command(cfg.command) if cfg.workload == "command" else [],
     )  # fmt: skip
     for key, value in values.items():
         setattr(record, key, value)

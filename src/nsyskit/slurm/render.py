@@ -9,14 +9,15 @@ import jinja2
 
 from nsyskit.assets import kit_root
 from nsyskit.config import Config
-from nsyskit.launch import CONTAINER_REPORT_DIR, steps, wrapper_env
+from nsyskit.ranks.launch import CONTAINER_REPORT_DIR, steps, wrapper_env
+from nsyskit.ranks.workloads import needs_mpi
 from nsyskit.templates import render_template
-from nsyskit.workloads import needs_mpi
 
 TEMPLATE_DIR = "slurm"  # under the project root, beside k8s/
 JOB_NAME = "nsyskit"
 MASTER_PORT = 29500
 SCRIPT = "job.sbatch"
+WHAT = {"ddp": "the DDP example", "nccl-tests": "the NCCL tests", "command": "your command"}  # the script's first line
 REPORTS = "reports"  # the job folder's subfolder every rank writes into
 LOG_PATTERN = "slurm-%j.out"  # sbatch replaces %j by the job id
 # nsys expands %q{VAR} from each rank's environment; NSYSKIT_HOST is the rank's own host name, set by the wrapper
@@ -50,9 +51,11 @@ def container_image(cfg: Config) -> str:
 
 
 def container_mounts(cfg: Config, report_dir: Path) -> str:
-    """Pyxis mounts: the job's report folder on /reports, the shared file system at its own path, then the extras."""
+    """Pyxis mounts: the job's report folder on /reports, the shared file system at its own path, then the extras
+    (SLURM_CONTAINER_MOUNTS, then MOUNTS: the user's code and data)."""
     mounts = [f"{report_dir}:{CONTAINER_REPORT_DIR}", f"{cfg.slurm_shared_dir}:{cfg.slurm_shared_dir}"]
     mounts += [m for m in cfg.slurm_container_mounts.split(",") if m]
+    mounts += [mount.text() for mount in cfg.mount_list]
     return ",".join(dict.fromkeys(mounts))
 
 
@@ -84,7 +87,7 @@ def context(cfg: Config, job_dir: Path) -> dict:
     srun_options = [f"--mpi={mpi_plugin(cfg)}"] if mpi_plugin(cfg) else []
     return {
         "mode": cfg.slurm_mode,
-        "what": "the NCCL tests" if cfg.workload == "nccl-tests" else "the DDP example",
+        "what": WHAT[cfg.workload],
         "job_name": JOB_NAME,
         "job_dir": str(job_dir),
         "log_pattern": str(job_dir / LOG_PATTERN),

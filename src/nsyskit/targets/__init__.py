@@ -10,7 +10,7 @@ from pathlib import Path
 
 from nsyskit.config import Config
 from nsyskit.errors import JOB_LABELS, ConfigErrors, JobFailed, JobInterrupted, NsyskitError, UsageError
-from nsyskit.launch import check_launchable, launch_problems
+from nsyskit.ranks.launch import check_launchable, launch_problems
 from nsyskit.targets.base import Job, Outcome, Target
 
 __all__ = ["DeployResult", "Job", "Outcome", "Target", "choose", "deploy", "failure", "get", "run", "validate_targets"]
@@ -77,7 +77,7 @@ def previewed(target: Target, cfg: Config, root: Path, run_id: str | None) -> De
             raise
         problems = [f"a real submit would refuse: {problem}" for problem in found.errors]
     # The machines a real deploy would stop on (no GPU for the NCCL tests): said, but the job is rendered to review.
-    problems += [f"a real deploy would stop before launching: {problem}" for problem in launch_problems(cfg)]
+    problems += [f"a real deploy would stop before launching: {problem}" for problem in launch_problems(cfg, target.name)]
     job = target.render(cfg, root, run_id)
     if job.preview:
         job.lines.append(job.preview.rstrip("\n"))
@@ -93,7 +93,7 @@ def deploy(target: Target, cfg: Config, root: Path, *, dry_run: bool = False, wa
     """validate -> render -> submit (unless dry_run) -> wait (with wait); JobFailed with the job's code when it fails."""
     if dry_run:
         return previewed(target, cfg, root, run_id)
-    check_launchable(cfg)  # before anything is made; a dry run (above) renders anyway, so a machine without GPUs can preview
+    check_launchable(cfg, target.name)  # before anything is made; a dry run (above) renders anyway, so a machine without GPUs can preview
     job = rendered(target, cfg, root, run_id, progress)
     result = DeployResult(job, lines=job.lines)
     with _interruptible(target, job):
@@ -140,7 +140,7 @@ def failure(target: Target, job: Job, outcome: Outcome, reports: Path | None = N
 def run(target: Target, cfg: Config, root: Path, run_id: str | None = None,
         progress: bool = True) -> tuple[DeployResult, Path | None]:  # fmt: skip
     """deploy and wait, then collect into REPORT_DIR/<run-id>/ (what 'invoke run' does); a failed job is collected too."""
-    check_launchable(cfg)  # before anything is made: no run folder, no job folder
+    check_launchable(cfg, target.name)  # before anything is made: no run folder, no job folder
     job = rendered(target, cfg, root, run_id, progress)
     with _interruptible(target, job):
         target.submit(cfg, job)

@@ -8,8 +8,8 @@ from pathlib import Path
 from nsyskit.config import Config
 from nsyskit.errors import ConfigError, ConfigErrors
 from nsyskit.jobdir import jobs_root
+from nsyskit.ranks.workloads import needs_mpi
 from nsyskit.targets.base import ClusterSteps, Job, Outcome
-from nsyskit.workloads import needs_mpi
 
 
 def problems(cfg: Config, root: Path) -> list[ConfigError]:

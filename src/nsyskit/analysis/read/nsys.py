@@ -12,8 +12,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from nsyskit import console, nsysargs
+from nsyskit import console
 from nsyskit.errors import NsysUnavailable, ReportFileError
+from nsyskit.ranks import nsysargs
 
 NSYS_CANDIDATES = (
     "/usr/bin/nsys",

@@ -1,6 +1,6 @@
-"""What the ranks run, in one place: the DDP example's command line and each NCCL test's (binary, flags, -g, MPI).
+"""What the ranks run, in one place: the DDP example's command line, each NCCL test's (binary, flags, -g, MPI), the user's COMMAND.
 
-nsyskit.launch wraps these in the nsys wrapper and the launchers (mpirun, srun, the MPIJob); the config parses
+nsyskit.ranks.launch wraps these in the nsys wrapper and the launchers (mpirun, srun, the MPIJob); the config parses
 NCCL_TESTS with `parse_tests`. The binaries a test may name are those the image's nccl-tests step installs: one
 list, Container-Root/nsyskit/install/nccl-tests-binaries.txt, read by that install script and here.
 """
@@ -16,7 +16,7 @@ from typing import Protocol
 
 from nsyskit.assets import PACKAGED
 
-WORKLOADS = ("ddp", "nccl-tests")  # WORKLOAD's values: the DDP example (default), the NCCL tests
+WORKLOADS = ("ddp", "nccl-tests", "command")  # WORKLOAD's values: the DDP example (default), the NCCL tests, COMMAND
 EXAMPLE = "/nsyskit/workload/train.py"  # paths inside the image (Container-Root/ is copied to /)
 TEE = "/nsyskit/workload/rank0tee.py"  # rank 0 copies a test's output to a file (nccl-tests print only there)
 OUTPUT_FOLDER = "nccl-tests"  # in the run folder: <test>.out, rank 0's output of each test
@@ -52,12 +52,16 @@ class ExampleSettings(Protocol):
     profiler: str
 
 
-class NcclTestsProblem(ValueError):
-    """What is wrong with NCCL_TESTS and how to fix it (the config loader adds the key and the value)."""
+class SettingProblem(ValueError):
+    """What is wrong with a setting of what the ranks run, and how to fix it (the config loader adds key and value)."""
 
     def __init__(self, problem: str, fix: str) -> None:
         super().__init__(problem)
         self.problem, self.fix = problem, fix
+
+
+class NcclTestsProblem(SettingProblem):
+    """What is wrong with NCCL_TESTS."""
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,11 @@ def example_command(cfg: ExampleSettings) -> list[str]:
     if cfg.profiler == "torch":  # the example profiles itself into the wrapper's $NSYSKIT_TORCH_TRACE
         command.append("--torch-profile")
     return command
+
+
+def user_command(command: str) -> list[str]:
+    """What each rank of WORKLOAD=command runs (before the wrapper): COMMAND split as a shell would (checked when loaded)."""
+    return shlex.split(command)
 
 
 def _split_option(word: str) -> tuple[str | None, str | None]:

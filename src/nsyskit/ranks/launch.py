@@ -5,9 +5,9 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from nsyskit import workloads
 from nsyskit.config import Config
 from nsyskit.errors import ConfigError, ConfigErrors
+from nsyskit.ranks import mounts, workloads
 
 # Paths inside the image (Container-Root/ is copied to /).
 WRAPPER = "/usr/local/bin/nsys-profile"
@@ -32,12 +32,12 @@ def wrapper_env(
         "NSYSKIT_SAMPLE": cfg.nsys_sample,
         "NSYSKIT_DELAY": str(cfg.nsys_delay),
         "NSYSKIT_DURATION": str(cfg.nsys_duration),
-        # On GPU the example brackets PROFILE_STEPS with cudaProfilerStart/Stop; on CPU it marks them with NVTX.
-        # The NCCL tests open no capture range: they are recorded whole.
-        "NSYSKIT_CAPTURE": "cudaProfilerApi" if cfg.profile_steps and cfg.uses_gpu and cfg.workload == "ddp" else "none",
+        "NSYSKIT_CAPTURE": capture(cfg),
         "NSYSKIT_EFA_METRICS": "1" if cfg.efa_metrics and cfg.efa_per_node > 0 else "0",
         "NSYSKIT_EXTRA_ARGS": cfg.nsys_extra_args,
     }
+    if cfg.workload == "command":  # only then: the kit's workloads render exactly as before
+        env.update(command_env(cfg))
     if cfg.profiler != "nsys":  # only then: nsys runs render exactly as before
         env["NSYSKIT_PROFILER"] = cfg.profiler
     if cfg.profiler == "ncu":
@@ -56,16 +56,45 @@ def wrapper_env(
     return env
 
 
+def capture(cfg: Config) -> str:
+    """NSYSKIT_CAPTURE: where nsys starts and stops recording (nsysargs.profile_args turns it into flags).
+
+    On GPU the example (and a command's step hook) bracket PROFILE_STEPS with cudaProfilerStart/Stop; on CPU they
+    mark them with NVTX and the whole run is recorded. PROFILE_RANGE=nvtx:NAME records the program's own range.
+    The NCCL tests open no capture range: they are recorded whole.
+    """
+    if cfg.workload == "command" and cfg.profile_range:
+        return "nvtx"
+    hook = cfg.workload == "ddp" or (cfg.workload == "command" and cfg.step_hook)
+    return "cudaProfilerApi" if cfg.profile_steps and cfg.uses_gpu and hook else "none"
+
+
+def command_env(cfg: Config) -> dict[str, str]:
+    """What the wrapper and the step hook read for WORKLOAD=command: the window, whether to count steps, the NVTX range."""
+    env = {
+        "NSYSKIT_STEP_HOOK": "1" if cfg.step_hook else "0",
+        "NSYSKIT_PROFILE_STEPS": f"{cfg.profile_steps[0]}-{cfg.profile_steps[1]}" if cfg.profile_steps else "",
+    }
+    if cfg.profile_range:
+        env["NSYSKIT_NVTX_CAPTURE"] = cfg.profile_range.partition(":")[2]
+    return env
+
+
+def application(cfg: Config) -> list[str]:
+    """What each rank runs inside the wrapper, for the example or COMMAND (the NCCL tests have one per test: steps)."""
+    return workloads.user_command(cfg.command) if cfg.workload == "command" else workloads.example_command(cfg)
+
+
 def rank_command(cfg: Config) -> list[str]:
-    """What each rank of the DDP example runs: the wrapper around the example with the run settings."""
-    return [WRAPPER, *workloads.example_command(cfg)]
+    """What each rank of the example or of COMMAND runs: the wrapper around the application."""
+    return [WRAPPER, *application(cfg)]
 
 
 @dataclass(frozen=True)
 class Step:
     """One launch of the workload: the DDP example once, or one NCCL test (each its own mpirun or srun)."""
 
-    name: str  # ddp, or the test's name (all_reduce_perf, all_reduce_perf-2)
+    name: str  # ddp, command, or the test's name (all_reduce_perf, all_reduce_perf-2)
     rank_command: list[str]  # what each rank runs: the wrapper around the application
     tag: str = ""  # added to the job id of the report names when a run has several steps ('' otherwise)
 
@@ -77,7 +106,7 @@ def steps(cfg: Config, report_dir: str = CONTAINER_REPORT_DIR, wrapped: bool = T
     """
     wrapper = [WRAPPER] if wrapped else []
     if cfg.workload != "nccl-tests":
-        return [Step("ddp", [*wrapper, *workloads.example_command(cfg)])]
+        return [Step(cfg.workload, [*wrapper, *application(cfg)])]
     tests = cfg.nccl_test_list
     # Several tests: their reports differ by job id (JOB-all-reduce_node0_rank0_HOST), one test keeps the plain name.
     return [Step(test.name, [*wrapper, *test.command(report_dir)], test.tag if len(tests) > 1 else "") for test in tests]
@@ -133,14 +162,14 @@ def _mpirun(cfg: Config, hostfile: str | None, report_dir: str, step: Step, mast
 
 
 def single_node_command(cfg: Config, job_id: str | None = None) -> list[str]:
-    """What starts the ranks of a one-node run: torchrun for the example, mpirun on this host for the NCCL tests."""
+    """What starts the ranks of a one-node run: torchrun for the example and COMMAND, mpirun on this host for the NCCL tests."""
     if workloads.needs_mpi(cfg.workload):  # MPI programs: mpirun starts them, with no ssh to other nodes
         return mpirun_command(cfg, None, master_addr="localhost", job_id=job_id)
     return torchrun_command(cfg)
 
 
 def torchrun_command(cfg: Config) -> list[str]:
-    """One node's torchrun starting PROCS_PER_NODE ranks, each the wrapper around the example (its env: wrapper_env)."""
+    """One node's torchrun starting PROCS_PER_NODE ranks, each the wrapper around the application (its env: wrapper_env)."""
     return [
         "python3", "-m", "torch.distributed.run",
         "--standalone", "--nnodes", "1",
@@ -150,16 +179,27 @@ def torchrun_command(cfg: Config) -> list[str]:
     ]  # fmt: skip
 
 
-def launch_problems(cfg: Config) -> list[ConfigError]:
+def mount_problems(cfg: Config, target: str) -> list[ConfigError]:
+    """MOUNTS whose host path is missing here: local runs mount this machine's, Slurm the shared file system's
+    (Kubernetes' hostPath is on the nodes, out of sight)."""
+    if target == "k8s":
+        return []
+    return [ConfigError("MOUNTS", mount.text(), f"mounts {mount.host}, which does not exist on this machine",
+                        f"create {mount.host} or fix the host path (HOST:CONTAINER[:ro], absolute paths)",
+                        cfg.sources.get("MOUNTS", ""))
+            for mount in mounts.missing_host_paths(cfg.mount_list)]  # fmt: skip
+
+
+def launch_problems(cfg: Config, target: str = "local") -> list[ConfigError]:
     """What keeps the configured workload from starting on these machines (checked by run and deploy, not --dry-run)."""
     if cfg.workload != "nccl-tests":
-        return []
+        return mount_problems(cfg, target)
     source = cfg.sources.get("GPUS_PER_NODE", "")
     if cfg.gpus_per_node == 0:
         return [ConfigError("GPUS_PER_NODE", 0, "leaves no GPU for the NCCL tests (WORKLOAD=nccl-tests)",
                             "run them on GPU machines with GPUS_PER_NODE set (not the local-cpu profile), "
                             "or use WORKLOAD=ddp", source)]  # fmt: skip
-    problems = []
+    problems = mount_problems(cfg, target)
     for test in cfg.nccl_test_list:
         needed = test.gpus_per_rank * cfg.procs_per_node
         if needed > cfg.gpus_per_node:
@@ -173,8 +213,8 @@ def launch_problems(cfg: Config) -> list[ConfigError]:
     return problems
 
 
-def check_launchable(cfg: Config) -> None:
+def check_launchable(cfg: Config, target: str = "local") -> None:
     """Raise ConfigErrors when launch_problems finds any."""
-    problems = launch_problems(cfg)
+    problems = launch_problems(cfg, target)
     if problems:
         raise ConfigErrors(problems)

@@ -1,1 +1,0 @@
-../../Container-Root/nsyskit/nsysargs.py

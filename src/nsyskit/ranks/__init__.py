@@ -1,0 +1,1 @@
+"""What the ranks run: the workloads (workloads), code and data mounts (mounts), how the launchers wrap them (launch), the wrapper's nsys settings (nsysargs), the step hook (stephook) and `nsyskit wrap` for the user's own launch line (wrap)."""

@@ -1,0 +1,1 @@
+../../../Container-Root/nsyskit/nsysargs.py

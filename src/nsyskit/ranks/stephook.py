@@ -1,0 +1,1 @@
+../../../Container-Root/nsyskit/stephook/sitecustomize.py

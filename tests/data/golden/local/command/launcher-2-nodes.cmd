@@ -1,0 +1,29 @@
+mpirun
+  --allow-run-as-root
+  -np 16
+  --hostfile /etc/mpi/hostfile
+  --map-by ppr:8:node
+  --bind-to none
+  --mca plm_rsh_args
+  '-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR'
+  -x NSYSKIT_REPORT_DIR=/reports
+  -x NSYSKIT_LAUNCHER=mpirun
+  -x NSYSKIT_PROFILE_RANKS=all
+  -x NSYSKIT_TRACE=cuda,nvtx,osrt
+  -x NSYSKIT_SAMPLE=none
+  -x NSYSKIT_DELAY=0
+  -x NSYSKIT_DURATION=0
+  -x NSYSKIT_CAPTURE=cudaProfilerApi
+  -x NSYSKIT_EFA_METRICS=1
+  -x NSYSKIT_EXTRA_ARGS=
+  -x NSYSKIT_STEP_HOOK=1
+  -x NSYSKIT_PROFILE_STEPS=10-15
+  -x NSYSKIT_JOB_ID=golden
+  -x NCCL_DEBUG=INFO
+  -x NCCL_DEBUG_SUBSYS=INIT,COLL,NET,TUNING
+  -x FI_PROVIDER=efa
+  -x FI_EFA_USE_DEVICE_RDMA=1
+  -x 'NCCL_SOCKET_IFNAME=^lo,docker'
+  -x MASTER_ADDR=worker-0 /usr/local/bin/nsys-profile python3 /code/train.py
+  --lr 3e-4
+  --name 'my run'

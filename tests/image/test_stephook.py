@@ -1,0 +1,60 @@
+"""The step hook in the image, with its real torch and real nsys: a program that knows nothing of nsyskit gets its
+optimizer steps marked 'step N' and PROFILE_STEPS' window, so the analysis finds exactly the window's steps."""
+
+from __future__ import annotations
+
+import json
+
+from nsyskit.analysis.compute.analyzers import step_times
+from nsyskit.analysis.read.reader import ExportReader
+
+# A user's loop: gradient accumulation (3 micro-batches a step), two optimizers stepping each iteration, a scheduler.
+SCRIPT = r"""
+import torch
+model, head = torch.nn.Linear(32, 32), torch.nn.Linear(32, 1)
+body_opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+head_opt = torch.optim.SGD(head.parameters(), lr=1e-2)
+scheduler = torch.optim.lr_scheduler.StepLR(body_opt, step_size=2)
+for micro_batch in range(1, 22):
+    loss = head(model(torch.randn(4, 32))).pow(2).mean() / 3
+    loss.backward()
+    if micro_batch % 3 == 0:
+        body_opt.step(); head_opt.step(); scheduler.step()
+        body_opt.zero_grad(); head_opt.zero_grad()
+print("trained", micro_batch // 3, "steps")
+"""
+WRAPPER_ENV = ("NSYSKIT_STEP_HOOK=1 NSYSKIT_PROFILE_STEPS={window} NSYSKIT_TRACE=nvtx,osrt NSYSKIT_REPORT_DIR=/tmp/hook "
+               "NSYSKIT_JOB_ID=hook RANK=0 LOCAL_RANK=0")  # fmt: skip
+
+
+def profiled(host, tmp_path, window: str, script: str = SCRIPT) -> tuple[ExportReader, dict, str]:
+    """Run SCRIPT under the image's wrapper with the hook on: (the export's reader, the steps the hook saw, stdout)."""
+    assert host.run(f"rm -rf /tmp/hook && mkdir -p /tmp/hook && cat > /tmp/train.py <<'EOF'\n{script}\nEOF").rc == 0
+    done = host.run(f"{WRAPPER_ENV.format(window=window)} nsys-profile python3 /tmp/train.py")
+    assert done.rc == 0, done.stdout + done.stderr
+    (name,) = [n for n in host.file("/tmp/hook").listdir() if n.endswith(".sqlite")]
+    export = tmp_path / name
+    export.write_bytes(host.file(f"/tmp/hook/{name}").content)
+    (steps,) = [n for n in host.file("/tmp/hook/logs").listdir() if n.endswith(".steps.json")]
+    return ExportReader(export), json.loads(host.file(f"/tmp/hook/logs/{steps}").content_string), done.stdout + done.stderr
+
+
+def test_the_window_holds_exactly_its_optimizer_steps(host, tmp_path):
+    reader, seen, output = profiled(host, tmp_path, "3-5")
+    assert "trained 7 steps" in output
+    assert seen == {"steps": 7, "window": [3, 5], "opened": True, "closed": True}
+    ranges = reader.nvtx_ranges()
+    texts = [ranges.text[i] for i in range(len(ranges))]
+    # Steps 1-7, and step 8, opened when step 7 ended, running to the program's end: the window leaves it out.
+    assert sorted(t for t in texts if t.startswith("step ")) == sorted(f"step {n}" for n in range(1, 9))
+    assert texts.count("profile_window") == 1
+    assert list(step_times(ranges).columns["step"]) == [3, 4, 5]  # what the analysis keeps: the window's steps
+
+
+def test_a_program_that_never_steps_is_recorded_whole_and_says_so(host, tmp_path):
+    reader, seen, output = profiled(host, tmp_path, "2-3", "import torch\nprint(torch.ones(3).sum())\n")
+    assert seen["steps"] == 0
+    assert "never called optimizer.step(), so PROFILE_STEPS=2-3 was not marked; the whole run was recorded" in output
+    status = [n for n in host.file("/tmp/hook/logs").listdir() if n.endswith(".status.json")]
+    notes = json.loads(host.file(f"/tmp/hook/logs/{status[0]}").content_string)["notes"]
+    assert any("never called optimizer.step()" in note for note in notes)
