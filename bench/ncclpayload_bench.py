@@ -67,7 +67,7 @@ def make_ranks(folder: Path, ranges: int) -> tuple[Path, Path]:
 
 def timed_map(rank: Path, out: Path) -> tuple[float, float]:
     """(wall seconds, CPU seconds of every thread) of one map of the rank's folder into `out`."""
-    from nsyskit.analysis.parts import map_reports
+    from nsyskit.analysis.mapreduce.parts import map_reports
 
     shutil.rmtree(out, ignore_errors=True)
     start, cpu = time.perf_counter(), time.process_time()
@@ -77,7 +77,7 @@ def timed_map(rank: Path, out: Path) -> tuple[float, float]:
 
 def sizes_table(out: Path) -> str:
     """The merged collectives table of a map's part, as text (the two forms must give the same)."""
-    from nsyskit.analysis.parts import merge_parts
+    from nsyskit.analysis.mapreduce.parts import merge_parts
 
     return str(list(merge_parts(out)[0].nccl_sizes.rows()))
 

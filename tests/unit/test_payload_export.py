@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from nsyskit import nsysargs
 from nsyskit.analysis.read import nsys
+from nsyskit.ranks import nsysargs
 
 # A stand-in 'nsys': 'export --help' lists the flags (--include-blobs only when $HAS_FLAG is 1) and counts the
 # times it was asked; 'export' records its arguments and writes the --output file.

@@ -86,7 +86,7 @@ def test_busbw_follows_nccl_tests_size_convention_per_collective(tmp_path):
 
 
 def test_the_cluster_map_and_merge_give_analyzes_collectives_table(tmp_path):
-    from nsyskit.analysis.parts import map_reports, merge_parts
+    from nsyskit.analysis.mapreduce.parts import map_reports, merge_parts
 
     for rank in range(2):
         write_export(tmp_path / f"run_rank_{rank}.sqlite", nccl_export("2.28", "blob"))

@@ -162,8 +162,9 @@ def open_export(path: Path) -> ExportReader:
 def _with_payloads(reader: ExportReader) -> ExportReader:
     """The reader, or one of a fresh export with NCCL's payload values when the .sqlite was exported without them,
     its .nsys-rep sits beside it and the nsys here can export them (once: cached; said on the terminal)."""
-    from nsyskit import console, nsysargs
+    from nsyskit import console
     from nsyskit.analysis.read import payloadblob
+    from nsyskit.ranks import nsysargs
 
     rep = reader.path.with_suffix(".nsys-rep")
     if not rep.is_file() or not payloadblob.exported_without_values(reader):
