@@ -152,7 +152,18 @@ static const unsigned char *prefix_token(const unsigned char *q, const unsigned 
     }
     if ((starts(q, eol, "stdout ") || starts(q, eol, "stderr ")) && eol - q >= 8 && (q[7] == 'F' || q[7] == 'P'))
         return q + 8;
-    if (is_letter(*q)) { /* '[A-Za-z_][\w.]*+(?= - )' */
+    if (is_letter(*q)) { /* '[A-Za-z_]\w*+\(\), \w++\.cu:\d++,' (run(), common.cu:967,), '[A-Za-z_][\w.]*+(?= - )' */
+        for (r = q + 1; r < eol && is_word(*r); r++)
+            ;
+        if (starts(r, eol, "(), ")) {
+            for (s = r + 4; s < eol && is_word(*s); s++)
+                ;
+            if (s > r + 4 && starts(s, eol, ".cu:")) {
+                for (r = s + 4; r < eol && is_digit(*r); r++)
+                    ;
+                if (r > s + 4 && r < eol && *r == ',') return r + 1;
+            }
+        }
         for (r = q + 1; r < eol && (is_word(*r) || *r == '.'); r++)
             ;
         return starts(r, eol, " - ") ? r : NO_TOKEN;
