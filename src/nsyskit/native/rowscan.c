@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "launchprefix.h"
+
 #define TEXT_MAX 15
 #define TEXTS_MAX 255
 #define OTHER 128
@@ -38,60 +40,6 @@ static const unsigned char *digits(const unsigned char *p, const unsigned char *
     return p;
 }
 
-/* The end of a stamp at p (launchprefix.py STAMP: '\d{4}-\d\d-\d\d(?:[T ][\d:.,]*+)?(?:Z|[+\-]\d\d:?\d\d)?'), or 0. */
-static const unsigned char *stamp_end(const unsigned char *p, const unsigned char *eol) {
-    const unsigned char *r = p + 10, *s;
-    if (!(eol - p >= 10 && is_digit(p[0]) && is_digit(p[1]) && is_digit(p[2]) && is_digit(p[3]) && p[4] == '-' &&
-          is_digit(p[5]) && is_digit(p[6]) && p[7] == '-' && is_digit(p[8]) && is_digit(p[9])))
-        return 0;
-    if (r < eol && (*r == 'T' || *r == ' '))
-        for (r++; r < eol && (is_digit(*r) || *r == ':' || *r == '.' || *r == ','); r++)
-            ;
-    if (r < eol && *r == 'Z') return r + 1;
-    if (eol - r >= 5 && (*r == '+' || *r == '-') && is_digit(r[1]) && is_digit(r[2])) {
-        s = r + 3;
-        if (eol - s >= 3 && *s == ':' && is_digit(s[1]) && is_digit(s[2])) return s + 3;
-        if (is_digit(s[0]) && is_digit(s[1])) return s + 2;
-    }
-    return r;
-}
-
-/* One token of launchprefix.py's tokens() at p (its alternatives in order, brackets closed in the line); the
- * position after it, or 0. */
-static const unsigned char *token(const unsigned char *p, const unsigned char *eol) {
-    const unsigned char *q, *r;
-    if (*p == '[' || *p == '(') return (q = memchr(p, *p == '[' ? ']' : ')', (size_t)(eol - p))) ? q + 1 : 0;
-    if (*p == '<') { /* '<\w++>' */
-        for (q = p + 1; q < eol && is_word(*q); q++)
-            ;
-        return q > p + 1 && q < eol && *q == '>' ? q + 1 : 0;
-    }
-    if (is_digit(*p)) { /* 'N:', a stamp, a number before a blank or '|' */
-        q = digits(p, eol);
-        if (q < eol && *q == ':') return q + 1;
-        if ((r = stamp_end(p, eol)) != 0) return r;
-        if (q + 1 < eol && *q == '.' && is_digit(q[1])) q = digits(q + 1, eol);
-        return q < eol && (is_blank(*q) || *q == '|') ? q : 0;
-    }
-    if (eol - p >= 8 && (!memcmp(p, "stdout ", 7) || !memcmp(p, "stderr ", 7)) && (p[7] == 'F' || p[7] == 'P'))
-        return p + 8; /* the CRI stream tag */
-    if (is_alpha(*p) || *p == '_') {
-        for (q = p + 1; q < eol && is_word(*q); q++)
-            ;
-        if (eol - q >= 4 && !memcmp(q, "(), ", 4)) { /* run(), common.cu:967, */
-            for (r = q + 4; r < eol && is_word(*r); r++)
-                ;
-            if (r > q + 4 && eol - r >= 4 && !memcmp(r, ".cu:", 4) && (q = digits(r + 4, eol)) > r + 4 && q < eol &&
-                *q == ',')
-                return q + 1;
-        }
-        for (q = p + 1; q < eol && (is_word(*q) || *q == '.'); q++)
-            ;
-        return eol - q >= 3 && !memcmp(q, " - ", 3) ? q : 0; /* Python logging's level or logger before ' - ' */
-    }
-    return *p == '-' && p + 1 < eol && p[1] == ' ' ? p + 1 : 0;
-}
-
 /* Whether the number at p goes on as no table number does ('N:', 'YYYY-'): NOT_A_ROW's '\d++(?:\.\d++)?(?![.:\-])'
  * fails, with its fraction and without. */
 static int label_or_date(const unsigned char *p, const unsigned char *eol) {
@@ -108,7 +56,7 @@ static const unsigned char *prefix_end(const unsigned char *p, const unsigned ch
     while (p < eol && (is_blank(*p) || *p == '|')) p++;
     while (p < eol) {
         if (is_digit(*p) && !label_or_date(p, eol)) return p;
-        if ((q = token(p, eol)) == 0) return p;
+        if ((q = launch_token(p, eol, 0)) == 0) return p;
         while (q < eol && (is_blank(*q) || *q == ':' || *q == '|')) q++;
         p = q;
     }
