@@ -50,7 +50,7 @@ static int label_or_date(const unsigned char *p, const unsigned char *eol) {
 }
 
 /* The end of the launchers' prefix at p: launchprefix.py's prefix() (possessive: one pass) with its NOT_A_ROW guard,
- * an integer that ends there being a row's size. */
+ * a number that ends there being the table's. */
 static const unsigned char *prefix_end(const unsigned char *p, const unsigned char *eol) {
     const unsigned char *q;
     while (p < eol && (is_blank(*p) || *p == '|')) p++;
