@@ -4,6 +4,7 @@ compiler, no sqlite3ext.h), the install goes on and that helper is compiled on f
 The project's metadata is in pyproject.toml."""
 
 import hashlib
+import importlib.util
 import json
 from pathlib import Path
 
@@ -13,6 +14,15 @@ from setuptools.command.build_ext import build_ext
 NATIVE = Path("src/nsyskit/native")
 HELPERS = ("pagescan", "sweep", "linescan", "int64s", "launches", "groups", "texts", "rowscan", "jsonvals",
            "counterstats")  # fmt: skip
+HEADERS = [str(path) for path in sorted(NATIVE.glob("*.h"))]  # included by helpers (launchprefix.h)
+
+
+def _source(path: Path) -> str:
+    """The text nsyskit.native.source() gives for the helper at PATH (its headers written in): what is digested."""
+    spec = importlib.util.spec_from_file_location("_nsyskit_native", NATIVE / "__init__.py")
+    native = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(native)
+    return native.with_headers(path.read_text(), NATIVE)
 
 
 class BuildHelpers(build_ext):
@@ -24,13 +34,16 @@ class BuildHelpers(build_ext):
         built = {}
         for ext in self.extensions:
             if Path(self.get_ext_fullpath(ext.name)).exists():
-                built[ext.name.rpartition("._")[2]] = hashlib.sha256(Path(ext.sources[0]).read_bytes()).hexdigest()
+                built[ext.name.rpartition("._")[2]] = hashlib.sha256(_source(Path(ext.sources[0])).encode()).hexdigest()
         if self.extensions:
             record = Path(self.get_ext_fullpath(self.extensions[0].name)).parent / "_built.json"
             record.write_text(json.dumps(built, indent=1, sort_keys=True) + "\n")
 
 
 setup(
-    ext_modules=[Extension(f"nsyskit.native._{name}", [str(NATIVE / f"{name}.c")], optional=True) for name in HELPERS],
+    ext_modules=[
+        Extension(f"nsyskit.native._{name}", [str(NATIVE / f"{name}.c")], depends=HEADERS, optional=True)
+        for name in HELPERS
+    ],
     cmdclass={"build_ext": BuildHelpers},
 )

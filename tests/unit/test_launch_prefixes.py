@@ -1,17 +1,22 @@
 """One launcher-prefix rule for both readers: srun labels padded with spaces or zeros and the other launchers'
-prefixes read the same in nccl-tests outputs and NCCL logs; every real nccl-tests output reads to the same rows
-behind srun's padded labels, and both readers take '-' for standard input."""
+prefixes, alone or stacked, read the same in nccl-tests outputs and NCCL logs (C and regex paths), both readers cut
+exactly the same bytes of each, a number is a prefix before an NCCL line but the table's before a row; every real
+nccl-tests output reads to the same rows behind srun's padded labels, and both readers take '-' for standard input."""
 
 from __future__ import annotations
 
 import gzip
 import random
+import re
 import subprocess
 import sys
 
 import pytest
 
+from nsyskit import launchprefix
 from nsyskit.nccllog import analyze
+from nsyskit.nccllog.scan import fastscan
+from nsyskit.nccllog.scan.lines import clean_source
 from nsyskit.nccltests.table import read_buffer
 from tests.fixtures.realdata import REAL_DATA, ROOT, need
 from tests.unit.nccl_real import coll, gpus
@@ -37,6 +42,9 @@ FORMS = {
     "Python logging": "2025-01-02 10:11:12,851 - INFO - ",
     "Python logging with a logger": "2025-01-02 10:11:12,851 - torch.distributed - INFO - ",
     "kubectl timestamps, offset, over srun": "2025-03-04T05:06:07.5+05:30 12: ",
+    "NCCL_DEBUG_TIMESTAMP_FORMAT with microseconds": "[2025-01-02 03:04:05.123456] ",
+    "srun --label over openmpi": "3: [1,3]<stdout>:",
+    "PyTorch's rank tag": "[rank3]: ",
 }
 LABELS = {"space-padded": " 3: ", "two-space-padded": "  3: ", "zero-padded": "03: "}
 TESTS_DIR = REAL_DATA / "nccl-tests"
@@ -63,23 +71,81 @@ def test_nccl_tests_reads_every_form(form, native):
     assert _rows(labelled) == _rows(plain)
 
 
-@pytest.mark.parametrize("form", sorted(FORMS))
-def test_nccl_log_reads_every_form(tmp_path, form):
-    rng = random.Random(form)
+def _nccl_log(tmp_path, rng: random.Random, prefix) -> tuple[object, dict]:
+    """A log of 2 hosts x 2 GPUs, each line behind PREFIX() (a fresh one per line), read; and the calls expected."""
     lines, expected = [], {}
     for host in ("gpu-1", "node-7"):
         for dev in range(2):
             calls = rng.randrange(1, 5)
             expected[f"{host}[{dev}]"] = calls
-            lines.append(f"{FORMS[form]}{host}:{100 + dev}:{200 + dev} [{dev}] NCCL INFO Using network IB")
-            lines += [
-                FORMS[form] + coll(host, 100 + dev, dev, "AllReduce", 1024, 7, "0xc1", 4, k) for k in range(calls)
-            ]
+            lines.append(f"{prefix()}{host}:{100 + dev}:{200 + dev} [{dev}] NCCL INFO Using network IB")
+            lines += [prefix() + coll(host, 100 + dev, dev, "AllReduce", 1024, 7, "0xc1", 4, k) for k in range(calls)]
     log = tmp_path / "labelled.log"
     log.write_text("\n".join(lines) + "\n")
-    report = analyze([log])
+    return analyze([log]), expected
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_nccl_log_reads_every_form(tmp_path, form):
+    report, expected = _nccl_log(tmp_path, random.Random(form), lambda: FORMS[form])
     assert gpus(report) == expected and report.init["network"] == "IB"
     assert report.lines["unrecognized_nccl"] == 0
+
+
+ROW = b"1024  256  float  sum  -1  20.1  0.05  0.10  0  19.8  0.05  0.10  0"
+SOURCE = b"gpu-1:100:200 [0]"
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_both_readers_cut_exactly_the_form(form):
+    """The one rule: before a table row and before an NCCL line's source, each reader cuts the whole form, no more."""
+    raw = FORMS[form].encode()
+    assert launchprefix.strip(raw + ROW) == ROW
+    assert clean_source(b"\n" + raw + SOURCE) == SOURCE
+
+
+def _stacks(rng: random.Random):
+    """A fresh stack of 1-3 forms each call (wrappers over launchers: kubectl over srun over OpenMPI, ...)."""
+    forms = sorted(FORMS.values())
+    return lambda: "".join(rng.sample(forms, rng.randrange(1, 4)))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_stacked_forms_read_the_same_in_both_readers_and_paths(tmp_path, monkeypatch, seed):
+    output = Output()
+    write_test(output, layout="L1-redop", between=INFO)
+    plain = read_buffer(output.text().encode(), "plain.log", True)
+    stack = _stacks(random.Random(seed))
+    stacked = "".join(stack() + line + "\n" for line in output.text().splitlines()).encode()
+    assert _rows(read_buffer(stacked, "stacked.log", True)) == _rows(read_buffer(stacked, "stacked.log", False))
+    assert _rows(read_buffer(stacked, "stacked.log", True)) == _rows(plain)
+    for native in ("1", "0"):  # linescan.c, then the regex alone
+        monkeypatch.setenv(fastscan.DISABLE_VARIABLE, native)
+        monkeypatch.setattr(fastscan, "_loaded", [])
+        monkeypatch.setattr(fastscan, "_readers", [])
+        report, expected = _nccl_log(tmp_path, random.Random(seed), _stacks(random.Random(seed)))
+        assert gpus(report) == expected and report.lines["unrecognized_nccl"] == 0, native
+
+
+def test_a_number_is_a_prefix_before_an_nccl_line_and_the_tables_before_a_row():
+    """The same tokens, another context: epoch seconds before an NCCL line are a prefix; in a nccl-tests output a
+    number that ends there is a row's (its size, or a piece of a row cut by other output), never cut."""
+    for number in (b"1735787045.123456 ", b"1735787045 ", b"  20.00 | "):
+        assert clean_source(b"\n" + number + SOURCE) == SOURCE
+        assert launchprefix.strip(number + ROW) == number.lstrip(b" ") + ROW
+    assert launchprefix.strip(b"    20.00    0.00    0.00      0") == b"20.00    0.00    0.00      0"
+
+
+def test_every_real_table_number_stays_in_its_line():
+    need(TESTS_DIR)
+    numbered = 0
+    for path in _real_outputs():
+        for line in path.read_bytes().splitlines():
+            number = re.match(rb"[ \t|]*+(\d+(?:\.\d+)?)[ \t]", line)
+            if number:
+                numbered += 1
+                assert launchprefix.strip(line).startswith(number.group(1)), (path.name, line)
+    assert numbered > 1000  # the rows and pieces of rows of the corpus that no launcher labelled
 
 
 def _real_outputs() -> list:

@@ -47,6 +47,7 @@ def real_lines() -> list[bytes]:
 def prefixed() -> bytes:
     """Every real line behind every launcher prefix the scanner knows, and behind bracketed stamps and srun's."""
     prefixes = [p.encode() for p in PREFIXES.values()] + [b"[2025-01-02 03:04:05] ", b"12: ", b"[1,0]<stdout>:"]
+    prefixes += [b"3: run(), common.cu:967, ", b"1735787045.123456 "]  # the shared rule's source and epoch tokens
     return b"\n".join(prefix + line for line in real_lines()[:3000] for prefix in prefixes)
 
 
@@ -55,7 +56,7 @@ def damaged(seed: int, lines: int = 3000) -> bytes:
     rng, source = random.Random(seed), real_lines()
     inserts = [b"[", b"(", b"]", b")", b" ", b"\n", b"0: ", b"[2025-01-02 03:04:05] ", b" count 5", b"\n[x", b"acc "]
     inserts += [b"<stdout>:", b"2025-03-04T05:06:07Z ", b"  | ", b"stdout F ", b" - INFO - ", b"(Ray pid=1, ip=2) "]
-    inserts += [b"\n(", b"12.5 ", b"2025-01-02 10:11:12,851 - ", b"+01:00 "]
+    inserts += [b"\n(", b"12.5 ", b"2025-01-02 10:11:12,851 - ", b"+01:00 ", b"run(), common.cu:967, "]
     prefixes = [b"", b"3: ", b"[2025-01-02 03:04:05] "] + [prefix.encode() for prefix in PREFIXES.values()]
     out = []
     for _ in range(lines):

@@ -1,4 +1,4 @@
-"""The C helpers' one home: their sources (this folder's *.c), built into the wheel, else compiled on first use.
+"""The C helpers' one home: their sources (*.c, and *.h they share), built into the wheel, else compiled on first use.
 
 A wheel carries each helper built (setup.py: `_<name>` libraries and `_built.json`, the sha256 of the source each
 was built from), so an install needs no compiler and no writable home. Without one (an sdist built where no
@@ -18,10 +18,24 @@ COMPILE_TIMEOUT_S = 60
 
 
 def source(name: str) -> str:
-    """The C source `name`.c shipped in this package."""
+    """The C source `name`.c shipped in this package, the package's own headers written in (see with_headers)."""
     from importlib import resources
 
-    return resources.files(__name__).joinpath(f"{name}.c").read_text()
+    folder = resources.files(__name__)
+    return with_headers(folder.joinpath(f"{name}.c").read_text(), folder)
+
+
+def with_headers(text: str, folder) -> str:
+    """TEXT with each line '#include "x.h"' naming a header of FOLDER (a Path or a package's files) replaced by it:
+    one self-contained source, compiled anywhere (a temporary folder), whose digest covers the headers too (setup.py
+    records the same digest). Other includes stay."""
+    import re
+
+    def header(include: re.Match) -> str:
+        path = folder.joinpath(include.group(1))
+        return path.read_text().rstrip("\n") if path.is_file() else include.group(0)
+
+    return re.sub(r'^#include "([\w.]+\.h)"$', header, text, flags=re.M)
 
 
 PREBUILT_VARIABLE = "NSYSKIT_NATIVE_PREBUILT"  # 0: ignore the libraries built into the package (tests of the others)

@@ -16,6 +16,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "launchprefix.h"
+
 #define FIELDS 9 /* per finding: source, op, tail, message as [a, b) pairs, then the count */
 
 enum { PLAIN_NOTHING = 0, PLAIN_FINDING = 1, OTHER = 2, OTHER_RUNNING_ON = 3 };
@@ -106,60 +108,8 @@ static int continues_values(const unsigned char *after, const unsigned char *eol
            starts(after, eol, "acc ");
 }
 
-static int is_word(unsigned char c) { return is_letter(c) || is_digit(c); }
-
-#define NO_TOKEN ((const unsigned char *)0)
+/* launch_token's answer for a '[' or '(' not closed in the line: the regex's run may go on into the next one */
 #define UNSURE ((const unsigned char *)1)
-
-/* The end of the token of _PREFIX (lines.py) at q, its alternatives tried in the regex's order: NO_TOKEN when none
- * starts here, UNSURE when one could run into the next line. */
-static const unsigned char *prefix_token(const unsigned char *q, const unsigned char *eol) {
-    const unsigned char *r, *s;
-    if (*q == '[' || *q == '(') { /* '\[[^\]]*+\]', '\([^)]*+\)' */
-        r = memchr(q, *q == '[' ? ']' : ')', (size_t)(eol - q));
-        return r ? r + 1 : UNSURE;
-    }
-    if (*q == '<') { /* '<\w++>' */
-        for (r = q + 1; r < eol && is_word(*r); r++)
-            ;
-        return r > q + 1 && r < eol && *r == '>' ? r + 1 : NO_TOKEN;
-    }
-    if (is_digit(*q)) {
-        for (r = q; r < eol && is_digit(*r); r++)
-            ;
-        if (r < eol && *r == ':') return r + 1; /* '\d++:' */
-        /* '\d{4}-\d\d-\d\d(?:[T ][\d:.,]*+)?(?:Z|[+\-]\d\d:?\d\d)?' */
-        if (eol - q >= 10 && is_digit(q[1]) && is_digit(q[2]) && is_digit(q[3]) && q[4] == '-' && is_digit(q[5]) &&
-            is_digit(q[6]) && q[7] == '-' && is_digit(q[8]) && is_digit(q[9])) {
-            r = q + 10;
-            if (r < eol && (*r == 'T' || *r == ' ')) {
-                for (r++; r < eol && (is_digit(*r) || *r == ':' || *r == '.' || *r == ','); r++)
-                    ;
-            }
-            if (r < eol && *r == 'Z') return r + 1;
-            if (eol - r >= 5 && (*r == '+' || *r == '-') && is_digit(r[1]) && is_digit(r[2])) {
-                s = r + 3;
-                if (eol - s >= 3 && *s == ':' && is_digit(s[1]) && is_digit(s[2])) return s + 3;
-                if (is_digit(s[0]) && is_digit(s[1])) return s + 2;
-            }
-            return r;
-        }
-        /* '\d++(?:\.\d++)?(?=[ \t|])' (the others cannot start with a digit) */
-        if (r + 1 < eol && *r == '.' && is_digit(r[1]))
-            for (r++; r < eol && is_digit(*r); r++)
-                ;
-        return r < eol && (*r == ' ' || *r == '\t' || *r == '|') ? r : NO_TOKEN;
-    }
-    if ((starts(q, eol, "stdout ") || starts(q, eol, "stderr ")) && eol - q >= 8 && (q[7] == 'F' || q[7] == 'P'))
-        return q + 8;
-    if (is_letter(*q)) { /* '[A-Za-z_][\w.]*+(?= - )' */
-        for (r = q + 1; r < eol && (is_word(*r) || *r == '.'); r++)
-            ;
-        return starts(r, eol, " - ") ? r : NO_TOKEN;
-    }
-    if (*q == '-' && q + 1 < eol && q[1] == ' ') return q + 1; /* '-(?= )' */
-    return NO_TOKEN;
-}
 
 static int is_separator(unsigned char c) { return c == ' ' || c == '\t' || c == ':' || c == '|'; }
 
@@ -176,9 +126,9 @@ static int read_line(const unsigned char *buf, const unsigned char *p, const uns
         /* the regex tries the prefix first: '[ \t|]*+', then tokens each followed by separators */
         while (q < eol && (*q == ' ' || *q == '\t' || *q == '|')) q++;
         while (q < eol) {
-            const unsigned char *end = prefix_token(q, eol);
+            const unsigned char *end = launch_token(q, eol, UNSURE); /* launchprefix.h */
             if (end == UNSURE) return OTHER;
-            if (end == NO_TOKEN) break;
+            if (end == 0) break;
             for (q = end; q < eol && is_separator(*q); q++)
                 ;
         }

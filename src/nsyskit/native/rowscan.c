@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "launchprefix.h"
+
 #define TEXT_MAX 15
 #define TEXTS_MAX 255
 #define OTHER 128
@@ -38,100 +40,27 @@ static const unsigned char *digits(const unsigned char *p, const unsigned char *
     return p;
 }
 
-/* The end of an ISO 8601 stamp at p (launchprefix.py STAMP: date, 'T' or ' ', time, fraction, zone), or 0. */
-static const unsigned char *stamp_end(const unsigned char *p, const unsigned char *eol) {
+/* Whether the number at p goes on as no table number does ('N:', 'YYYY-'): NOT_A_ROW's '\d++(?:\.\d++)?(?![.:\-])'
+ * fails, with its fraction and without. */
+static int label_or_date(const unsigned char *p, const unsigned char *eol) {
     const unsigned char *q = digits(p, eol);
-    if (!(q - p == 4 && eol - q >= 15 && q[0] == '-' && is_digit(q[1]) && is_digit(q[2]) && q[3] == '-' &&
-          is_digit(q[4]) && is_digit(q[5]) && (q[6] == 'T' || q[6] == ' ') && is_digit(q[7]) && is_digit(q[8]) &&
-          q[9] == ':' && is_digit(q[10]) && is_digit(q[11]) && q[12] == ':' && is_digit(q[13]) && is_digit(q[14])))
-        return 0;
-    const unsigned char *r = q + 15;
-    if (r < eol && (*r == '.' || *r == ',') && r + 1 < eol && is_digit(r[1])) r = digits(r + 1, eol);
-    if (r < eol && *r == 'Z') return r + 1;
-    if (r < eol && (*r == '+' || *r == '-') && eol - r >= 4 && is_digit(r[1]) && is_digit(r[2])) {
-        const unsigned char *s = r + 3;
-        if (s < eol && *s == ':') s++;
-        if (eol - s >= 2 && is_digit(s[0]) && is_digit(s[1])) return s + 2;
-    }
-    return r; /* no zone: what follows must be the separator the caller wants (never 'Z', '+' or '-') */
+    if (q + 1 < eol && *q == '.' && is_digit(q[1])) q = digits(q + 1, eol);
+    else if (q < eol && *q == '.') return 1;
+    return q < eol && (*q == '.' || *q == ':' || *q == '-');
 }
 
-/* One launcher prefix at p (launchprefix.py PREFIX, its alternatives in order); the position after it, or 0. */
-static const unsigned char *prefix(const unsigned char *p, const unsigned char *eol) {
+/* The end of the launchers' prefix at p: launchprefix.py's prefix() (possessive: one pass) with its NOT_A_ROW guard,
+ * a number that ends there being the table's. */
+static const unsigned char *prefix_end(const unsigned char *p, const unsigned char *eol) {
     const unsigned char *q;
-    if (p < eol && (is_blank(*p) || *p == '|')) { /* srun --label padded: ' 3: ', '  3: '; CloudWatch's '  | ' */
-        q = p;
-        while (q < eol && is_blank(*q)) q++;
-        if (q + 1 < eol && q[0] == '|' && q[1] == ' ') return q + 2;
-        const unsigned char *r = digits(q, eol);
-        if (q > p && r > q && r + 1 < eol && r[0] == ':' && r[1] == ' ') return r + 2; /* a row's blanks: no ':' */
-        return 0;
+    while (p < eol && (is_blank(*p) || *p == '|')) p++;
+    while (p < eol) {
+        if (is_digit(*p) && !label_or_date(p, eol)) return p;
+        if ((q = launch_token(p, eol, 0)) == 0) return p;
+        while (q < eol && (is_blank(*q) || *q == ':' || *q == '|')) q++;
+        p = q;
     }
-    if (p < eol && *p == '[') { /* [1,0]<stdout>: | [pod/...] | [0] | [2025-01-02 03:04:05] | [default0]: */
-        q = digits(p + 1, eol);
-        if (q > p + 1 && q < eol && *q == ',') {
-            const unsigned char *r = digits(q + 1, eol);
-            if (r > q + 1 && eol - r >= 9 && memcmp(r, "]<std", 5) == 0) {
-                if (eol - r >= 9 && memcmp(r + 5, "out>:", 5) == 0 && eol - r >= 10) return r + 10;
-                if (eol - r >= 10 && memcmp(r + 5, "err>:", 5) == 0) return r + 10;
-            }
-        }
-        if (eol - p >= 5 && memcmp(p, "[pod/", 5) == 0) {
-            const unsigned char *close = p + 5;
-            while (close < eol && *close != ']' && close - (p + 5) <= 250) close++;
-            if (close < eol && *close == ']' && close - (p + 5) >= 1 && close - (p + 5) <= 250 && close + 1 < eol &&
-                close[1] == ' ')
-                return close + 2;
-        }
-        if (q > p + 1 && q + 1 < eol && q[0] == ']' && q[1] == ' ') return q + 2;
-        const unsigned char *r = q > p + 1 ? stamp_end(p + 1, eol) : 0;
-        if (r && r + 1 < eol && r[0] == ']' && r[1] == ' ') return r + 2;
-        if (p + 1 < eol && is_alpha(p[1])) {
-            const unsigned char *w = p + 2;
-            while (w < eol && is_word(*w)) w++;
-            if (w + 1 < eol && w[0] == ']' && w[1] == ':') return w + 2 < eol && w[2] == ' ' ? w + 3 : w + 2;
-        }
-        return 0;
-    }
-    if (p < eol && *p == '(') { /* (head, rank=0, pid=1) */
-        q = p + 1;
-        while (q < eol && *q != '(' && *q != ')' && q - (p + 1) <= 200) q++;
-        if (q < eol && *q == ')' && q - (p + 1) >= 1 && q - (p + 1) <= 200 && q + 1 < eol && q[1] == ' ') return q + 2;
-        return 0;
-    }
-    if (p < eol && is_digit(*p)) { /* 12: | 2025-03-01T10:00:00.123Z */
-        q = digits(p, eol);
-        if (q + 1 < eol && q[0] == ':' && q[1] == ' ') return q + 2;
-        const unsigned char *r = stamp_end(p, eol);
-        return r && r < eol && *r == ' ' ? r + 1 : 0;
-    }
-    if (p < eol && *p == '-') { /* Python logging after its stamp: '- INFO - ', '- torch.distributed - INFO - ' */
-        const unsigned char *end = 0;
-        q = p;
-        while (q + 1 < eol && q[0] == '-' && q[1] == ' ') {
-            if (q > p) end = q + 2; /* '- ' after at least one '- word ': a whole prefix (the longest wins) */
-            const unsigned char *w = q + 2;
-            if (!(w < eol && (is_alpha(*w) || *w == '_'))) break;
-            while (w < eol && (is_word(*w) || *w == '.')) w++;
-            if (!(w < eol && *w == ' ')) break;
-            q = w + 1;
-        }
-        return end;
-    }
-    if (eol - p >= 9 && (!memcmp(p, "stdout ", 7) || !memcmp(p, "stderr ", 7)) && (p[7] == 'F' || p[7] == 'P') && p[8] == ' ')
-        return p + 9; /* the CRI stream tag (Loki, Fluent Bit) */
-    if (p < eol && is_word(*p)) { /* run(), common.cu:967, */
-        q = p;
-        while (q < eol && is_word(*q)) q++;
-        if (eol - q < 4 || memcmp(q, "(), ", 4) != 0) return 0;
-        const unsigned char *r = q + 4, *w = r;
-        while (w < eol && is_word(*w)) w++;
-        if (w == r || eol - w < 4 || memcmp(w, ".cu:", 4) != 0) return 0;
-        const unsigned char *d = digits(w + 4, eol);
-        if (d == w + 4 || eol - d < 2 || d[0] != ',' || d[1] != ' ') return 0;
-        return d + 2;
-    }
-    return 0;
+    return p;
 }
 
 /* The tokens of a line (blank-separated), up to 14; their count (14: too many for a row). */
@@ -303,23 +232,16 @@ int64_t nsk_nt_rows(const char *buffer, int64_t n, int64_t from, int64_t first_l
         const unsigned char *eol = memchr(p, '\n', (size_t)(end - p));
         if (!eol) eol = end;
         unsigned char c = *p;
-        if (c == ' ' || c == '\t' || is_digit(c) || c == '[' || c == '(') { /* ROW_START's lookahead */
-            const unsigned char *depth[64];
-            int depths = 0;
-            const unsigned char *q = p;
-            depth[depths++] = q;
-            while (depths < 64 && (q = prefix(q, eol)) != 0) depth[depths++] = q;
-            int found = 0; /* the regex: most prefixes first, then fewer; a whole row, else a digit after blanks */
-            for (int d = depths - 1; d >= 0 && found == 0; d--) {
-                const unsigned char *r = depth[d];
-                while (r < eol && is_blank(*r)) r++;
-                if (r < eol && is_digit(*r)) {
-                    int whole = whole_row(r, eol, texts, ints + 3 * written, nums + 6 * written, codes + 4 * written,
-                                          flags + written);
-                    if (whole < 0) return -1;
-                    if (whole == 0) flags[written] = OTHER;
-                    found = 1;
-                }
+        if (c == ' ' || c == '\t' || c == '|' || c == '<' || is_digit(c) || c == '[' || c == '(') { /* the lookahead */
+            const unsigned char *r = prefix_end(p, eol);
+            int found = 0; /* ROW_START: a whole row, else a digit after blanks */
+            while (r < eol && is_blank(*r)) r++;
+            if (r < eol && is_digit(*r)) {
+                int whole = whole_row(r, eol, texts, ints + 3 * written, nums + 6 * written, codes + 4 * written,
+                                      flags + written);
+                if (whole < 0) return -1;
+                if (whole == 0) flags[written] = OTHER;
+                found = 1;
             }
             if (found) {
                 starts[written] = p - buf;

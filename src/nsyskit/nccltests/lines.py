@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from nsyskit import launchprefix
 
 # The launchers' prefixes (srun labels, OpenMPI tags, ...) are the shared rule of nsyskit.launchprefix, which the NCCL
-# log reader accepts too; native/rowscan.c mirrors it.
+# log reader builds its regex from too; native/rowscan.c mirrors it.
 PREFIXES = launchprefix.PREFIXES
 
 NUM = rb"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|-?nan|-?inf"
@@ -29,7 +29,9 @@ WHOLE_ROW = (
 )
 # '\n' first keeps the search in C; a line that starts with a digit but is no whole row leaves groups 1-13 empty.
 # Lines that start with a letter or '#' (NCCL INFO, the rank list: most lines) fail at their first byte.
-ROW_START = re.compile(rb"\n(?=[ \t\d\[(])" + PREFIXES.pattern + rb"[ \t]*(?:" + WHOLE_ROW + rb"|(?=\d))")
+ROW_START = re.compile(
+    rb"\n(?=" + launchprefix.FIRST + rb")" + PREFIXES.pattern + rb"[ \t]*(?:" + WHOLE_ROW + rb"|(?=\d))"
+)
 RANK = re.compile(rb"Rank +(\d+) (?:Group +\d+ )?Pid ")
 # Each keyword regex starts with its literal: the C helper finds the literal (memmem), the regex is matched there.
 KEYWORDS = {

@@ -9,17 +9,13 @@ from __future__ import annotations
 
 import re
 
-# What may precede 'host:pid:tid [dev] NCCL INFO', as tokens in any order, each followed by separators:
-#   srun -l '0: ', bracketed stamps '[2025-01-02 03:04:05] ' (NCCL_DEBUG_TIMESTAMP_FORMAT), mpirun '[1,0]<stdout>:',
-#   torchrun '[default0]:', ISO dates with or without 'T', fraction, offset or 'Z' (kubectl logs --timestamps,
-#   CloudWatch, Loki/Fluent Bit), the CRI stream tag 'stdout F ', Python logging ' - INFO - ' (a level or logger
-#   word followed by ' - '), Ray '(RayTrainWorker pid=615, ip=10.72.7.6) ', epoch seconds, '|' separators.
-# Possessive, so a line costs one pass; no token can take a host name (it is followed by ':pid:tid'). Brackets are
-# closed by runs of one negated character (fast): one left open runs into the next line and the match fails there.
-_PREFIX = (
-    rb"[ \t|]*+(?:(?:\[[^\]]*+\]|<\w++>|\([^)]*+\)|\d++:|\d{4}-\d\d-\d\d(?:[T ][\d:.,]*+)?(?:Z|[+\-]\d\d:?\d\d)?"
-    rb"|(?:stdout|stderr) [FP]|[A-Za-z_][\w.]*+(?= - )|-(?= )|\d++(?:\.\d++)?(?=[ \t|]))[ \t:|]*+)*+"
-)
+from nsyskit import launchprefix
+
+# The launchers' prefixes are the shared rule of nsyskit.launchprefix (nccl-tests reads the same ones); here the
+# source 'host:pid:tid' must follow, so no token can take a host name. A bracket's inside runs across lines (fast):
+# one left open runs into the next line and the match fails there. native/linescan.c mirrors the tokens.
+_PREFIX = launchprefix.prefix(across_lines=True)
+_ANY_PREFIX = rb"(?:(?=" + launchprefix.FIRST + rb")" + _PREFIX + rb")?"  # tried only where a prefix may start
 # The source 'host:pid:tid [dev]' as one span (split only for the distinct ones). A run of one negated character
 # (fast, see _COLL) may start on earlier lines that hold no space (bare timestamps): the source is what follows
 # its last newline (clean_source); such lines hold no NCCL line, so nothing is lost.
@@ -37,22 +33,12 @@ _FACT_WORDS = (
 )
 # Groups: source, op, tail (collective lines) | message (other INFO lines).
 INFO_LINE = re.compile(
-    rb"\n(?:(?=[ \t|\[<\d(])"
-    + _PREFIX
-    + rb")?"
-    + _SOURCE
-    + rb"(?:"
-    + _COLL
-    + rb"|"
-    + _FACT_WORDS
-    + rb"([^\n]*+)|[^\n]*+)"
+    rb"\n" + _ANY_PREFIX + _SOURCE + rb"(?:" + _COLL + rb"|" + _FACT_WORDS + rb"([^\n]*+)|[^\n]*+)"
 )  # the last branch walks a message of no interest to its end (faster than findall's search for the next line)
 # A line holding 'NCCL INFO' that does not start as above (another program's output before the NCCL part, an unknown
 # prefix), for read_missed_line; looked for only in blocks where INFO_LINE found fewer lines than 'NCCL INFO's.
 # Unrolled (runs of a class, no per-character retry).
-MISSED_LINE = re.compile(
-    rb"\n(?!(?:(?=[ \t|\[<\d(])" + _PREFIX + rb")?" + _SOURCE + rb")[^N\n]*+(?:N(?!CCL INFO)[^N\n]*+)*+NCCL INFO[^\n]*+"
-)
+MISSED_LINE = re.compile(rb"\n(?!" + _ANY_PREFIX + _SOURCE + rb")[^N\n]*+(?:N(?!CCL INFO)[^N\n]*+)*+NCCL INFO[^\n]*+")
 _PREFIX_ONLY = re.compile(_PREFIX)
 # 'count N datatype D' and, unless the line was cut short, 'op O root R comm 0x.. [nranks=N]'.
 TAIL = re.compile(rb"(?:acc \S+ )?count (\d+) datatype (\d+)(?: op -?\d+ root -?\d+ comm (\S+) \[nranks=(\d+)\])?")
