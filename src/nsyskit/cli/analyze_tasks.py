@@ -148,12 +148,17 @@ def analyze_part(
         "strict": "Stop at the first missing, failed or unreadable part (default: merge the others, name the missing "
         "ranks and why first in every output, exit 4).",
         "timeline": "Also write timeline.json.gz from the ranks' timelines the parts hold (mapped with --timeline).",
+        "partial": "Write a partial merge of the parts into this folder instead (block.part.npz, or block-N.part.npz "
+        "with --array-index N): a file 'analyze-merge FOLDER' merges as it merges the parts themselves.",
+        "array_index": "With --partial: this array element's block of the sorted part files (e.g. $SLURM_ARRAY_TASK_ID).",
+        "array_size": "With --partial: how many blocks the part files are cut into (with --array-index).",
         **JUDGE_HELP,
     },
 )
 def analyze_merge(
     c, parts=None, json_=False, html=True, output=None, straggler_pct=None, top=None, full_names=False, strict=False,
-    timeline=False, flops_per_step=None, dtype=None, gpu_model=None, fabric=None,
+    timeline=False, flops_per_step=None, dtype=None, gpu_model=None, fabric=None, partial=None, array_index=None,
+    array_size=None,
 ):  # fmt: skip
     """The reduce of a cluster analysis: merge the parts into what 'invoke analyze' makes of the same reports."""
     from nsyskit.analysis import merge_parts, merged_timelines, outputs
@@ -161,6 +166,15 @@ def analyze_merge(
 
     if not parts:
         raise UsageError("no parts folder given", fix="invoke analyze-merge PARTS_DIR")
+    if partial:
+        from nsyskit.analysis import merge_block
+
+        index = None if array_index is None else int(number_flag("--array-index", array_index, 0, integer=True))
+        size = None if array_size is None else int(number_flag("--array-size", array_size, 1, integer=True, low=1))
+        console.done(f"partial merge in {merge_block(Path(parts), Path(partial), index, size, strict)}")
+        return
+    if array_index is not None or array_size is not None:
+        raise UsageError("--array-index/--array-size without --partial", fix="add --partial FOLDER, or drop them")
     rows = int(number_flag("--top", top, 15, integer=True, low=1))
     straggler = number_flag("--straggler-pct", straggler_pct, 5.0)
     request = AnalyzeRequest([parts], json=json_, html=html, timeline=timeline, top=rows,
