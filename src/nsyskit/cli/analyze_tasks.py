@@ -60,6 +60,8 @@ def _paths(path: str | None) -> list[str]:
         "slurm_max_parallel": "With --slurm/--k8s: at most this many map elements at once (the array's %N, the Job's "
         "parallelism); default: no cap.",
         "dry_run": "With --slurm/--k8s: check and render the jobs into RUN/analysis-jobs/ only; submit nothing.",
+        "tree_ranks": "With --slurm/--k8s: past this many reports, merge as a tree: blocks of 512 parts merged side by "
+        "side, then the final merge of those (default: ANALYZE_TREE_RANKS, 1024).",
         "explain": "PATH is a findings rule: print what it measures, when it fires (its thresholds) and what to try, "
         "e.g. 'invoke analyze --explain sync_stall' ('all': every rule); reads no report.",
         "profile": PROFILE_HELP,
@@ -70,7 +72,7 @@ def analyze(
     c, path=None, json_=False, html=True, output=None, timeline=False, timeline_max_events=None, diff=None,
     fail_on=None, fail_on_regression=None, straggler_pct=None, top=None, full_names=False, strict=False,
     slurm=False, k8s=False, wait=False, slurm_max_parallel=None, dry_run=False, explain=False, profile=None,
-    flops_per_step=None, dtype=None, gpu_model=None, fabric=None,
+    flops_per_step=None, dtype=None, gpu_model=None, fabric=None, tree_ranks=None,
 ):  # fmt: skip
     """Findings first, then kernels, GPU breakdown and overlap, NVTX, NCCL sizes, ranks, NCCL logs; report.html, timeline."""
     from nsyskit.analyze import answer
@@ -87,6 +89,7 @@ def analyze(
         diff=_paths(diff) if diff else None, fail_on=fail_on,
         fail_on_regression=number_flag("--fail-on-regression", fail_on_regression, None),
         cluster=cluster, wait=wait, max_parallel=_int_flag("--slurm-max-parallel", slurm_max_parallel),
+        tree_ranks=_int_flag("--tree-ranks", tree_ranks),
         dry_run=dry_run, explain=path if explain else None, **_judge_flags(flops_per_step, dtype, gpu_model, fabric),
     ))  # fmt: skip
 
