@@ -153,7 +153,7 @@ def analyze_part(
         "timeline": "Also write timeline.json.gz from the ranks' timelines the parts hold (mapped with --timeline).",
         "partial": "Write a partial merge of the parts into this folder instead (block.part.npz, or block-N.part.npz "
         "with --array-index N): a file 'analyze-merge FOLDER' merges as it merges the parts themselves.",
-        "array_index": "With --partial: this array element's block of the sorted part files (e.g. $SLURM_ARRAY_TASK_ID).",
+        "array_index": "With --partial: this array element's block of the part files in name order, rank_2 before rank_10 (e.g. $SLURM_ARRAY_TASK_ID).",
         "array_size": "With --partial: how many blocks the part files are cut into (with --array-index).",
         **JUDGE_HELP,
     },

@@ -4,6 +4,7 @@ merge of all their parts (a merge as a tree: blocks merged side by side on a clu
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +26,19 @@ def block_name(index: int | None) -> str:
     return ("block" if index is None else f"block-{index:05d}") + SUFFIX
 
 
+def _by_number(path: Path) -> list:
+    """A part's place among the block's: its name with every run of digits compared as a number (rank_2 before
+    rank_10), so a block holds consecutive ranks and the final merge, which takes the ranks in order, reads one
+    partial merge at a time (by plain name order, rank_1, rank_10, rank_100 ... would spread every block over
+    all ranks and hold every partial at once)."""
+    return [int(piece) if piece.isdigit() else piece for piece in re.split(r"(\d+)", path.name)]
+
+
 def merge_block(
     folder: Path, out: Path, index: int | None = None, size: int | None = None, strict: bool = False
 ) -> Path:  # fmt: skip
-    """Merge block `index` of `size` of the part files in `folder` (their sorted names cut into `size` runs of
-    consecutive files, sizes differing by one at most) into one partial merge in `out`; its path.
+    """Merge block `index` of `size` of the part files in `folder` (their names in order, numbers by value, cut into
+    `size` runs of consecutive files, sizes differing by one at most) into one partial merge in `out`; its path.
 
     The partial keeps each part's header and results as they are (the final merge numbers the ranks over every
     part, as a merge of the parts themselves does), the reports' listings, the timelines when every part has one,
@@ -38,7 +47,7 @@ def merge_block(
     """
     if (index is None) != (size is None) or (size is not None and not 0 <= index < size):
         raise UsageError(f"--array-index {index} of --array-size {size}", fix="give both, with 0 <= index < size")
-    paths = sorted(folder.glob("*" + SUFFIX)) if folder.is_dir() else []
+    paths = sorted(folder.glob("*" + SUFFIX), key=_by_number) if folder.is_dir() else []
     if not paths:
         raise AnalysisError(folder, "holds no part files (*.part.npz)", "map the reports first: 'invoke analyze-part'")
     keep_freed_memory()

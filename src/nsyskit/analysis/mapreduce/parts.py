@@ -128,7 +128,10 @@ def results_of(path: Path, header: dict[str, Any], held: dict[Path, list]) -> li
         return read_results(path)
     if path not in held:
         held[path] = read_results(path)
-    return held[path][header["first"] : header["first"] + header["count"]]
+    first, count = header["first"], header["count"]
+    taken = held[path][first : first + count]
+    held[path][first : first + count] = [None] * count  # the fold holds them now: dropped with it, not with the file
+    return taken
 
 
 def write_npz(out, arrays: dict[str, np.ndarray]) -> None:
