@@ -10,6 +10,7 @@ import shutil
 
 import numpy as np
 import pytest
+from part_copies import copy_part
 from real_exports import decompress
 from test_parts import RUN, run_nsyskit, whole_json
 
@@ -144,3 +145,14 @@ def test_the_command_writes_partial_merges_that_analyze_merge_reads_as_parts(map
     assert json.loads(tree_merge.stdout) == json.loads(direct.stdout)
     alone = nsyskit("analyze-merge", str(mapped), "--array-index", "0", "--array-size", "2", "--no-html")
     assert alone.returncode != 0 and "without --partial" in alone.stderr
+
+
+def test_blocks_hold_consecutive_ranks_so_the_final_merge_reads_one_partial_at_a_time(mapped, tmp_path):
+    # 24 ranks named rank_0 ... rank_23: by plain name order a block would hold rank_1, rank_10, rank_11, ...
+    one = next(path for path in sorted(mapped.glob("*" + SUFFIX)) if len(read_part(path)[1]) == 1)
+    parts = tmp_path / "parts"
+    copy_part(one, 24, parts)
+    partials = tree(parts, tmp_path / "partials", 3)
+    held = [[h["rank"] for h in read_part(path)[0]["partial"]] for path in sorted(partials.glob("*" + SUFFIX))]
+    assert held == [list(range(0, 8)), list(range(8, 16)), list(range(16, 24))]
+    same_merge(merge_parts(parts), merge_parts(partials))
