@@ -11,8 +11,8 @@ import shutil
 import numpy as np
 import pytest
 from part_copies import copy_part
-from real_exports import decompress
 from test_parts import RUN, run_nsyskit, whole_json
+from test_parts import real_run as real_run  # the run folder of every real export: test_parts' fixture
 
 from nsyskit.analysis.mapreduce.partial import merge_block
 from nsyskit.analysis.mapreduce.parts import SUFFIX, map_reports, merge_parts, read_part
@@ -33,15 +33,6 @@ def same_merge(direct, merged) -> None:
     assert whole_json(merged[0]) == whole_json(direct[0])
     assert merged[1]["left_out"] == direct[1]["left_out"] and merged[1]["missing"] == direct[1]["missing"]
     assert merged[1]["parts"] == direct[1]["parts"] and merged[0].incomplete == direct[0].incomplete
-
-
-@pytest.fixture(scope="module")
-def real_run(tmp_path_factory, real_exports_dir):
-    """A run folder of every real export, as test_parts makes it (RUN: a clone without ../shared holds two)."""
-    folder = tmp_path_factory.mktemp("real-run")
-    for target, name in RUN.items():
-        shutil.copy(decompress(name, real_exports_dir), folder / target)
-    return folder
 
 
 @pytest.fixture(scope="module")

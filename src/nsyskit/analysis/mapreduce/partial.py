@@ -13,7 +13,7 @@ import numpy as np
 from nsyskit import __version__
 from nsyskit.analysis.mapreduce import parts
 from nsyskit.analysis.mapreduce.partpack import encode_results
-from nsyskit.analysis.mapreduce.parts import SUFFIX, part_headers, read_header, read_listings, results_of
+from nsyskit.analysis.mapreduce.parts import SUFFIX, part_headers, read_headers, read_listings, results_of
 from nsyskit.analysis.mapreduce.timelines import TIMELINE, read_timelines
 from nsyskit.analysis.process import keep_freed_memory
 from nsyskit.errors import AnalysisError, UsageError
@@ -58,15 +58,7 @@ def merge_block(
     results: list[dict[str, Any]] = []
     timelines: list | None = []
     where = str(folder)
-    for path in block:
-        try:
-            header = read_header(path)
-        except AnalysisError as exc:
-            if strict:
-                raise
-            unreadable[path.name] = exc.one_line()
-            continue
-        unreadable.update(header.get("unreadable", {}))
+    for path, header in read_headers(block, strict, unreadable):
         listings.update(read_listings(path, header))
         where = header.get("parts_folder", where)  # a partial of partials names the parts' folder
         held: dict[Path, list] = {}

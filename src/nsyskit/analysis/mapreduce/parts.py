@@ -113,6 +113,21 @@ def read_listings(path: Path, header: dict[str, Any]) -> dict[str, dict[str, lis
     return listed if PARTIAL in header else {header[LISTING]: listed}
 
 
+def read_headers(paths: list[Path], strict: bool, unreadable: dict[str, str]) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """(path, header) of each file that reads (a part or a partial merge), in order; one that does not is named in
+    `unreadable` with why (as are the parts a partial merge names), unless `strict`: then its error stops."""
+    for path in paths:
+        try:
+            header = read_header(path)
+        except AnalysisError as exc:
+            if strict:
+                raise
+            unreadable[path.name] = exc.one_line()
+            continue
+        unreadable.update(header.get("unreadable", {}))
+        yield path, header
+
+
 def part_headers(header: dict[str, Any]) -> list[dict[str, Any]]:
     """The headers of the parts a file holds: a part's own, or those a partial merge kept."""
     return header.get(PARTIAL, [header])
@@ -239,16 +254,8 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
     if not paths:
         raise AnalysisError(folder, "holds no part files (*.part.npz)", "map the reports first: 'invoke analyze-part'")
     parts, unreadable, where = [], {}, set()
-    for path in paths:  # the headers only: the results are read one part at a time as the reduce takes them
-        try:
-            header = read_header(path)
-        except AnalysisError as exc:
-            if strict:
-                raise
-            unreadable[path.name] = exc.one_line()
-            continue
+    for path, header in read_headers(paths, strict, unreadable):  # the results are read as the reduce takes them
         parts += [(path, held, []) for held in part_headers(header)]
-        unreadable.update(header.get("unreadable", {}))  # a partial merge's parts that could not be read
         where.add(header.get("parts_folder", str(folder)))
     if not parts:
         raise next(AnalysisError(p, unreadable[p.name].partition(": ")[2]) for p in paths)
