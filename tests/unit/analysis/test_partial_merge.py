@@ -147,3 +147,13 @@ def test_blocks_hold_consecutive_ranks_so_the_final_merge_reads_one_partial_at_a
     held = [[h["rank"] for h in read_part(path)[0]["partial"]] for path in sorted(partials.glob("*" + SUFFIX))]
     assert held == [list(range(0, 8)), list(range(8, 16)), list(range(16, 24))]
     same_merge(merge_parts(parts), merge_parts(partials))
+
+
+def test_a_partial_merge_cut_short_leaves_its_ranks_out_and_is_named_with_why(mapped, tmp_path):
+    partials = tree(mapped, tmp_path / "partials", 3)
+    cut = sorted(partials.glob("*" + SUFFIX))[0]
+    cut.write_bytes(cut.read_bytes()[:200])
+    merged, facts = merge_parts(partials)
+    assert facts["missing"] and merged.incomplete[0].startswith(f"{len(facts['missing'])} of {len(RUN)} reports left out")
+    assert merged.incomplete[-1].startswith(f"file left out: {cut}: is not a whole part file")
+    assert set(merged.sources.values()) == set(merge_parts(mapped)[0].sources.values()) - set(facts["missing"])

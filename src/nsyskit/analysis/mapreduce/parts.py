@@ -302,6 +302,10 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
         raise NsyskitError(f"no report of the run could be analyzed; rank {rank} ({report}): {message}", fix=fix)
     # The folder the parts were mapped into: a partial merge's own, so a tree names the folder a merge of parts names
     incomplete = left_out_lines(left_out, len(listed), Path(where.pop()) if len(where) == 1 else folder)
+    # A file that is no listed report's part (a partial merge cut short): its ranks are named above as without a
+    # part, and the file itself here with why, so no one looks for maps that ran
+    own = {part_name(Path(report)) for report in listed.values()}
+    incomplete += [f"file left out: {why}" for name, why in sorted(unreadable.items()) if name not in own]
     damaged: list[str] = []  # parts whose header read but whose results do not (a damaged member): left out, named
     world = world_size(lists[first[LISTING]]["reports"], 0)  # run.json's, beside the reports; else the merge counts the ranks it takes
     world = world if world.source == "run.json" else None
