@@ -323,3 +323,22 @@ def test_k8s_names_failed_indexes_with_their_reports_and_deletes_the_waiting_mer
         f"logs; the parts that exist merge with 'invoke analyze-merge {run / 'analysis-parts'}'"
     )  # fmt: skip
     assert json.loads(fake_kubectl.read_text())["deleted"][-1] == merge_name
+
+
+@pytest.mark.parametrize("how", [["--tree-ranks", "8"], []])
+def test_the_command_renders_the_tree_past_the_flag_or_the_setting_and_refuses_the_flag_alone(tmp_path, how):
+    run = tmp_path / "fsx" / "run"
+    run.mkdir(parents=True)
+    for rank in range(12):
+        (run / f"rank_{rank}.sqlite").write_bytes(b"")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NSYSKIT_")}
+    env |= {"NSYSKIT_SLURM_SHARED_DIR": str(tmp_path / "fsx"), "NSYSKIT_SLURM_MODE": "host"}
+    env |= {} if how else {"NSYSKIT_ANALYZE_TREE_RANKS": "8"}  # the typed setting, no flag
+    nsyskit = [sys.executable, "-m", "nsyskit", "analyze", str(run)]
+    done = subprocess.run([*nsyskit, "--slurm", "--dry-run", *how], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert f"rendered {run / 'analysis-jobs' / 'partial.sbatch'} (nothing submitted)" in done.stdout
+    assert "--array=0-1" in (run / "analysis-jobs" / "partial.sbatch").read_text()  # 12 reports past 8: 2 blocks
+    if how:
+        alone = subprocess.run([*nsyskit, *how], cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert alone.returncode != 0 and "--tree-ranks go with --slurm or --k8s" in alone.stderr
