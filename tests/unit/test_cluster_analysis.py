@@ -325,6 +325,29 @@ def test_k8s_names_failed_indexes_with_their_reports_and_deletes_the_waiting_mer
     assert json.loads(fake_kubectl.read_text())["deleted"][-1] == merge_name
 
 
+def test_k8s_follows_a_tree_map_then_partial_merges_then_the_merge_and_a_failed_block_deletes_the_merge(
+    tmp_path, fake_kubectl, monkeypatch, capsys
+):  # fmt: skip
+    run, cfg = k8s_run(tmp_path)
+    tree = make_plan(run, tree_ranks=2)  # 3 reports past 2: 2 blocks
+    monkeypatch.setenv("FAKE_JOB_LOG", "Findings\n  1. the merged analysis\n")
+    assert submit_and_follow(k8s_analysis, cfg, ROOT, tree, wait=True) == [f"report: {run / 'report.html'}"]
+    map_name, merge_name = k8s_analysis.job_names(tree)
+    partial = k8s_analysis.partial_name(tree)
+    state = json.loads(fake_kubectl.read_text())
+    assert state["jobs"] == [map_name, partial, merge_name] and state["specs"][partial]["completions"] == 2
+    asked = [call[2] for call in state["calls"] if call[:2] == ["get", "job"]]
+    assert asked.index(map_name) < asked.index(partial) < asked.index(merge_name)  # followed in that order
+    assert f"partial merges: Indexed Job {partial}, 3 parts in 2 partial merges of up to 2" in capsys.readouterr().err
+    fake_kubectl.unlink()
+    monkeypatch.setenv("FAKE_FAILED_INDEXES", "1")
+    monkeypatch.setenv("FAKE_FAILED_JOB", "nsyskit-partial-")
+    with pytest.raises(JobError, match=rf"^the partial merges \(Indexed Job {partial}\) failed: block\(s\) 1 of 2; .*"
+                       rf"fix: read the logs; the parts merge without the tree: 'invoke analyze-merge {run / 'analysis-parts'}'"):  # fmt: skip
+        submit_and_follow(k8s_analysis, cfg, ROOT, tree, wait=True)
+    assert json.loads(fake_kubectl.read_text())["deleted"][-1] == merge_name
+
+
 @pytest.mark.parametrize("how", [["--tree-ranks", "8"], []])
 def test_the_command_renders_the_tree_past_the_flag_or_the_setting_and_refuses_the_flag_alone(tmp_path, how):
     run = tmp_path / "fsx" / "run"
