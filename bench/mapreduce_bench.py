@@ -8,11 +8,14 @@ Side by side, with ratios:
   rank): wall time and peak memory in a fresh process (goal: < 10 s and < 1 GB), and the part size per rank; with
   --parts 4096 16384 those merges beside it, each in its own process, and the time per part against 1,024's
   (issue 41's goals: 4,096 in < 10 s and < 1 GB, 16,384 in < 40 s and < 2 GB, within 1.3x per part);
+- with --tree N: each count's merge as a tree (issue 41): N partial merges of its blocks (the slowest and their sum:
+  on a cluster they run side by side), then the final merge of the N partials in a fresh process (goal at 4,096
+  parts in 8 blocks: < 3 s), beside the merge of the parts themselves;
 - the projection of a 1,024-rank analysis' wall time on N nodes (array elements, CORES maps at once per node) vs
   on one machine (invoke analyze's 8 workers), from the measured per-rank map time and merge time.
 
 Usage: .venv/bin/python bench/mapreduce_bench.py [--kernels 1000000] [--map-ranks 8] [--nsys-runs 3] [--parts 1024 4096 16384]
-       [--merge-only] [--cores 8]
+       [--merge-only] [--cores 8] [--tree 8]
 """
 
 from __future__ import annotations
@@ -62,6 +65,20 @@ def map_times(rank_file: Path, ranks: int, work: Path) -> list[float]:
     return times
 
 
+def child_partials(folder: str, blocks: int) -> None:
+    """Run in a child process: the partial merges of the parts of `folder` in `blocks` blocks, one after another
+    (each an array element on a cluster); print the slowest block's time, their sum and the peak RSS."""
+    from nsyskit.analysis.mapreduce.partial import merge_block
+
+    times = []
+    for index in range(blocks):
+        start = time.perf_counter()
+        merge_block(Path(folder), Path(folder) / "partials", index, blocks)
+        times.append(time.perf_counter() - start)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"slowest_s": max(times), "sum_s": sum(times), "maxrss_kb": peak}))
+
+
 def child_merge(folder: str) -> None:
     """Run in a child process: merge the parts of `folder`; print wall time, peak RSS and the ranks merged."""
     from nsyskit.analysis.mapreduce.parts import merge_parts
@@ -96,10 +113,15 @@ def main() -> None:
     parser.add_argument("--merge-only", action="store_true", help="time the merges only (one map makes the part)")
     parser.add_argument("--cores", type=int, default=8, help="array elements running at once per node (projection)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out")
+    parser.add_argument("--tree", type=int, default=0, help="also merge each count as a tree of this many partial merges")
     parser.add_argument("--child-merge", help=argparse.SUPPRESS)
+    parser.add_argument("--child-partials", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_merge:
         child_merge(args.child_merge)
+        return
+    if args.child_partials:
+        child_partials(args.child_partials, args.tree)
         return
     work = args.out / "mapreduce"
     work.mkdir(parents=True, exist_ok=True)
@@ -112,8 +134,10 @@ def main() -> None:
     if not args.merge_only:
         map_against_nsys(rank, times, args.nsys_runs)
     print(f"part size per rank: {part.stat().st_size / 1024:.0f} KB (export: {rank.stat().st_size / 2**20:.0f} MB)")
-    merges = {count: merge_in_child(part, count, work) for count in sorted({REFERENCE_PARTS, *args.parts})}
+    merges = {count: merge_in_child(part, count, work, args.tree) for count in sorted({REFERENCE_PARTS, *args.parts})}
     merge_table(merges)
+    if args.tree:
+        tree_table(merges, args.tree)
     if not args.merge_only:
         projection(map_s, merges[REFERENCE_PARTS]["wall_s"], REFERENCE_PARTS, args.cores)
 
@@ -135,15 +159,41 @@ def map_against_nsys(rank: Path, times: list[float], runs: int) -> None:
     print("target: map >= 10x nsys stats: " + ("n/a (no nsys)" if not binary else "PASS" if nsys_s / map_s >= 10 else "FAIL"))
 
 
-def merge_in_child(part: Path, count: int, work: Path) -> dict:
-    """Wall time, peak memory and ranks of the merge of `count` copies of the part, in a fresh process."""
+def merge_in_child(part: Path, count: int, work: Path, tree: int = 0) -> dict:
+    """Wall time, peak memory and ranks of the merge of `count` copies of the part, in a fresh process; with `tree`,
+    also its partial merges in `tree` blocks ("partials") and the final merge of those ("final")."""
     folder = work / f"parts{count}"
     copy_part(part, count, folder)
-    child = subprocess.run([sys.executable, __file__, "--child-merge", str(folder)], capture_output=True, text=True)
-    shutil.rmtree(folder, ignore_errors=True)  # 16,384 copies take 10 GB
+    try:
+        merged = _child("--child-merge", str(folder))
+        if tree:
+            merged["partials"] = _child("--child-partials", str(folder), "--tree", str(tree))
+            merged["final"] = _child("--child-merge", str(folder / "partials"))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)  # 16,384 copies take 10 GB
+    return merged
+
+
+def _child(*words: str) -> dict:
+    """The JSON line a child run of this script prints last."""
+    child = subprocess.run([sys.executable, __file__, *words], capture_output=True, text=True)
     if child.returncode:
         raise SystemExit(child.stderr[-2000:])
     return json.loads(child.stdout.strip().splitlines()[-1])
+
+
+def tree_table(merges: dict[int, dict], blocks: int) -> None:
+    """Each count merged as a tree beside its merge of the parts: the partial merges and the final merge's time."""
+    print(f"\n{'tree of parts':>15} {'blocks':>7} {'slowest':>8} {'all':>8} {'final s':>8} {'final MB':>8} "
+          f"{'parts s':>8}   goal")  # fmt: skip
+    for count, merged in merges.items():
+        partials, final = merged["partials"], merged["final"]
+        goal = "< 3 s final" if (count, blocks) == (4096, 8) else "-"
+        ok = "" if goal == "-" else ": PASS" if final["wall_s"] < 3 else ": FAIL"
+        print(f"{count:>15,} {blocks:>7} {partials['slowest_s']:8.2f} {partials['sum_s']:8.2f} {final['wall_s']:8.2f} "
+              f"{final['maxrss_kb'] / 1024:8.0f} {merged['wall_s']:8.2f}   {goal}{ok}")  # fmt: skip
+    print("(slowest: the longest block, what a cluster waits for with the blocks side by side; all: their sum on one "
+          "process; parts s: the merge of the parts themselves, one process)")  # fmt: skip
 
 
 def merge_table(merges: dict[int, dict]) -> None:

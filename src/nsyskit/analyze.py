@@ -63,8 +63,9 @@ def _on_cluster(request: AnalyzeRequest) -> None:
 
     cluster = request.cluster
     request.judge_inputs()  # --fabric's outputs read here first: one that holds no table stops before any job
+    tree_ranks = request.tree_ranks or cluster.cfg.analyze_tree_ranks
     plan = make_plan(Path(request.paths[0]), request.max_parallel, request.timeline, request.timeline_max_events,
-                     request.straggler_pct, request.strict)  # fmt: skip
+                     request.straggler_pct, request.strict, tree_ranks)  # fmt: skip
     plan = replace(plan, merge_options=request.judge_words())  # the merge's rules get what this request's would
     runner = import_module(f"nsyskit.{cluster.engine}.analysis")
     for line in submit_and_follow(runner, cluster.cfg, cluster.root, plan, request.wait, request.dry_run):

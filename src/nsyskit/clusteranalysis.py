@@ -2,7 +2,9 @@
 
 One plan serves both engines (nsyskit.slurm.analysis renders it as a job array and a dependent merge job,
 nsyskit.k8s.analysis as an Indexed Job and a merge Job); each element runs 'nsyskit analyze-part' over every
-`elements`-th report, the merge 'nsyskit analyze-merge' over the parts: the same code as 'invoke analyze'.
+`elements`-th report, the merge 'nsyskit analyze-merge' over the parts: the same code as 'invoke analyze'. Past
+ANALYZE_TREE_RANKS reports the merge is a tree: a second array ('analyze-merge --partial') merges blocks of parts
+into partial merges side by side, and the final merge takes those.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from nsyskit import console
 from nsyskit.errors import UsageError
 
 PARTS = "analysis-parts"  # the run folder's subfolder of part files (one per report)
+PARTIALS = "analysis-partials"  # the run folder's subfolder of partial merges (one per block of parts), in a tree
+BLOCK_PARTS = 512  # parts per partial merge in a tree: 4,096 reports make 8 blocks, 16,384 make 32
 JOBS = "analysis-jobs"  # the run folder's subfolder of the rendered scripts, the record and the logs
 # At most this many map elements: 1,024 reports make 256 elements of 4 (Slurm's default MaxArraySize is 1001, and
 # each element pays the interpreter's start once); fewer reports get one element each.
@@ -36,11 +40,17 @@ class AnalysisPlan:
     straggler_pct: float | None = None
     strict: bool = False
     merge_options: list[str] = field(default_factory=list)
+    blocks: int = 0  # partial merges of the tree (0: the merge takes the parts itself)
 
     @property
     def parts(self) -> Path:
         """Where the map writes its parts."""
         return self.run / PARTS
+
+    @property
+    def partials(self) -> Path:
+        """Where the partial merges go, in a tree."""
+        return self.run / PARTIALS
 
     @property
     def folder(self) -> Path:
@@ -62,9 +72,15 @@ class AnalysisPlan:
         words = ["analyze-part", str(self.run), "--out", str(self.parts), "--array-size", str(self.elements)]
         return [*words, *self._timeline_words(), *(["--strict"] if self.strict else [])]
 
+    def partial_arguments(self) -> list[str]:
+        """analyze-merge --partial's arguments (a tree's blocks) but the element's --array-index."""
+        words = ["analyze-merge", str(self.parts), "--partial", str(self.partials), "--array-size", str(self.blocks)]
+        return [*words, *(["--strict"] if self.strict else [])]
+
     def merge_arguments(self) -> list[str]:
-        """analyze-merge's arguments: the parts into report.html and analysis.json in the run folder."""
-        words = ["analyze-merge", str(self.parts), "--output", str(self.run)]
+        """analyze-merge's arguments: the parts (a tree's partial merges) into report.html and analysis.json in the
+        run folder."""
+        words = ["analyze-merge", str(self.partials if self.blocks else self.parts), "--output", str(self.run)]
         if self.straggler_pct is not None:
             words += ["--straggler-pct", f"{self.straggler_pct:g}"]
         words += self.merge_options  # the findings' inputs (--flops-per-step ...): the merge judges as 'analyze' would
@@ -82,11 +98,17 @@ def elements_for(reports: int) -> int:
     return max(1, min(reports, MAX_ELEMENTS))
 
 
+def blocks_for(reports: int, tree_ranks: int) -> int:
+    """Partial merges of a tree: none up to `tree_ranks` reports, then one per BLOCK_PARTS parts (at least 2)."""
+    return 0 if reports <= tree_ranks else max(2, math.ceil(reports / BLOCK_PARTS))
+
+
 def make_plan(
     run: Path, max_parallel: int | None = None, timeline: bool = False, timeline_max_events: int | None = None,
-    straggler_pct: float | None = None, strict: bool = False,
+    straggler_pct: float | None = None, strict: bool = False, tree_ranks: int = 1024,
 ) -> AnalysisPlan:  # fmt: skip
-    """The plan of analyzing the run folder `run` on a cluster (its reports found as 'invoke analyze' finds them)."""
+    """The plan of analyzing the run folder `run` on a cluster (its reports found as 'invoke analyze' finds them);
+    past `tree_ranks` reports its merge is a tree."""
     from nsyskit.analysis.read.discover import discover
 
     run = Path(run).resolve()
@@ -96,7 +118,7 @@ def make_plan(
     if max_parallel is not None and max_parallel < 1:
         raise UsageError(f"--slurm-max-parallel {max_parallel}", fix="give 1 or more (elements running at once)")
     return AnalysisPlan(run, reports, elements_for(len(reports)), max_parallel, timeline, timeline_max_events,
-                        straggler_pct, strict)  # fmt: skip
+                        straggler_pct, strict, blocks=blocks_for(len(reports), tree_ranks))  # fmt: skip
 
 
 def words(command: str) -> list[str]:
@@ -123,9 +145,10 @@ def clear_parts(plan: AnalysisPlan) -> int:
     from nsyskit.analysis.mapreduce.parts import SUFFIX
 
     removed = 0
-    for stale in plan.parts.glob("*" + SUFFIX) if plan.parts.is_dir() else []:
-        stale.unlink()
-        removed += 1
+    for folder in (plan.parts, plan.partials):  # a stale partial merge would hold an earlier map's parts
+        for stale in folder.glob("*" + SUFFIX) if folder.is_dir() else []:
+            stale.unlink()
+            removed += 1
     return removed
 
 
@@ -142,6 +165,12 @@ def count_elements(plan: AnalysisPlan) -> str:
     shape = f" of up to {per}" if per > 1 else ""
     cap = f", at most {plan.max_parallel} at once" if plan.max_parallel else ""
     return f"{len(plan.reports):,} report(s) in {plan.elements} element(s){shape}{cap}"
+
+
+def count_blocks(plan: AnalysisPlan) -> str:
+    """'4,096 parts in 8 partial merges of up to 512, then the final merge of those' (a tree's middle level)."""
+    per = math.ceil(len(plan.reports) / plan.blocks)
+    return f"{len(plan.reports):,} parts in {plan.blocks} partial merges of up to {per}, then the final merge of those"
 
 
 def record_submitted(plan: AnalysisPlan, map_id: str, merge_id: str, **more: object) -> None:

@@ -4,7 +4,7 @@
 The state lives in $FAKE_KUBECTL_STATE (a JSON file): applied job names and every call made. The launcher pod of
 every applied MPIJob is reported terminated with exit code $FAKE_LAUNCHER_EXIT (the MPIJob Failed when non-zero).
 An applied batch Job is Complete, or Failed with status.failedIndexes $FAKE_FAILED_INDEXES when that is set and
-the Job is an Indexed one; 'logs job/NAME' prints $FAKE_JOB_LOG.
+the Job is an Indexed one (whose name holds $FAKE_FAILED_JOB, when set); 'logs job/NAME' prints $FAKE_JOB_LOG.
 """
 
 import json
@@ -34,7 +34,8 @@ elif args[:2] == ["get", "job"] and "json" in args:
     if spec is None:
         sys.stderr.write(f'Error from server (NotFound): jobs.batch "{args[2]}" not found\n')
         sys.exit(1)
-    failed = os.environ.get("FAKE_FAILED_INDEXES", "") if spec.get("completionMode") == "Indexed" else ""
+    fails = spec.get("completionMode") == "Indexed" and os.environ.get("FAKE_FAILED_JOB", "") in args[2]
+    failed = os.environ.get("FAKE_FAILED_INDEXES", "") if fails else ""
     status = {"failed": 1, "failedIndexes": failed} if failed else {"succeeded": spec.get("completions", 1)}
     status["conditions"] = [{"type": "Failed" if failed else "Complete", "status": "True"}]
     out = json.dumps({"status": status})

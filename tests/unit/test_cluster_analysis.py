@@ -22,6 +22,7 @@ from nsyskit import hostpkgs
 from nsyskit.clusteranalysis import (
     MAX_ELEMENTS,
     AnalysisPlan,
+    blocks_for,
     clear_parts,
     elements_for,
     index_list,
@@ -40,12 +41,15 @@ GOLDEN = ROOT / "tests" / "data" / "golden" / "slurm-analysis"
 RUN = Path("/fsx/nsyskit/reports/run-1")
 ECR = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
 
-# name -> (reports, plan options, settings): a 1,024-rank run in Pyxis from ECR, and 16 ranks in host mode.
+# name -> (reports, plan options, settings): a 1,024-rank run in Pyxis from ECR, 16 ranks in host mode, and 4,096
+# ranks in host mode, merged as a tree (8 partial merges, then the final merge).
 VARIANTS = {
     "pyxis": (1024, {"max_parallel": 32, "timeline": True, "timeline_max_events": 200000},
               {"REGISTRY": ECR, "SLURM_PARTITION": "cpu", "SLURM_ACCOUNT": "ml-infra"}),
     "host": (16, {"straggler_pct": 10.0, "strict": True},
              {"SLURM_MODE": "host", "SLURM_NSYSKIT": "/fsx/venv/bin/nsyskit", "SLURM_TIME_LIMIT": "30"}),
+    "tree": (4096, {"blocks": blocks_for(4096, 1024), "strict": True},
+             {"SLURM_MODE": "host", "SLURM_NSYSKIT": "/fsx/venv/bin/nsyskit"}),
 }  # fmt: skip
 
 
@@ -89,6 +93,31 @@ def test_a_thousand_reports_make_a_reasonable_array_each_element_taking_every_nt
     text = analysis.scripts(config("pyxis"), ROOT, wide)["map.sbatch"]
     assert "#SBATCH --array=0-255%32" in text and "--array-size 256" in text
     assert "#SBATCH --partition=cpu" in text and "#SBATCH --account=ml-infra" in text
+
+
+def test_past_the_threshold_the_merge_is_a_tree_of_partial_merges_between_the_map_and_the_final_merge(tmp_path):
+    assert [blocks_for(n, 1024) for n in (16, 1024, 1025, 2048, 4096, 16384)] == [0, 0, 3, 4, 8, 32]
+    assert blocks_for(16, 8) == 2  # a low threshold (--tree-ranks) still makes a tree of 2 blocks
+    scripts = analysis.scripts(config("tree"), ROOT, plan("tree"))
+    assert sorted(scripts) == ["map.sbatch", "merge.sbatch", "partial.sbatch"]
+    partial, merge = scripts["partial.sbatch"], scripts["merge.sbatch"]
+    assert "#SBATCH --array=0-7\n" in partial and "#SBATCH --job-name=nsyskit-partial" in partial
+    assert (f"analyze-merge {RUN}/analysis-parts --partial {RUN}/analysis-partials --array-size 8 --strict "
+            '--array-index "$SLURM_ARRAY_TASK_ID"') in partial  # fmt: skip
+    assert f"analyze-merge {RUN}/analysis-partials --output {RUN}" in merge and "--array" not in merge
+    assert "partial.sbatch" not in analysis.scripts(config("host"), ROOT, plan("host"))  # 16 ranks: no tree
+    # a run folder of 12 reports with --tree-ranks 8 (ANALYZE_TREE_RANKS' flag): the dry run renders the third job
+    run = tmp_path / "fsx" / "run"
+    run.mkdir(parents=True)
+    for rank in range(12):
+        (run / f"rank_{rank}.sqlite").write_bytes(b"")
+    small = make_plan(run, tree_ranks=8)
+    assert small.blocks == 2 and make_plan(run).blocks == 0
+    cfg = config("host", SLURM_SHARED_DIR=str(tmp_path / "fsx"))
+    said = submit_and_follow(analysis, cfg, ROOT, small, wait=False, dry_run=True)
+    assert said == [f"rendered {small.folder / name} (nothing submitted)" for name in ("map.sbatch", "partial.sbatch", "merge.sbatch")]
+    assert submit_and_follow(analysis, cfg, ROOT, make_plan(run), wait=False, dry_run=True)[1].endswith("merge.sbatch (nothing submitted)")
+    assert not (small.folder / "partial.sbatch").exists()  # a plan without a tree removes an earlier one's script
 
 
 def test_pyxis_runs_the_image_with_the_shared_file_system_and_host_mode_the_nodes_nsyskit():
@@ -187,6 +216,22 @@ def test_golden_k8s_jobs():
     assert_matches_golden({"k8s-jobs.yaml": text}, K8S_GOLDEN)
 
 
+def test_golden_k8s_jobs_of_a_tree_an_indexed_job_of_partial_merges_between_the_map_and_the_merge():
+    text = k8s_analysis.manifests(load_config(ROOT, overrides=K8S, environ={}), ROOT, plan("tree"))
+    assert_matches_golden({"k8s-jobs.yaml": text}, K8S_GOLDEN.with_name("k8s-analysis-tree"))
+    map_job, partial_job, merge_job = yaml.safe_load_all(text)
+    spec = partial_job["spec"]
+    assert (spec["completionMode"], spec["completions"]) == ("Indexed", 8)
+    pod = spec["template"]["spec"]
+    assert "-ge 4096 ]" in pod["initContainers"][0]["command"][-1]  # every part first
+    assert pod["containers"][0]["command"][-1].endswith('--partial /fsx/nsyskit/reports/run-1/analysis-partials '
+                                                        '--array-size 8 --strict --array-index "$JOB_COMPLETION_INDEX"')  # fmt: skip
+    wait = merge_job["spec"]["template"]["spec"]["initContainers"][0]
+    assert wait["name"] == "wait-for-partial-merges" and "analysis-partials" in wait["command"][-1] and "-ge 8 ]" in wait["command"][-1]
+    merge = merge_job["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert merge[:3] == ["nsyskit", "analyze-merge", str(RUN / "analysis-partials")]
+
+
 def test_the_jobs_are_an_indexed_map_and_a_merge_waiting_for_every_part_valid_against_the_job_api():
     text = k8s_analysis.manifests(load_config(ROOT, overrides=K8S, environ={}), ROOT, plan("pyxis"))
     map_job, merge_job = yaml.safe_load_all(text)
@@ -260,7 +305,8 @@ def test_k8s_applies_both_jobs_follows_them_and_prints_the_merge(tmp_path, fake_
     state = json.loads(fake_kubectl.read_text())
     map_name, merge_name = k8s_analysis.job_names(make_plan(run))
     assert state["jobs"] == [map_name, merge_name] and not (run / "analysis-parts" / "stale.part.npz").exists()
-    assert [c[:3] for c in state["calls"][:2]] == [["delete", "job", map_name], ["delete", "job", merge_name]]
+    partial_name = k8s_analysis.partial_name(make_plan(run))  # an earlier analysis' tree too: its pods would write partials
+    assert [c[:3] for c in state["calls"][:3]] == [["delete", "job", n] for n in (map_name, partial_name, merge_name)]
     printed = capsys.readouterr().out
     assert "the merged analysis" in printed and "report:" not in printed
 
@@ -277,3 +323,45 @@ def test_k8s_names_failed_indexes_with_their_reports_and_deletes_the_waiting_mer
         f"logs; the parts that exist merge with 'invoke analyze-merge {run / 'analysis-parts'}'"
     )  # fmt: skip
     assert json.loads(fake_kubectl.read_text())["deleted"][-1] == merge_name
+
+
+def test_k8s_follows_a_tree_map_then_partial_merges_then_the_merge_and_a_failed_block_deletes_the_merge(
+    tmp_path, fake_kubectl, monkeypatch, capsys
+):  # fmt: skip
+    run, cfg = k8s_run(tmp_path)
+    tree = make_plan(run, tree_ranks=2)  # 3 reports past 2: 2 blocks
+    monkeypatch.setenv("FAKE_JOB_LOG", "Findings\n  1. the merged analysis\n")
+    assert submit_and_follow(k8s_analysis, cfg, ROOT, tree, wait=True) == [f"report: {run / 'report.html'}"]
+    map_name, merge_name = k8s_analysis.job_names(tree)
+    partial = k8s_analysis.partial_name(tree)
+    state = json.loads(fake_kubectl.read_text())
+    assert state["jobs"] == [map_name, partial, merge_name] and state["specs"][partial]["completions"] == 2
+    asked = [call[2] for call in state["calls"] if call[:2] == ["get", "job"]]
+    assert asked.index(map_name) < asked.index(partial) < asked.index(merge_name)  # followed in that order
+    assert f"partial merges: Indexed Job {partial}, 3 parts in 2 partial merges of up to 2" in capsys.readouterr().err
+    fake_kubectl.unlink()
+    monkeypatch.setenv("FAKE_FAILED_INDEXES", "1")
+    monkeypatch.setenv("FAKE_FAILED_JOB", "nsyskit-partial-")
+    with pytest.raises(JobError, match=rf"^the partial merges \(Indexed Job {partial}\) failed: block\(s\) 1 of 2; .*"
+                       rf"fix: read the logs; the parts merge without the tree: 'invoke analyze-merge {run / 'analysis-parts'}'"):  # fmt: skip
+        submit_and_follow(k8s_analysis, cfg, ROOT, tree, wait=True)
+    assert json.loads(fake_kubectl.read_text())["deleted"][-1] == merge_name
+
+
+@pytest.mark.parametrize("how", [["--tree-ranks", "8"], []])
+def test_the_command_renders_the_tree_past_the_flag_or_the_setting_and_refuses_the_flag_alone(tmp_path, how):
+    run = tmp_path / "fsx" / "run"
+    run.mkdir(parents=True)
+    for rank in range(12):
+        (run / f"rank_{rank}.sqlite").write_bytes(b"")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NSYSKIT_")}
+    env |= {"NSYSKIT_SLURM_SHARED_DIR": str(tmp_path / "fsx"), "NSYSKIT_SLURM_MODE": "host"}
+    env |= {} if how else {"NSYSKIT_ANALYZE_TREE_RANKS": "8"}  # the typed setting, no flag
+    nsyskit = [sys.executable, "-m", "nsyskit", "analyze", str(run)]
+    done = subprocess.run([*nsyskit, "--slurm", "--dry-run", *how], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert f"rendered {run / 'analysis-jobs' / 'partial.sbatch'} (nothing submitted)" in done.stdout
+    assert "--array=0-1" in (run / "analysis-jobs" / "partial.sbatch").read_text()  # 12 reports past 8: 2 blocks
+    if how:
+        alone = subprocess.run([*nsyskit, *how], cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert alone.returncode != 0 and "--tree-ranks go with --slurm or --k8s" in alone.stderr

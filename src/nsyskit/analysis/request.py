@@ -46,6 +46,7 @@ class AnalyzeRequest:
     cluster: ClusterRequest | None = None
     wait: bool = False  # with cluster: follow the jobs to the merged report
     max_parallel: int | None = None  # with cluster: map elements at once
+    tree_ranks: int | None = None  # with cluster: merge as a tree past this many reports (None: ANALYZE_TREE_RANKS)
     dry_run: bool = False  # with cluster: render the jobs, submit nothing
     explain: str | None = None  # a rule id (or 'all'): print what it measures, its thresholds, what to try
     flops_per_step: float | None = None  # the model's training FLOPs of one step on one GPU (low_mfu)
@@ -92,8 +93,8 @@ class AnalyzeRequest:
             return self  # reads no report: the other flags do not matter
         if not self.paths:
             raise no_reports()
-        if self.cluster is None and (self.wait or self.dry_run or self.max_parallel is not None):
-            raise UsageError("--wait, --dry-run and --slurm-max-parallel go with --slurm or --k8s",
+        if self.cluster is None and (self.wait or self.dry_run or self.max_parallel is not None or self.tree_ranks):
+            raise UsageError("--wait, --dry-run, --slurm-max-parallel and --tree-ranks go with --slurm or --k8s",
                              fix="invoke analyze RUN_FOLDER --slurm --wait")  # fmt: skip
         if not self.diff and (self.fail_on is not None or self.fail_on_regression is not None):
             raise UsageError("--fail-on and --fail-on-regression need a baseline (--diff)",

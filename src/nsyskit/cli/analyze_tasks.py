@@ -60,6 +60,8 @@ def _paths(path: str | None) -> list[str]:
         "slurm_max_parallel": "With --slurm/--k8s: at most this many map elements at once (the array's %N, the Job's "
         "parallelism); default: no cap.",
         "dry_run": "With --slurm/--k8s: check and render the jobs into RUN/analysis-jobs/ only; submit nothing.",
+        "tree_ranks": "With --slurm/--k8s: past this many reports, merge as a tree: blocks of 512 parts merged side by "
+        "side, then the final merge of those (default: ANALYZE_TREE_RANKS, 1024).",
         "explain": "PATH is a findings rule: print what it measures, when it fires (its thresholds) and what to try, "
         "e.g. 'invoke analyze --explain sync_stall' ('all': every rule); reads no report.",
         "profile": PROFILE_HELP,
@@ -70,7 +72,7 @@ def analyze(
     c, path=None, json_=False, html=True, output=None, timeline=False, timeline_max_events=None, diff=None,
     fail_on=None, fail_on_regression=None, straggler_pct=None, top=None, full_names=False, strict=False,
     slurm=False, k8s=False, wait=False, slurm_max_parallel=None, dry_run=False, explain=False, profile=None,
-    flops_per_step=None, dtype=None, gpu_model=None, fabric=None,
+    flops_per_step=None, dtype=None, gpu_model=None, fabric=None, tree_ranks=None,
 ):  # fmt: skip
     """Findings first, then kernels, GPU breakdown and overlap, NVTX, NCCL sizes, ranks, NCCL logs; report.html, timeline."""
     from nsyskit.analyze import answer
@@ -87,6 +89,7 @@ def analyze(
         diff=_paths(diff) if diff else None, fail_on=fail_on,
         fail_on_regression=number_flag("--fail-on-regression", fail_on_regression, None),
         cluster=cluster, wait=wait, max_parallel=_int_flag("--slurm-max-parallel", slurm_max_parallel),
+        tree_ranks=_int_flag("--tree-ranks", tree_ranks),
         dry_run=dry_run, explain=path if explain else None, **_judge_flags(flops_per_step, dtype, gpu_model, fabric),
     ))  # fmt: skip
 
@@ -148,12 +151,17 @@ def analyze_part(
         "strict": "Stop at the first missing, failed or unreadable part (default: merge the others, name the missing "
         "ranks and why first in every output, exit 4).",
         "timeline": "Also write timeline.json.gz from the ranks' timelines the parts hold (mapped with --timeline).",
+        "partial": "Write a partial merge of the parts into this folder instead (block.part.npz, or block-N.part.npz "
+        "with --array-index N): a file 'analyze-merge FOLDER' merges as it merges the parts themselves.",
+        "array_index": "With --partial: this array element's block of the part files in name order, rank_2 before rank_10 (e.g. $SLURM_ARRAY_TASK_ID).",
+        "array_size": "With --partial: how many blocks the part files are cut into (with --array-index).",
         **JUDGE_HELP,
     },
 )
 def analyze_merge(
     c, parts=None, json_=False, html=True, output=None, straggler_pct=None, top=None, full_names=False, strict=False,
-    timeline=False, flops_per_step=None, dtype=None, gpu_model=None, fabric=None,
+    timeline=False, flops_per_step=None, dtype=None, gpu_model=None, fabric=None, partial=None, array_index=None,
+    array_size=None,
 ):  # fmt: skip
     """The reduce of a cluster analysis: merge the parts into what 'invoke analyze' makes of the same reports."""
     from nsyskit.analysis import merge_parts, merged_timelines, outputs
@@ -161,6 +169,15 @@ def analyze_merge(
 
     if not parts:
         raise UsageError("no parts folder given", fix="invoke analyze-merge PARTS_DIR")
+    if partial:
+        from nsyskit.analysis import merge_block
+
+        index = None if array_index is None else int(number_flag("--array-index", array_index, 0, integer=True))
+        size = None if array_size is None else int(number_flag("--array-size", array_size, 1, integer=True, low=1))
+        console.done(f"partial merge in {merge_block(Path(parts), Path(partial), index, size, strict)}")
+        return
+    if array_index is not None or array_size is not None:
+        raise UsageError("--array-index/--array-size without --partial", fix="add --partial FOLDER, or drop them")
     rows = int(number_flag("--top", top, 15, integer=True, low=1))
     straggler = number_flag("--straggler-pct", straggler_pct, 5.0)
     request = AnalyzeRequest([parts], json=json_, html=html, timeline=timeline, top=rows,

@@ -139,6 +139,7 @@ class Config:
     slurm_sqsh: str = setting("", sp.sqsh_path, "slurm", "Squashfs image 'invoke enroot-import' writes and SLURM_CONTAINER_IMAGE=sqsh runs (empty: SLURM_SHARED_DIR/enroot/IMAGE+TAG.sqsh).")
     slurm_container_mounts: str = setting("", sp.container_mounts, "slurm", "Extra Pyxis --container-mounts SRC:DST[:FLAGS],... (the job's report folder and SLURM_SHARED_DIR are always mounted).")
     slurm_nsyskit: str = setting("nsyskit", sp.nsyskit_command, "slurm", "The nsyskit command of the compute nodes for 'invoke analyze --slurm' in host mode (e.g. a venv on the shared file system: /fsx/venv/bin/nsyskit); in pyxis mode the image's own nsyskit runs.")
+    analyze_tree_ranks: int = setting("1024", p.positive_int, "slurm", "'invoke analyze --slurm/--k8s' of more reports than this merges as a tree: blocks of 512 parts merged side by side (a second job array or Indexed Job), then the final merge of those ('analyze --tree-ranks' sets it per call).")
     slurm_submit_prefix: str = setting("", sp.command_prefix, "slurm", "Command prefix for sbatch, squeue, sacct, scontrol and scancel, e.g. 'ssh login-node' when the kit runs off the cluster (empty: run them here).")
 
     # Not settings: where each value came from, warnings met while loading, the profile overlay read (if any).

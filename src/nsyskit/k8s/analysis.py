@@ -1,4 +1,5 @@
-"""A run's analysis on Kubernetes: the map as an Indexed Job over its reports, the merge as a Job that waits for the parts."""
+"""A run's analysis on Kubernetes: the map as an Indexed Job over its reports, the merge as a Job that waits for the
+parts, and past ANALYZE_TREE_RANKS reports an Indexed Job of partial merges between them (the merge as a tree)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from nsyskit import console
 from nsyskit.clusteranalysis import (
     AnalysisPlan,
     clear_parts,
+    count_blocks,
     count_elements,
     index_list,
     parts_done,
@@ -48,6 +50,20 @@ def job_names(plan: AnalysisPlan) -> tuple[str, str]:
     return f"nsyskit-map-{slug}-{digest}", f"nsyskit-merge-{slug}-{digest}"
 
 
+def partial_name(plan: AnalysisPlan) -> str:
+    """The Job name of a tree's partial merges, beside the map's and the merge's."""
+    return job_names(plan)[0].replace("nsyskit-map-", "nsyskit-partial-", 1)
+
+
+def _wait_for(folder: Path, count: int) -> list[str]:
+    """An init container's command: wait until `folder` holds `count` part files (each written whole, then renamed)."""
+    from nsyskit.analysis.mapreduce.parts import SUFFIX
+
+    quoted = shlex.quote(str(folder))
+    return ["/bin/sh", "-c", f"until [ \"$(find {quoted} -maxdepth 1 -name '*{SUFFIX}' 2>/dev/null | wc -l)\" -ge "
+            f"{count} ]; do sleep {WAIT_SECONDS}; done"]  # fmt: skip
+
+
 def problems(cfg: Config, plan: AnalysisPlan) -> list[ConfigError]:
     """What keeps the pods from the run's reports, checked here before anything is applied."""
     errors = []
@@ -78,14 +94,11 @@ def image_of_run(cfg: Config, plan: AnalysisPlan) -> str:
 
 def manifests(cfg: Config, root: Path, plan: AnalysisPlan) -> str:
     """The two Jobs as one YAML file, validated against the batch/v1 Job API."""
-    from nsyskit.analysis.mapreduce.parts import SUFFIX
     from nsyskit.assets import kit_root
 
     map_name, merge_name = job_names(plan)
     index = '--array-index "$JOB_COMPLETION_INDEX"'
-    parts = shlex.quote(str(plan.parts))
-    wait = (f"until [ \"$(find {parts} -maxdepth 1 -name '*{SUFFIX}' 2>/dev/null | wc -l)\" -ge {len(plan.reports)} ]; "
-            f"do sleep {WAIT_SECONDS}; done")  # fmt: skip
+    parts_wait = _wait_for(plan.parts, len(plan.reports))
     text = render_template(render.environment(root), "analyze-jobs.yaml.j2", render.TEMPLATES, {
         "run": str(plan.run), "reports": len(plan.reports), "elements": plan.elements,
         "parallelism": plan.max_parallel or plan.elements, "map_name": map_name, "merge_name": merge_name,
@@ -93,7 +106,10 @@ def manifests(cfg: Config, root: Path, plan: AnalysisPlan) -> str:
         "ttl": cfg.k8s_ttl_seconds_after_finished, "image": image_of_run(cfg, plan), "pvc": cfg.k8s_report_pvc or "-",
         "shared_dir": cfg.k8s_shared_dir or "/", "merge_deadline_s": MERGE_DEADLINE_S,
         "map_command": ["/bin/sh", "-c", f"exec nsyskit {shlex.join(plan.map_arguments())} {index}"],
-        "wait_command": ["/bin/sh", "-c", wait], "merge_command": ["nsyskit", *plan.merge_arguments()],
+        "wait_command": _wait_for(plan.partials, plan.blocks) if plan.blocks else parts_wait,
+        "merge_command": ["nsyskit", *plan.merge_arguments()], "blocks": plan.blocks, "partial_name": partial_name(plan),
+        "parts_wait_command": parts_wait,
+        "partial_command": ["/bin/sh", "-c", f"exec nsyskit {shlex.join(plan.partial_arguments())} {index}"],
     })  # fmt: skip
     crd.validate_jobs(text, kit_root(root) / crd.CRD_FILE, name=str(plan.folder / JOBS_FILE))
     return text
@@ -114,11 +130,11 @@ def submit(cfg: Config, root: Path, plan: AnalysisPlan) -> Submitted:
     """Render, clear the old parts and 'kubectl apply' both Jobs (the merge waits for the map's parts in its pod)."""
     [path] = prepare(cfg, root, plan)
     map_name, merge_name = job_names(plan)
-    for name in (map_name, merge_name):  # a Job's template cannot change: an earlier analysis' Jobs go first
+    for name in (map_name, partial_name(plan), merge_name):  # a Job's template cannot change: earlier Jobs go first
         kubectl.run(f"deleting the earlier Job {name}", kubectl.command(
             "delete", "job", name, "--ignore-not-found", "--wait=true", namespace=cfg.k8s_namespace))  # fmt: skip
     clear_parts(plan)
-    kubectl.run(f"submitting the analysis Jobs {map_name}, {merge_name} ({path})",
+    kubectl.run(f"submitting the analysis Jobs {map_name}, {merge_name}{' and the partial merges' if plan.blocks else ''} ({path})",
                 kubectl.command("apply", "-f", str(path), namespace=cfg.k8s_namespace))  # fmt: skip
     record_submitted(plan, map_name, merge_name, namespace=cfg.k8s_namespace)
     return Submitted(map_name, merge_name, cfg.k8s_namespace)
@@ -128,8 +144,10 @@ def submitted_lines(plan: AnalysisPlan, jobs: Submitted) -> list[str]:
     """What the user reads after applying: the Job names, where the report will be, how to follow."""
     return [
         f"map: Indexed Job {jobs.map_id}, {count_elements(plan)} (namespace {jobs.namespace}); logs: kubectl logs -n {jobs.namespace} -l job-name={jobs.map_id}",
-        f"merge: Job {jobs.merge_id}, once every part is in {plan.parts}; logs: kubectl logs -n {jobs.namespace} "
-        f"job/{jobs.merge_id}",
+        *([f"partial merges: Indexed Job {partial_name(plan)}, {count_blocks(plan)}, once every part is in "
+            f"{plan.parts}; logs: kubectl logs -n {jobs.namespace} -l job-name={partial_name(plan)}"] if plan.blocks else []),
+        f"merge: Job {jobs.merge_id}, once every {'partial merge' if plan.blocks else 'part'} is in "
+        f"{plan.partials if plan.blocks else plan.parts}; logs: kubectl logs -n {jobs.namespace} job/{jobs.merge_id}",
         f"report: {plan.run / 'report.html'} once the merge ends (follow: kubectl get jobs -n {jobs.namespace} "
         f"{jobs.map_id} {jobs.merge_id})",
     ]
@@ -172,6 +190,8 @@ def follow(cfg: Config, plan: AnalysisPlan, jobs: Submitted, poll_s: float = POL
                                                                      namespace=jobs.namespace))  # fmt: skip
         raise JobError(_failure(plan, jobs, status), fix=f"read the logs; the parts that exist merge with 'invoke "
                        f"analyze-merge {plan.parts}' (it names the missing ranks), or run 'invoke analyze --k8s' again")  # fmt: skip
+    if plan.blocks:
+        _follow_partials(plan, jobs, poll_s)
     phases = console.Phases(f"merge: Job {jobs.merge_id}")
     while not (state := ended(merge := job_status(jobs.merge_id, jobs.namespace))):
         phases.update("running" if merge.get("active") else "waiting")
@@ -188,6 +208,22 @@ def follow(cfg: Config, plan: AnalysisPlan, jobs: Submitted, poll_s: float = POL
                               fix=f"report: {plan.run / 'report.html'}")  # fmt: skip
     raise JobError(f"the merge (Job {jobs.merge_id}) failed",
                    fix=f"read 'kubectl logs -n {jobs.namespace} job/{jobs.merge_id}'; the parts stay in {plan.parts}")  # fmt: skip
+
+
+def _follow_partials(plan: AnalysisPlan, jobs: Submitted, poll_s: float) -> None:
+    """Wait for a tree's partial merges; when one fails, delete the merge (it would wait for a partial merge that
+    never comes) and say which blocks failed and how to merge the parts without the tree."""
+    name = partial_name(plan)
+    phases = console.Phases(f"partial merges: Indexed Job {name}")
+    while not (state := ended(status := job_status(name, jobs.namespace))):
+        phases.update(f"{status.get('active', 0)} running, {status.get('succeeded', 0)} of {plan.blocks} done")
+        time.sleep(poll_s)
+    if state == "Failed":
+        kubectl.run(f"deleting Job {jobs.merge_id}", kubectl.command("delete", "job", jobs.merge_id, "--ignore-not-found",
+                                                                     namespace=jobs.namespace))  # fmt: skip
+        raise JobError(f"the partial merges (Indexed Job {name}) failed: block(s) {status.get('failedIndexes') or '?'} "
+                       f"of {plan.blocks}; logs: kubectl logs -n {jobs.namespace} -l job-name={name}",
+                       fix=f"read the logs; the parts merge without the tree: 'invoke analyze-merge {plan.parts}'")  # fmt: skip
 
 
 def _failure(plan: AnalysisPlan, jobs: Submitted, status: dict) -> str:

@@ -1,5 +1,5 @@
-"""A run's analysis on Slurm: the map as one job array over its reports, the merge as a job after it (afterok); in
-Pyxis mode, an import job before the map when the run's image must become a .sqsh first (nsyskit.slurm.analysis_image)."""
+"""A run's analysis on Slurm: the map as one job array over its reports, the merge as a job after it (afterok), and
+past ANALYZE_TREE_RANKS reports a job array of partial merges between them (the merge as a tree); in Pyxis mode, an import job before the map when the run's image must become a .sqsh first (nsyskit.slurm.analysis_image)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from nsyskit import console
 from nsyskit.clusteranalysis import (
     AnalysisPlan,
     clear_parts,
+    count_blocks,
     count_elements,
     parts_done,
     record_submitted,
@@ -26,8 +27,10 @@ from nsyskit.slurm.render import container_image, environment
 from nsyskit.templates import render_template
 
 IMPORT_SCRIPT, MAP_SCRIPT, MERGE_SCRIPT = "import.sbatch", "map.sbatch", "merge.sbatch"
+PARTIAL_SCRIPT = "partial.sbatch"  # a tree's partial merges
 # sbatch fills in the job id, the array's id and the element
 IMPORT_LOG, MAP_LOG, MERGE_LOG = "import-%j.out", "map-%A_%a.out", "merge-%j.out"
+PARTIAL_LOG = "partial-%A_%a.out"
 PARTIAL_EXIT = PartialAnalysis.exit_code  # analyze-merge's exit code when ranks are left out (the report is written)
 
 
@@ -39,6 +42,7 @@ class Submitted:
     merge_id: str
     import_id: str = ""  # the job importing the image before the map ('' when none was needed)
     image: AnalysisImage | None = None  # what the jobs run in Pyxis mode
+    partial_id: str = ""  # the array of a tree's partial merges, between the map and the merge ('' when none)
 
 
 def how_it_runs(cfg: Config, plan: AnalysisPlan) -> tuple[str, str]:
@@ -105,14 +109,19 @@ def scripts(cfg: Config, root: Path, plan: AnalysisPlan) -> dict[str, str]:
         "sqsh_folder": str(sqsh.parent), "partial": str(sqsh.parent / f".{sqsh.name}.partial-"),
         "nsyskit": words(cfg.slurm_nsyskit), "partition": cfg.slurm_partition, "account": cfg.slurm_account,
         "time_limit": cfg.slurm_time_limit, "elements": plan.elements, "max_parallel": plan.max_parallel,
+        "blocks": plan.blocks,
     }  # fmt: skip
     jobs = [
         (MAP_SCRIPT, "analyze-map.sbatch.j2", MAP_LOG, plan.map_arguments(),
          f"the map of {plan.run}'s analysis, {count_elements(plan)}: element i takes reports i, i+{plan.elements}, ...",
          "nsyskit-map"),
         (MERGE_SCRIPT, "analyze-merge.sbatch.j2", MERGE_LOG, plan.merge_arguments(),
-         f"the merge of {plan.parts} into report.html and analysis.json in {plan.run}", "nsyskit-merge"),
+         f"the merge of {plan.partials if plan.blocks else plan.parts} into report.html and analysis.json in {plan.run}",
+         "nsyskit-merge"),
     ]  # fmt: skip
+    if plan.blocks:  # the tree's middle level: element i merges block i of the sorted parts
+        jobs.insert(1, (PARTIAL_SCRIPT, "analyze-partial.sbatch.j2", PARTIAL_LOG, plan.partial_arguments(),
+                        f"the partial merges of {plan.run}'s analysis, {count_blocks(plan)}", "nsyskit-partial"))  # fmt: skip
     if image and image.imports:
         jobs.insert(0, (IMPORT_SCRIPT, "analyze-import.sbatch.j2", IMPORT_LOG, [],
                         f"the import of {image.uri} into {image.sqsh}, once, for the analysis of {plan.run}",
@@ -130,7 +139,8 @@ def render(cfg: Config, root: Path, plan: AnalysisPlan) -> dict[str, Path]:
     """The sbatch scripts written into the run's analysis-jobs/ folder (an earlier import script removed when none
     is needed now); name -> path."""
     plan.folder.mkdir(parents=True, exist_ok=True)
-    (plan.folder / IMPORT_SCRIPT).unlink(missing_ok=True)
+    for unneeded in (IMPORT_SCRIPT, PARTIAL_SCRIPT):  # an earlier analysis' import or tree, not needed now
+        (plan.folder / unneeded).unlink(missing_ok=True)
     paths = {}
     for name, text in scripts(cfg, root, plan).items():
         path = plan.folder / name
@@ -159,13 +169,16 @@ def submit(cfg: Config, root: Path, plan: AnalysisPlan) -> Submitted:
         submitted += [import_id] if import_id else []
         map_id = scheduler.submit(cfg, paths[MAP_SCRIPT], dependency=f"afterok:{import_id}" if import_id else "")
         submitted.append(map_id)
-        merge_id = scheduler.submit(cfg, paths[MERGE_SCRIPT], dependency=f"afterok:{map_id}")
+        partial_id = scheduler.submit(cfg, paths[PARTIAL_SCRIPT], dependency=f"afterok:{map_id}") if plan.blocks else ""
+        submitted += [partial_id] if partial_id else []
+        merge_id = scheduler.submit(cfg, paths[MERGE_SCRIPT], dependency=f"afterok:{partial_id or map_id}")
     except BaseException:
         for job_id in reversed(submitted):  # jobs whose successors were never queued would leave parts and no report
             scheduler.cancel(cfg, job_id)
         raise
-    record_submitted(plan, map_id, merge_id, import_id=import_id, image=image.sqsh if image else "")
-    return Submitted(map_id, merge_id, import_id, image)
+    record_submitted(plan, map_id, merge_id, import_id=import_id, image=image.sqsh if image else "",
+                     partial_id=partial_id, blocks=plan.blocks)  # fmt: skip
+    return Submitted(map_id, merge_id, import_id, image, partial_id)
 
 
 def submitted_lines(plan: AnalysisPlan, jobs: Submitted) -> list[str]:
@@ -177,10 +190,21 @@ def submitted_lines(plan: AnalysisPlan, jobs: Submitted) -> list[str]:
     return [
         *image,
         f"map: Slurm array job {jobs.map_id}, {count_elements(plan)}; logs: {plan.folder / MAP_LOG.replace('%A', jobs.map_id).replace('%a', '<i>')}",
-        f"merge: Slurm job {jobs.merge_id}, after every map element succeeds (afterok); "
-        f"log: {plan.folder / MERGE_LOG.replace('%j', jobs.merge_id)}",
-        f"report: {plan.run / 'report.html'} once the merge ends (follow: squeue --jobs {jobs.map_id},{jobs.merge_id})",
+        *_partial_lines(plan, jobs),
+        f"merge: Slurm job {jobs.merge_id}, after every {'partial merge' if jobs.partial_id else 'map element'} "
+        f"succeeds (afterok); log: {plan.folder / MERGE_LOG.replace('%j', jobs.merge_id)}",
+        f"report: {plan.run / 'report.html'} once the merge ends (follow: squeue --jobs "
+        f"{','.join(filter(None, (jobs.map_id, jobs.partial_id, jobs.merge_id)))})",
     ]
+
+
+def _partial_lines(plan: AnalysisPlan, jobs: Submitted) -> list[str]:
+    """The tree's middle level, when there is one: its array job, its shape and its logs."""
+    if not jobs.partial_id:
+        return []
+    logs = plan.folder / PARTIAL_LOG.replace("%A", jobs.partial_id).replace("%a", "<i>")
+    return [f"partial merges: Slurm array job {jobs.partial_id}, {count_blocks(plan)}, after every map element "
+            f"succeeds (afterok); logs: {logs}"]  # fmt: skip
 
 
 def map_log(plan: AnalysisPlan, map_id: str, element: int) -> Path:
@@ -214,6 +238,8 @@ def follow(cfg: Config, plan: AnalysisPlan, jobs: Submitted, poll_s: float = sch
         raise JobError(_failure(plan, jobs.map_id, failed),
                        fix=f"read the log(s); the parts that exist merge with 'invoke analyze-merge {plan.parts}' "
                        "(it names the missing ranks), or run 'invoke analyze --slurm' again")  # fmt: skip
+    if jobs.partial_id:
+        _follow_partials(cfg, plan, jobs, poll_s)
     phases = console.Phases(f"merge: Slurm job {jobs.merge_id}")
     final = scheduler.wait(cfg, jobs.merge_id, poll_s, on_poll=lambda s: phases.update(s.state))
     log = plan.folder / MERGE_LOG.replace("%j", jobs.merge_id)
@@ -246,6 +272,27 @@ def _follow_import(cfg: Config, plan: AnalysisPlan, jobs: Submitted, poll_s: flo
                    fix="the compute nodes need enroot (Pyxis' own) and access to the image (its Docker daemon for "
                    "dockerd://, enroot's .credentials for a registry: 'invoke enroot-credentials'); then run 'invoke "
                    "analyze --slurm' again")  # fmt: skip
+
+
+def _follow_partials(cfg: Config, plan: AnalysisPlan, jobs: Submitted, poll_s: float) -> None:
+    """Wait for a tree's partial merges; a failed one is named with its log, and the merge (which afterok would keep
+    pending for ever) is cancelled: the error says how to merge the parts without the tree."""
+    phases = console.Phases(f"partial merges: Slurm array job {jobs.partial_id}")
+    while True:
+        states = scheduler.array_states(cfg, jobs.partial_id)
+        phases.update(_count(states.values()))
+        if states and all(state.final for state in states.values()) and len(states) >= plan.blocks:
+            break
+        time.sleep(poll_s)
+    failed = {index: s for index, s in sorted(states.items()) if s.state != "COMPLETED" or s.exit_code}
+    if not failed:
+        return
+    scheduler.cancel(cfg, jobs.merge_id)
+    index, state = next(iter(failed.items()))
+    log = plan.folder / PARTIAL_LOG.replace("%A", jobs.partial_id).replace("%a", str(index))
+    raise JobError(f"{len(failed)} of {plan.blocks} partial merge(s) of Slurm array job {jobs.partial_id} failed: "
+                   f"block {index} ended {state.state}, exit code {state.exit_code}, log {log}{_last_line(log)}",
+                   fix=f"read the log; the parts merge without the tree: 'invoke analyze-merge {plan.parts}'")  # fmt: skip
 
 
 def _count(states) -> str:

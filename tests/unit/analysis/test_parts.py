@@ -243,7 +243,7 @@ def test_the_commands_on_a_cut_export_name_its_rank_and_exit_4_or_stop_with_stri
 def test_a_digests_durations_travel_as_steps_and_come_back_whole(dtype):
     """Each group's sorted durations are stored as their rises (a part 30x smaller): read back, the same values and
     dtype, whatever the groups' sizes and values (group starts lower than the group before them)."""
-    from nsyskit.analysis.mapreduce.parts import _steps, _unsteps
+    from nsyskit.analysis.mapreduce.partpack import _steps, _unsteps
 
     rng = np.random.default_rng(6)
     high = np.iinfo(np.uint32).max if dtype == np.uint32 else 1 << 45

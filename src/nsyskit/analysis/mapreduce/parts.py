@@ -26,28 +26,24 @@ import numpy as np
 
 from nsyskit import __version__
 from nsyskit.analysis.compute.ncclbandwidth import world_size
-from nsyskit.analysis.compute.nccldigest import NcclDigest
 from nsyskit.analysis.compute.result import Analysis
-from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.mapreduce.leftout import NO_PART, left_out_lines
-from nsyskit.analysis.mapreduce.partpack import Packer, unpack
+from nsyskit.analysis.mapreduce.partpack import decode_results, encode_results
 from nsyskit.analysis.mapreduce.timelines import TIMELINE, report_timelines
 from nsyskit.analysis.present.timeline import RankTimeline
 from nsyskit.analysis.process import keep_freed_memory
 from nsyskit.analysis.read.discover import discover_named, number_reports
 from nsyskit.analysis.read.runinfo import not_profiled
-from nsyskit.analysis.trace import RANKED_KEYS, TABLE_KEYS, analyze_file, merge
+from nsyskit.analysis.trace import RANKED_KEYS, analyze_file, merge
 from nsyskit.errors import AnalysisError, NsyskitError, PartialAnalysis, UsageError
 
 # 2: a rank's NCCL operations as their digest (nsyskit.analysis.compute.nccldigest), not a table; 3: the digest's
 # sorted durations as steps (_steps); 4: each rank's evidence for the findings (compute.evidence); 5: each NCCL
 # duration's kind (message and communicator size: the bandwidths); 6: each rank's sampled counters: their stats,
 # time-bin sums and per-step totals (compute.counters); 7: the numeric columns packed in one array (partpack.Packer);
-# 8: the run's report list in its own member, named in the header by its hash (LISTING)
-PART_FORMAT = 8
-NCCL_GROUPS, NCCL_DURATIONS = "nccl_groups", "nccl_durations"
-NCCL_KINDS, NCCL_KIND_CODES = "nccl_kinds", "nccl_kind_codes"
-KIND_COLUMNS = ("size_bytes", "nranks", "gpu")  # NcclDigest.kinds (numbers exact as float64: sizes, ranks, 0/1)
+# 8: the run's report list in its own member, named in the header by its hash (LISTING); 9: a partial merge, the
+# parts of a block in one file (PARTIAL)
+PART_FORMAT = 9
 SUFFIX = ".part.npz"
 HEADER = "header"
 # The run's reports, their ranks and whether each rank is named, as the map saw them: the same in every part of a map,
@@ -55,106 +51,15 @@ HEADER = "header"
 # reading of headers grow as ranks x ranks: 4,096 parts held 1.6 GB of copies of one list)
 LISTING = "listing"
 LISTED = ("reports", "ranks", "named")
-COLUMNS = "columns"  # every numeric column of the part's tables, packed (partpack.Packer)
+# A partial merge's header (mapreduce/partial.py): the headers of the parts it holds, each with the place of its
+# results among the file's ("first", "count"), or why they could not be read ("damaged"). Its LISTING member holds
+# every listing its parts named, by hash.
+PARTIAL = "partial"
 
 
 def part_name(report: Path) -> str:
     """The part file of a report: its name with the part suffix (one part per report)."""
     return report.name + SUFFIX
-
-
-def _encode(results: list[dict[str, Any]]) -> dict[str, np.ndarray]:
-    """The per-rank results of one report as two arrays: every numeric column packed into one byte array (its
-    place, dtype and shape indexed in the JSON), and the JSON of the texts, summaries and that index. A merge of
-    1,024 parts then opens two members per part, not one per column (150 columns: 16 of a 20 s merge went to
-    opening them)."""
-    packed = Packer()
-    plain: list[dict[str, Any]] = []
-    for result in results:
-        tables: dict[str, dict[str, Any]] = {}
-        digest = result["nccl"]
-        numbers = {
-            NCCL_DURATIONS: packed.add(_steps(digest.durations, digest.groups["count"])),
-            NCCL_KIND_CODES: packed.add(digest.kind_codes),
-            NCCL_KINDS: packed.add(np.column_stack([digest.kinds[c].astype(np.float64) for c in KIND_COLUMNS])),
-        }
-        for key, table in [*((k, result[k]) for k in TABLE_KEYS), (NCCL_GROUPS, digest.groups)]:
-            kinds = tables[key] = {}
-            for column, values in table.columns.items():
-                if values.dtype == object and not all(map(_hashable, values.tolist())):
-                    kinds[column] = {"json": [_plain(v) for v in values.tolist()]}
-                elif values.dtype == object:  # texts: each distinct value once, and a code per row
-                    vocabulary: dict[Any, int] = {}
-                    codes = np.fromiter((vocabulary.setdefault(_plain(v), len(vocabulary)) for v in values.tolist()),
-                                        dtype=np.int64, count=len(values))  # fmt: skip
-                    kinds[column] = {"codes": packed.add(codes.astype(np.int32 if len(vocabulary) > 250 else np.uint8)),
-                                     "values": list(vocabulary)}  # fmt: skip
-                else:
-                    kinds[column] = {"array": packed.add(values)}
-        plain.append({
-            "rank": result["rank"], "source": result["source"], "nsys_version": result["nsys_version"],
-            "summary": result["summary"], "warnings": result.get("warnings"), "tables": tables, "nccl": digest.sums,
-            "numbers": numbers,
-        })  # fmt: skip
-    return {"results": np.asarray(json.dumps(plain)), COLUMNS: packed.bytes()}
-
-
-def _steps(durations: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """A digest's durations (each group's sorted, one group after another) as steps: a group's first duration as it
-    is, each next one as its rise over the one before. Small numbers: the part compresses 30x better, in a tenth of
-    the time (the map waits for it)."""
-    steps = np.diff(durations, prepend=np.zeros(1, dtype=durations.dtype))  # wraps at group starts: replaced below
-    firsts = np.cumsum(counts)[:-1] if len(counts) else np.empty(0, dtype=np.int64)
-    steps[firsts] = durations[firsts]
-    return steps
-
-
-def _unsteps(steps: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """The durations of _steps (each group's running sum), in their dtype."""
-    if len(steps) == 0:
-        return steps
-    sums = np.cumsum(steps, dtype=np.int64)
-    before = np.r_[0, sums[np.cumsum(counts)[:-1] - 1]]  # the running sum before each group
-    return (sums - np.repeat(before, counts)).astype(steps.dtype)
-
-
-def _hashable(value: Any) -> bool:
-    return not isinstance(value, (list, dict, set))
-
-
-def _plain(value: Any) -> Any:
-    return value.item() if isinstance(value, np.generic) else value
-
-
-def _decode(data: Any, plain: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    blob = data[COLUMNS]
-    results = []
-    for item in plain:
-        result = {k: item[k] for k in ("rank", "source", "nsys_version", "summary")}
-        for key, kinds in item["tables"].items():
-            columns = {}
-            for column, stored in kinds.items():
-                if "json" in stored:
-                    columns[column] = np.asarray(stored["json"], dtype=object)
-                elif "codes" in stored:
-                    values = np.empty(len(stored["values"]), dtype=object)
-                    values[:] = stored["values"]
-                    columns[column] = values[unpack(blob, stored["codes"])]
-                else:
-                    columns[column] = unpack(blob, stored["array"])
-            result[key] = Table(columns)
-        groups = result.pop(NCCL_GROUPS)
-        numbers = item["numbers"]
-        kinds = unpack(blob, numbers[NCCL_KINDS]).reshape(-1, len(KIND_COLUMNS))
-        kinds = Table(
-            {c: kinds[:, i].astype(np.float64 if c == "size_bytes" else np.int64) for i, c in enumerate(KIND_COLUMNS)}
-        )
-        result["nccl"] = NcclDigest(groups, _unsteps(unpack(blob, numbers[NCCL_DURATIONS]), groups["count"]),
-                                    item["nccl"], kinds, unpack(blob, numbers[NCCL_KIND_CODES]))  # fmt: skip
-        if item["warnings"] is not None:
-            result["warnings"] = item["warnings"]
-        results.append(result)
-    return results
 
 
 def write_part(
@@ -165,14 +70,19 @@ def write_part(
     A report that could not be analyzed has no results and its header's "error" says why; `timelines` are its ranks'
     capped timeline events when the map was asked for them.
     """
-    folder.mkdir(parents=True, exist_ok=True)
-    target = folder / part_name(Path(header["report"]))
-    arrays = _encode(results)
+    arrays = encode_results(results)
     if timelines is not None:
         arrays[TIMELINE] = np.asarray(json.dumps([[t.rank, t.events, t.total, t.note] for t in timelines]))
     own = {key: value for key, value in header.items() if key not in LISTED}
     own[LISTING], arrays[LISTING] = listing_member({key: header[key] for key in LISTED})
     arrays[HEADER] = np.asarray(json.dumps({"format": PART_FORMAT, "nsyskit": __version__, **own}))
+    return write_atomic(arrays, folder / part_name(Path(header["report"])))
+
+
+def write_atomic(arrays: dict[str, np.ndarray], target: Path) -> Path:
+    """Write a part file (its members `arrays`) as `target` atomically: a reader never sees half of it; its path."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    folder = target.parent
     # Not named *.part.npz until whole: a merge or a progress count never takes half a part (or a killed map's).
     handle, temporary = tempfile.mkstemp(dir=folder, prefix=".", suffix=".tmp")
     try:
@@ -195,6 +105,48 @@ def read_listing(path: Path) -> dict[str, list]:
     """The run's listing (LISTED's lists) the map of this part saw."""
     with _opened(path) as data:
         return json.loads(str(data[LISTING]))
+
+
+def read_listings(path: Path, header: dict[str, Any]) -> dict[str, dict[str, list]]:
+    """{hash: listing} of every map whose parts the file holds: a part's one, a partial merge's all."""
+    listed = read_listing(path)
+    return listed if PARTIAL in header else {header[LISTING]: listed}
+
+
+def read_headers(paths: list[Path], strict: bool, unreadable: dict[str, str]) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """(path, header) of each file that reads (a part or a partial merge), in order; one that does not is named in
+    `unreadable` with why (as are the parts a partial merge names), unless `strict`: then its error stops."""
+    for path in paths:
+        try:
+            header = read_header(path)
+        except AnalysisError as exc:
+            if strict:
+                raise
+            unreadable[path.name] = exc.one_line()
+            continue
+        unreadable.update(header.get("unreadable", {}))
+        yield path, header
+
+
+def part_headers(header: dict[str, Any]) -> list[dict[str, Any]]:
+    """The headers of the parts a file holds: a part's own, or those a partial merge kept."""
+    return header.get(PARTIAL, [header])
+
+
+def results_of(path: Path, header: dict[str, Any], held: dict[Path, list]) -> list[dict[str, Any]]:
+    """The results of the part `header` names in `path`: a part's own, or its share of a partial merge's (whose
+    decoded results `held` keeps, read once for all its parts); a damaged part's is one AnalysisError."""
+    if header.get("damaged"):
+        message, _sep, fix = header["damaged"].partition("; fix: ")
+        raise AnalysisError(path, f"holds a part that could not be read ({message})", fix)
+    if "first" not in header:
+        return read_results(path)
+    if path not in held:
+        held[path] = read_results(path)
+    first, count = header["first"], header["count"]
+    taken = held[path][first : first + count]
+    held[path][first : first + count] = [None] * count  # the fold holds them now: dropped with it, not with the file
+    return taken
 
 
 def write_npz(out, arrays: dict[str, np.ndarray]) -> None:
@@ -228,7 +180,7 @@ def read_header(path: Path) -> dict[str, Any]:
 def read_results(path: Path) -> list[dict[str, Any]]:
     """The per-rank results of a part whose header read_header took."""
     with _opened(path) as data:
-        return _decode(data, json.loads(str(data["results"])))
+        return decode_results(data, json.loads(str(data["results"])))
 
 
 @contextmanager
@@ -301,14 +253,10 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
     paths = sorted(folder.glob("*" + SUFFIX)) if folder.is_dir() else []
     if not paths:
         raise AnalysisError(folder, "holds no part files (*.part.npz)", "map the reports first: 'invoke analyze-part'")
-    parts, unreadable = [], {}
-    for path in paths:  # the headers only: the results are read one part at a time as the reduce takes them
-        try:
-            parts.append((path, read_header(path), []))
-        except AnalysisError as exc:
-            if strict:
-                raise
-            unreadable[path.name] = exc.one_line()
+    parts, unreadable, where = [], {}, set()
+    for path, header in read_headers(paths, strict, unreadable):  # the results are read as the reduce takes them
+        parts += [(path, held, []) for held in part_headers(header)]
+        where.add(header.get("parts_folder", str(folder)))
     if not parts:
         raise next(AnalysisError(p, unreadable[p.name].partition(": ")[2]) for p in paths)
     # Each part's rank in the run: a rank nothing names is numbered here over every part's reports (see number_reports)
@@ -316,7 +264,7 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
     lists: dict[str, dict[str, list]] = {}  # one per map: each part of a map lists the run, read once
     for path, header, _results in parts:
         if header[LISTING] not in lists:
-            lists[header[LISTING]] = read_listing(path)
+            lists.update(read_listings(path, read_header(path)))
     owned = [(header["report"], header["rank"], header.get("rank_known", True)) for header in headers]
     ranks, numbered_note = number_reports(owned, [_listing(listing) for listing in lists.values()])
     for _path, header, results in parts:
@@ -352,7 +300,12 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
         rank, report, why = left_out[0]
         message, _sep, fix = why.partition("; fix: ")
         raise NsyskitError(f"no report of the run could be analyzed; rank {rank} ({report}): {message}", fix=fix)
-    incomplete = left_out_lines(left_out, len(listed), folder)
+    # The folder the parts were mapped into: a partial merge's own, so a tree names the folder a merge of parts names
+    incomplete = left_out_lines(left_out, len(listed), Path(where.pop()) if len(where) == 1 else folder)
+    # A file that is no listed report's part (a partial merge cut short): its ranks are named above as without a
+    # part, and the file itself here with why, so no one looks for maps that ran
+    own = {part_name(Path(report)) for report in listed.values()}
+    incomplete += [f"file left out: {why}" for name, why in sorted(unreadable.items()) if name not in own]
     damaged: list[str] = []  # parts whose header read but whose results do not (a damaged member): left out, named
     world = world_size(lists[first[LISTING]]["reports"], 0)  # run.json's, beside the reports; else the merge counts the ranks it takes
     world = world if world.source == "run.json" else None
@@ -361,7 +314,7 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
     if numbered_note:
         analysis.warnings.append(numbered_note)
     facts = {"folder": first["folder"], "missing": missing, "parts": len(parts), "left_out": left_out,
-             "part_files": [path for path, _header, _results in good]}  # fmt: skip
+             "part_files": [(path, header.get(TIMELINE)) for path, header, _results in good]}  # fmt: skip
     return analysis, facts
 
 
@@ -370,14 +323,20 @@ def _streamed(
 ) -> Iterator[list[dict[str, Any]]]:  # fmt: skip
     """Each part's results, read when the reduce asks for them and given the rank the merge numbered; a part that
     cannot be decoded is named in `damaged` (or stops the merge when `strict`)."""
-    for path, header, _results in parts:
+    held: dict[Path, list] = {}  # a partial merge's results, read once and dropped with its last part
+    last = {path: index for index, (path, _header, _results) in enumerate(parts)}
+    for index, (path, header, _results) in enumerate(parts):
         try:
-            results = read_results(path)
+            results = results_of(path, header, held)
         except AnalysisError as exc:
             if strict:
                 raise
-            damaged.append(f"rank {header['rank']} left out: {exc.one_line()}")
+            line = header["damaged"] if header.get("damaged") else exc.one_line()
+            damaged.append(f"rank {header['rank']} left out: {line}")
             continue
+        finally:
+            if last[path] == index:
+                held.pop(path, None)
         _give_rank(header, results, header["rank"], renumber=True)
         yield results
 

@@ -39,16 +39,19 @@ def report_timelines(rank: int, path: Path, budget: int) -> list[RankTimeline]:
     return [read_rank(rank + offset, path, share, pid) for offset, pid in enumerate(pids)]
 
 
-def merged_timelines(part_files: list[Path], analysis: Analysis) -> list[RankTimeline]:
+def merged_timelines(part_files: list[tuple[Path, list[int] | None]], analysis: Analysis) -> list[RankTimeline]:
     """The run's timeline from its parts' ranks (renumbered as the analysis numbered them); an error when a part
-    was mapped without --timeline."""
+    was mapped without --timeline. `part_files`: each part's file and, in a partial merge, the [start, stop) of its
+    ranks' timelines among the file's."""
     timelines: list[RankTimeline] = []
-    for path in part_files:
-        held = read_timelines(path)
-        if held is None:
+    held: dict[Path, list[RankTimeline] | None] = {}  # a partial merge's timelines, read once for all its parts
+    for path, span in part_files:
+        if path not in held:
+            held[path] = read_timelines(path)
+        if held[path] is None:
             raise AnalysisError(path, "holds no timeline (mapped without --timeline)",
                                 "map again with 'invoke analyze-part --timeline', or merge without --timeline")  # fmt: skip
-        timelines += held
+        timelines += held[path] if span is None else held[path][span[0] : span[1]]
     for timeline, rank in zip(timelines, analysis.sources, strict=False):
         if timeline.rank != rank:  # a report of several processes: the run's ranks are renumbered 0..N-1
             _renumber_timeline(timeline, rank)
