@@ -103,3 +103,16 @@ def test_the_documented_wrap_line_inside_torchrun(kit_image, tmp_path, script):
     record = json.loads((folder / "run.json").read_text())
     assert (record["target"], record["launcher"], record["workload"]) == ("wrap", "torchrun", "command")
     assert sorted(rank["rank"] for rank in record["ranks"]) == [0, 1] and record["exit_code"] == 0
+
+
+def test_two_nodes_under_mpirun_meet_as_torch_distributed_expects(run_env):
+    """NODES=2: a launcher container's mpirun starts the ranks over ssh, as an MPIJob's launcher does; the wrapper
+    gives the user's script RANK, WORLD_SIZE, LOCAL_RANK from Open MPI's variables."""
+    run_id = f"test-mpi-{uuid.uuid4().hex[:6]}"
+    words = replaced(doc_line("invoke run --local", "--workload command"), "--run-id", run_id)
+    result = invoke(*words[1:], "--nodes", "2", "--procs-per-node", "1", env=run_env, timeout=900)
+    run_dir = Path(run_env["NSYSKIT_REPORT_DIR"]) / run_id
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(p.name for p in run_dir.glob("*.nsys-rep")) == [f"{run_id}_node{n}_rank{n}_worker-{n}.nsys-rep" for n in (0, 1)]
+    assert list(window_steps(run_dir).values()) == [WINDOW, WINDOW]
+    assert json.loads((run_dir / "run.json").read_text())["launcher"] == "mpirun"
