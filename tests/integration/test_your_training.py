@@ -116,3 +116,11 @@ def test_two_nodes_under_mpirun_meet_as_torch_distributed_expects(run_env):
     assert sorted(p.name for p in run_dir.glob("*.nsys-rep")) == [f"{run_id}_node{n}_rank{n}_worker-{n}.nsys-rep" for n in (0, 1)]
     assert list(window_steps(run_dir).values()) == [WINDOW, WINDOW]
     assert json.loads((run_dir / "run.json").read_text())["launcher"] == "mpirun"
+
+
+def test_a_program_that_never_steps_is_recorded_whole_and_the_summary_says_so(run_env):
+    result, run_dir = run_command(run_env, "python3 -c 'import torch; print(torch.ones(2).sum())'")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "ranks 0,1: the program never called optimizer.step(), so PROFILE_STEPS=3-5 was not marked; the whole " \
+           "run was recorded" in result.stdout  # fmt: skip
+    assert len(list(run_dir.glob("*.sqlite"))) == 2
