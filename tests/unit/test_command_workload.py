@@ -226,3 +226,10 @@ def test_settings_a_command_cannot_take_are_one_line_naming_the_key(settings, ke
         load_config(ROOT, overrides={"WORKLOAD": "command", "COMMAND": COMMAND, **settings}, environ={})
     line = error.value.one_line()
     assert line.startswith(f"{key}=") and says in line and "fix:" in line, line
+
+
+def test_a_command_run_says_how_many_ranks_ran_it_instead_of_checksums(tmp_path):
+    from nsyskit.local.run import RunResult
+
+    lines = RunResult("r", tmp_path, 0, 1.0, command_ranks=2).summary_lines()
+    assert lines[1] == f"ranks: 2 ran your command; their output is in {tmp_path / 'logs'}"
