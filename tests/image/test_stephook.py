@@ -58,3 +58,12 @@ def test_a_program_that_never_steps_is_recorded_whole_and_says_so(host, tmp_path
     status = [n for n in host.file("/tmp/hook/logs").listdir() if n.endswith(".status.json")]
     notes = json.loads(host.file(f"/tmp/hook/logs/{status[0]}").content_string)["notes"]
     assert any("never called optimizer.step()" in note for note in notes)
+
+
+def test_after_torch_loads_the_watch_is_gone_and_torch_s_sources_read_as_ever(host):
+    check = ("import inspect, sys, torch, torch.optim.optimizer as o; "
+             "print(any(type(f).__name__ == '_Watch' for f in sys.meta_path), len(o._global_optimizer_post_hooks), "
+             "'def step' in inspect.getsource(torch.optim.SGD.step))")  # fmt: skip
+    done = host.run(f'PYTHONPATH=/nsyskit/stephook NSYSKIT_STEP_HOOK=1 python3 -c "{check}"')
+    assert done.rc == 0, done.stderr
+    assert done.stdout.split() == ["False", "1", "True"]

@@ -360,3 +360,29 @@ def test_a_users_ddp_script_runs_as_the_command_on_every_rank_with_its_window(pr
     assert len(exports) == 4
     for export in exports:
         assert list(step_times(ExportReader(export).nvtx_ranges()).columns["step"]) == [3, 4], export.name
+
+
+def test_nsyskit_wrap_in_the_users_own_srun_line(project, cluster):
+    # The user's own sbatch with one word added: 'srun nsyskit wrap -- python ...' on 2 nodes x 2 tasks. Each rank
+    # finds itself from srun's variables; the folder gets every rank's report and one run.json (target wrap).
+    shutil.copy2(ROOT / "tests" / "data" / "userscripts" / "ddp_accum.py", project / "ddp_accum.py")
+    out = project / "wrapped"
+    script = project / "mine.sbatch"
+    script.write_text(
+        "#!/bin/bash\n"
+        f"#SBATCH --nodes={NODES}\n#SBATCH --ntasks-per-node={TASKS_PER_NODE}\n#SBATCH --output={project}/mine-%j.out\n"
+        'export MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)" MASTER_PORT=29511\n'
+        f"srun --mpi=pmix nsyskit wrap --out {out} --profile-steps 3-4 --trace nvtx,osrt -- "
+        f"python3 {project}/ddp_accum.py --steps 6\n"
+    )
+    submitted = cluster.exec(cluster.controller, f"sbatch --wait {script}", check=False)
+    job_id = re.search(r"Submitted batch job (\d+)", submitted.stdout)[1]
+    log = (project / f"mine-{job_id}.out").read_text()
+    assert submitted.returncode == 0, log[-3000:] + cluster.diagnostics()
+    record = runrecord.read_run(str(out))
+    assert (record.target, record.launcher, record.run_id) == ("wrap", "srun", job_id)  # the run id: SLURM_JOB_ID
+    assert sorted((s.rank, s.node) for s in record.ranks) == [(0, 0), (1, 0), (2, 1), (3, 1)]
+    exports = sorted(out.glob(f"{job_id}_node*_rank*.sqlite"))
+    assert len(exports) == 4
+    for export in exports:
+        assert list(step_times(ExportReader(export).nvtx_ranges()).columns["step"]) == [3, 4], export.name

@@ -49,6 +49,9 @@ print(pagescan.functions() is not None, sweep.function() is not None, fastscan.f
       launches.functions() is not None, groups.functions() is not None, texts.function() is not None)"
 echo "== analyze"; nsyskit analyze /data/export.sqlite --json --no-html
 echo "== nccl-log"; nsyskit nccl-log /data/nccl.log --json
+echo "== wrap"; OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_LOCAL_RANK=1 OMPI_COMM_WORLD_SIZE=2 nsyskit wrap --out /work/w \
+    --profile-ranks none --run-id t -- python3 -c "import os; print(*(os.environ[k] for k in ('RANK', 'LOCAL_RANK', 'MASTER_PORT')))"
+python3 -c "import json; d = json.load(open('/work/w/run.json')); print(d['target'], [r['rank'] for r in d['ranks']])"
 echo "== end"
 """
 
@@ -89,7 +92,10 @@ def test_the_wheel_carries_its_c_helpers_and_the_kits_files(wheelhouse):
     for helper in ("_pagescan", "_sweep", "_linescan", "_int64s", "_launches", "_groups", "_texts"):
         assert f"nsyskit/native/{helper}." in names
     for kit_file in ("_kit/Dockerfile", "_kit/Container-Root/nsyskit/setup.sh", "_kit/k8s/mpijob.yaml.j2",
-                     "_kit/slurm/pyxis.sbatch.j2", "_kit/profiles/local-cpu.env"):  # fmt: skip
+                     "_kit/slurm/pyxis.sbatch.j2", "_kit/profiles/local-cpu.env",
+                     # nsyskit wrap in host mode: the wrapper, what it sets for the rank, the step hook
+                     "_kit/Container-Root/usr/local/bin/nsys-profile", "_kit/Container-Root/nsyskit/rankenv.py",
+                     "_kit/Container-Root/nsyskit/stephook/sitecustomize.py"):  # fmt: skip
         assert f"nsyskit/{kit_file}" in names
 
 
@@ -112,5 +118,7 @@ def test_installed_wheel_works_anywhere_without_a_compiler(wheelhouse, python_im
     with open(REAL / f"{EXPORT}.cuda_gpu_kern_sum.csv", newline="") as f:
         nvidia = {row["Name"]: [int(row["Total Time (ns)"]), int(row["Instances"])] for row in csv.DictReader(f)}
     assert dict(ours) == nvidia
+    # nsyskit wrap from the wheel (host mode): the rank runs (unprofiled here: no nsys) with what torch expects.
+    assert out["wrap"].split("\n")[:2] == ["1 1 29500", "wrap [1]"], out["wrap"]
     log = json.loads(out["nccl-log"])
     assert log["lines"]["collective"] > 0 and log["per_op"]

@@ -68,9 +68,11 @@ def test_the_ddp_loop_run_by_the_kit_has_both_ranks_and_exactly_the_windows_step
     assert "rank 0 done after 8 steps" in logs and "rank 1 done after 8 steps" in logs  # the script's own output
     record = json.loads((run_dir / "run.json").read_text())
     assert record["workload"] == "command" and record["command"][:2] == ["python3", "/code/ddp_accum.py"]
-    analyzed = invoke("analyze", str(run_dir), "--json", env=run_env, timeout=600)
+    analyzed = invoke("analyze", str(run_dir), "--json", "--no-html", env=run_env, timeout=600)
     assert analyzed.returncode == 0, analyzed.stderr[-2000:]
-    assert '"profile_window"' in analyzed.stdout
+    analysis = json.loads(analyzed.stdout)  # what it has for the example: the window's steps, step times, ranks
+    assert sorted((row["rank"], row["step"]) for row in analysis["steps"]) == [(r, s) for r in (0, 1) for s in WINDOW]
+    assert [row["steps"] for row in analysis["ranks"]] == [3, 3] and analysis["metrics"]["step_time"] > 0
 
 
 def test_a_failing_rank_ends_the_run_with_its_exit_code_and_number(run_env):
@@ -101,3 +103,24 @@ def test_the_documented_wrap_line_inside_torchrun(kit_image, tmp_path, script):
     record = json.loads((folder / "run.json").read_text())
     assert (record["target"], record["launcher"], record["workload"]) == ("wrap", "torchrun", "command")
     assert sorted(rank["rank"] for rank in record["ranks"]) == [0, 1] and record["exit_code"] == 0
+
+
+def test_two_nodes_under_mpirun_meet_as_torch_distributed_expects(run_env):
+    """NODES=2: a launcher container's mpirun starts the ranks over ssh, as an MPIJob's launcher does; the wrapper
+    gives the user's script RANK, WORLD_SIZE, LOCAL_RANK from Open MPI's variables."""
+    run_id = f"test-mpi-{uuid.uuid4().hex[:6]}"
+    words = replaced(doc_line("invoke run --local", "--workload command"), "--run-id", run_id)
+    result = invoke(*words[1:], "--nodes", "2", "--procs-per-node", "1", env=run_env, timeout=900)
+    run_dir = Path(run_env["NSYSKIT_REPORT_DIR"]) / run_id
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(p.name for p in run_dir.glob("*.nsys-rep")) == [f"{run_id}_node{n}_rank{n}_worker-{n}.nsys-rep" for n in (0, 1)]
+    assert list(window_steps(run_dir).values()) == [WINDOW, WINDOW]
+    assert json.loads((run_dir / "run.json").read_text())["launcher"] == "mpirun"
+
+
+def test_a_program_that_never_steps_is_recorded_whole_and_the_summary_says_so(run_env):
+    result, run_dir = run_command(run_env, "python3 -c 'import torch; print(torch.ones(2).sum())'")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "ranks 0,1: the program never called optimizer.step(), so PROFILE_STEPS=3-5 was not marked; the whole " \
+           "run was recorded" in result.stdout  # fmt: skip
+    assert len(list(run_dir.glob("*.sqlite"))) == 2

@@ -206,3 +206,30 @@ def test_a_non_python_command_runs_under_the_wrapper_with_its_exit_code(tmp_path
     assert done.returncode == 7 and "rank 1 of 2" in done.stdout
     (status,) = (tmp_path / "logs").glob("c1_node*_rank1_*.status.json")
     assert json.loads(status.read_text())["exit_code"] == 7
+
+
+@pytest.mark.parametrize(
+    ("settings", "key", "says"),
+    [
+        ({"COMMAND": "python3 'train.py"}, "COMMAND", "does not split into words"),
+        ({"MOUNTS": "/a:/code,/b:/code"}, "MOUNTS", "mounts two things at /code"),
+        ({"MOUNTS": "/a:/code:rx"}, "MOUNTS", "malformed mount"),
+        ({"PROFILER": "torch"}, "PROFILER", "does not run"),
+        ({"WORKLOAD": "ddp", "PROFILE_RANGE": "nvtx:mine"}, "PROFILE_RANGE", "runs the kit's"),
+    ],
+)
+def test_settings_a_command_cannot_take_are_one_line_naming_the_key(settings, key, says):
+    from nsyskit.config import load_config
+    from nsyskit.errors import ConfigErrors
+
+    with pytest.raises(ConfigErrors) as error:
+        load_config(ROOT, overrides={"WORKLOAD": "command", "COMMAND": COMMAND, **settings}, environ={})
+    line = error.value.one_line()
+    assert line.startswith(f"{key}=") and says in line and "fix:" in line, line
+
+
+def test_a_command_run_says_how_many_ranks_ran_it_instead_of_checksums(tmp_path):
+    from nsyskit.local.run import RunResult
+
+    lines = RunResult("r", tmp_path, 0, 1.0, command_ranks=2).summary_lines()
+    assert lines[1] == f"ranks: 2 ran your command; their output is in {tmp_path / 'logs'}"

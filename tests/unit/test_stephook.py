@@ -136,3 +136,4 @@ def test_the_run_summary_names_the_ranks_whose_window_was_not_marked(tmp_path):
     statuses = [runrecord.RankStatus(rank=rank, notes=[note] if rank != 2 else []) for rank in range(4)]
     lines = RunResult("r", tmp_path, 0, 1.0, step_notes=runrecord.step_hook_lines(statuses)).summary_lines()
     assert lines[-1] == "ranks 0,1,3: " + note.removeprefix("step hook: ")
+

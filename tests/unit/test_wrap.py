@@ -32,6 +32,7 @@ def nsyskit_wrap(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProce
         (["--out", "/tmp/x", "--"], "got no command after '--'"),
         (["--profile-steps", "5-3", "--", "true"], "--profile-steps '5-3' is not a step range"),
         (["--profile-ranks", "first", "--", "true"], "--profile-ranks 'first' is not a rank selection"),
+        (["--delay", "1m", "--", "true"], "--delay '1m' is not a whole number of seconds"),
     ],
 )
 def test_a_bad_wrap_line_is_one_line_and_runs_nothing(tmp_path, args, says):
@@ -51,6 +52,12 @@ def test_flags_come_before_the_environment_and_the_environment_before_defaults()
     assert values["NSYSKIT_TRACE"] == "cuda,nvtx,osrt" and values["NSYSKIT_STEP_HOOK"] == "1"  # defaults
     assert values["NSYSKIT_JOB_ID"] == "4242" and values["NSYSKIT_LAUNCHER"] == "srun"  # the launcher's job id
     assert values["NSYSKIT_REPORT_DIR"].endswith("/nsyskit-4242")
+
+
+def test_a_time_window_for_any_program_reaches_nsys():
+    values = wrap.settings(wrap.parser().parse_args(["--delay", "20", "--duration", "30"]), {})
+    assert "--delay=20" in wrap.load_wrapper(wrap.wrapper_path()).nsys_command(values, {}, ["./solver"])
+    assert "--duration=30" in wrap.load_wrapper(wrap.wrapper_path()).nsys_command(values, {}, ["./solver"])
 
 
 def test_a_run_id_with_underscores_is_made_a_kit_run_id():

@@ -155,6 +155,7 @@ class _Watch(importlib.abc.MetaPathFinder):
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or spec.loader is None:
             return None
+        sys.meta_path.remove(self)  # once: nothing more to watch
         loader, on_loaded = spec.loader, self.on_loaded
 
         class Loader(importlib.abc.Loader):
@@ -164,6 +165,9 @@ class _Watch(importlib.abc.MetaPathFinder):
             def exec_module(self, module):
                 loader.exec_module(module)
                 on_loaded(module)
+
+            def __getattr__(self, name):  # get_source, get_filename ... as the real loader answers them
+                return getattr(loader, name)
 
         spec.loader = Loader()
         return spec

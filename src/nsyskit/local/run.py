@@ -36,6 +36,7 @@ class RunResult:
     world_sizes: set[int] = field(default_factory=set)
     files: dict[str, list[str]] = field(default_factory=dict)
     step_notes: list[str] = field(default_factory=list)  # the step hook's lines (PROFILE_STEPS not marked as asked)
+    command_ranks: int | None = None  # WORKLOAD=command: the ranks that ran it (they print no checksum line)
 
     def summary_lines(self) -> list[str]:
         """What the task prints after a run."""
@@ -44,6 +45,8 @@ class RunResult:
         ranks = (
             f"nccl-tests: {len(files['nccl_tests'])} output(s) from rank 0: {', '.join(files['nccl_tests'])}"
             if files.get("nccl_tests")
+            else f"ranks: {self.command_ranks} ran your command; their output is in {self.run_dir / 'logs'}"
+            if self.command_ranks is not None
             else f"ranks: {len(self.checksums)} reported a checksum; world size {', '.join(map(str, sorted(self.world_sizes))) or '?'}; "
             f"parameters {'in sync' if in_sync else 'NOT in sync' if self.checksums else 'unknown'}"
         )
@@ -157,4 +160,5 @@ def _finish(
     )  # fmt: skip
     return RunResult(run_id, run_dir, exit_code, duration, failure, ended_how, checksums=written.checksums,
                      world_sizes=set(written.world_sizes), files=written.files,
-                     step_notes=runrecord.step_hook_lines(statuses))  # fmt: skip
+                     step_notes=runrecord.step_hook_lines(statuses),
+                     command_ranks=len(statuses) if cfg.workload == "command" else None)  # fmt: skip

@@ -33,6 +33,8 @@ FLAGS = {  # flag -> (environment variable, default, the default as --help says 
     "profile_steps": ("NSYSKIT_PROFILE_STEPS", "", "the whole run", "optimizer steps to record, FIRST-LAST (the step hook marks them; GPU: the capture range)"),
     "profile_ranks": ("NSYSKIT_PROFILE_RANKS", "all", "all", "ranks to profile: all, local0 or a list like 0,3; the others run plainly"),
     "run_id": ("NSYSKIT_JOB_ID", "", "the launcher's job id (SLURM_JOB_ID, TORCHELASTIC_RUN_ID, ...), else 'run'", "first field of every report name"),
+    "delay": ("NSYSKIT_DELAY", "0", "0 (from the start)", "seconds before nsys starts recording, for any program (not with a window on GPUs)"),
+    "duration": ("NSYSKIT_DURATION", "0", "0 (to the end)", "seconds nsys records, for any program (not with a window on GPUs)"),
     "trace": ("NSYSKIT_TRACE", "cuda,nvtx,osrt", "cuda,nvtx,osrt", "nsys --trace APIs"),
     "step_hook": ("NSYSKIT_STEP_HOOK", "1", "1", "1: count optimizer steps in Python ranks and mark 'step N'; 0: the program marks its own"),
 }  # fmt: skip
@@ -98,6 +100,9 @@ def _check(values: dict[str, str]) -> None:
     ranks = values["NSYSKIT_PROFILE_RANKS"]
     if not re.fullmatch(r"all|local0|none|\d+(,\d+)*", ranks.replace(" ", "")):
         raise WrapUsageError(f"--profile-ranks {ranks!r} is not a rank selection; fix: use all, local0 or a list like 0,3")
+    for flag, variable in (("--delay", "NSYSKIT_DELAY"), ("--duration", "NSYSKIT_DURATION")):
+        if not values[variable].isdigit():
+            raise WrapUsageError(f"{flag} {values[variable]!r} is not a whole number of seconds; fix: e.g. {flag} 30")
     if values["NSYSKIT_STEP_HOOK"] not in ("0", "1"):
         raise WrapUsageError(f"--step-hook {values['NSYSKIT_STEP_HOOK']!r} is not 0 or 1; fix: use 1 (count steps) or 0")
 
