@@ -1,6 +1,6 @@
 """The step hook (Container-Root/nsyskit/stephook/sitecustomize.py): optimizer steps counted the way PROFILE_STEPS
 means them, the NVTX marks and window in the example's order, chaining the sitecustomize it shadows, and nothing done
-in a program without torch. Real torch and real nsys: tests/image/test_stephook.py."""
+in a program without torch. Real torch and real nsys: tests/image/test_stephook_in_image.py."""
 
 from __future__ import annotations
 
