@@ -151,9 +151,26 @@ def test_blocks_hold_consecutive_ranks_so_the_final_merge_reads_one_partial_at_a
 
 def test_a_partial_merge_cut_short_leaves_its_ranks_out_and_is_named_with_why(mapped, tmp_path):
     partials = tree(mapped, tmp_path / "partials", 3)
-    cut = sorted(partials.glob("*" + SUFFIX))[0]
+    # the first partial that holds parts (a clone without ../shared has 2 parts: its first block of 3 is empty)
+    cut = next(path for path in sorted(partials.glob("*" + SUFFIX)) if read_part(path)[0]["partial"])
     cut.write_bytes(cut.read_bytes()[:200])
     merged, facts = merge_parts(partials)
     assert facts["missing"] and merged.incomplete[0].startswith(f"{len(facts['missing'])} of {len(RUN)} reports left out")
     assert merged.incomplete[-1].startswith(f"file left out: {cut}: is not a whole part file")
     assert set(merged.sources.values()) == set(merge_parts(mapped)[0].sources.values()) - set(facts["missing"])
+
+
+def test_a_block_with_no_readable_part_writes_its_partial_and_the_final_merge_names_its_files(mapped, tmp_path):
+    # more blocks than parts (empty blocks), and a block whose only part is cut: no array element fails, and the
+    # final merge is the merge of the parts, naming the unreadable file as it does
+    count = len(list(mapped.glob("*" + SUFFIX)))
+    same_merge(merge_parts(mapped), merge_parts(tree(mapped, tmp_path / "wide", count + 2)))
+    parts = tmp_path / "parts"
+    shutil.copytree(mapped, parts)
+    cut = sorted(parts.glob("*" + SUFFIX), key=lambda p: len(p.name))[-1]
+    cut.write_bytes(cut.read_bytes()[:100])
+    partials = tree(parts, tmp_path / "partials", count)  # one part a block: the cut one's block has nothing readable
+    assert len(list(partials.glob("*" + SUFFIX))) == count
+    merged = merge_parts(partials)
+    same_merge(merge_parts(parts), merged)
+    assert any(f"{cut}: is not a whole part file" in line for line in merged[0].incomplete)

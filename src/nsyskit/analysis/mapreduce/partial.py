@@ -84,8 +84,9 @@ def merge_block(
                 own[TIMELINE] = [len(timelines), len(timelines) + span[1] - span[0]]
                 timelines += ranks[span[0] : span[1]]
             kept.append(own)
-    if not kept:
-        raise AnalysisError(folder, f"holds no readable part in block {index} of {size}", "map the reports again")
+    # A block with no readable part (all cut, or none: more blocks than parts) still writes its partial: the final
+    # merge then names its unreadable files and merges every other block, as a merge of the parts does (a failed
+    # array element would stop the final merge of thousands of ranks for a few files).
     if timelines is None:
         for own in kept:
             own.pop(TIMELINE, None)
