@@ -54,6 +54,21 @@ def timed_analyze(export: Path, settings: dict[str, str]) -> tuple[float, float]
     return time.perf_counter() - start, cpu_of_children() - cpu
 
 
+def side_by_side(base: tuple[str, list], other: tuple[str, list], adds: str, goal_pct: float, width: int = 50) -> float:
+    """Print the median wall and CPU seconds of two (label, [(wall, cpu), ...]) runs and what the second adds, with
+    the ratio and the goal (wall); the percentage the second adds to the wall time."""
+    (wall_a, cpu_a), (wall_b, cpu_b) = (
+        (statistics.median(w for w, _ in runs), statistics.median(c for _, c in runs)) for _, runs in (base, other)
+    )
+    added = (wall_b / wall_a - 1) * 100
+    print(f"{'':<{width}} {'wall':>9} {'CPU':>9}")
+    print(f"{base[0]:<{width}} {wall_a:7.3f} s {cpu_a:7.3f} s")
+    print(f"{other[0]:<{width}} {wall_b:7.3f} s {cpu_b:7.3f} s")
+    print(f"{adds:<{width}} {added:6.1f} % {(cpu_b / cpu_a - 1) * 100:6.1f} %   ratio {wall_b / wall_a:.3f}x wall, "
+          f"{cpu_b / cpu_a:.3f}x CPU   goal <= {goal_pct:g}% (wall): {'PASS' if added <= goal_pct else 'FAIL'}")  # fmt: skip
+    return added
+
+
 def main() -> None:
     """Time analyze with and without counters, alternating, and print both and their ratio."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -70,15 +85,10 @@ def main() -> None:
         for _ in range(args.repeat):
             without.append(once(export, False))
             with_counters.append(once(export, True))
-        a, b = (statistics.median(w for w, _ in runs) for runs in (without, with_counters))
-        c, d = (statistics.median(cpu for _, cpu in runs) for runs in (without, with_counters))
         print(f"load average {os.getloadavg()[0]:.2f}; median of {args.repeat} runs, seconds; {export.name} "
               f"({export.stat().st_size / 1e6:.0f} MB)")  # fmt: skip
-        print(f"{'':<50} {'wall':>9} {'CPU':>9}")
-        print(f"{'analyze without counters (NSYSKIT_COUNTERS=0)':<50} {a:7.3f} s {c:7.3f} s")
-        print(f"{'analyze with counters':<50} {b:7.3f} s {d:7.3f} s")
-        print(f"{'counters add':<50} {(b / a - 1) * 100:6.1f} % {(d / c - 1) * 100:6.1f} %   ratio {b / a:.3f}x wall, "
-              f"{d / c:.3f}x CPU   (goal <= {GOAL_PCT:g}%)")  # fmt: skip
+        side_by_side(("analyze without counters (NSYSKIT_COUNTERS=0)", without), ("analyze with counters", with_counters),
+                     "counters add", GOAL_PCT)  # fmt: skip
 
 
 if __name__ == "__main__":

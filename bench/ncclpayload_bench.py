@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
 import struct
 import sys
 import tempfile
@@ -26,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests" / "unit" / "analysis"), str(ROOT / "bench")]
 
 import realistic_export  # noqa: E402
+from counters_bench import side_by_side  # noqa: E402  (bench/ is the script's folder: on sys.path)
 from nccl_payloads import LAYOUTS, SCHEMA_BASE, schemas  # noqa: E402
 
 GOAL_PCT = 10.0
@@ -97,16 +97,10 @@ def main() -> None:
         for _ in range(args.repeat):
             plain.append(timed_map(scalar, folder / "out-scalar"))
             decoded.append(timed_map(blobs, folder / "out-blobs"))
-        a, b = (statistics.median(wall for wall, _ in runs) for runs in (plain, decoded))
-        c, d = (statistics.median(cpu for _, cpu in runs) for runs in (plain, decoded))
         print(f"load average {os.getloadavg()[0]:.2f}; median of {args.repeat} maps, seconds; one rank, "
               f"{args.ranges:,} NCCL ranges")  # fmt: skip
-        print(f"{'':<48} {'wall':>9} {'CPU':>9}")
-        print(f"{'map, sizes as scalar payloads (uint64Value)':<48} {a:7.3f} s {c:7.3f} s")
-        print(f"{'map, sizes as payload blobs (binaryData)':<48} {b:7.3f} s {d:7.3f} s")
-        print(f"{'blobs add':<48} {(b / a - 1) * 100:6.1f} % {(d / c - 1) * 100:6.1f} %   ratio {b / a:.3f}x wall, "
-              f"{d / c:.3f}x CPU   goal <= {GOAL_PCT:.0f}%: {'PASS' if (b / a - 1) * 100 <= GOAL_PCT else 'FAIL'} "
-              "(wall)")  # fmt: skip
+        side_by_side(("map, sizes as scalar payloads (uint64Value)", plain),
+                     ("map, sizes as payload blobs (binaryData)", decoded), "blobs add", GOAL_PCT, width=48)  # fmt: skip
         print(f"same collectives table from both: {'yes' if same else 'NO'}")
 
 

@@ -1,5 +1,5 @@
-"""bench/counters_bench.py and bench/blas_bench.py run end to end on a small export with counters (their numbers mean
-something on the A100 export they read by default)."""
+"""bench/counters_bench.py, blas_bench.py and ncclpayload_bench.py run end to end on small inputs (their numbers
+mean something at their default inputs: the A100 export, 1M payload blobs)."""
 
 from __future__ import annotations
 
@@ -25,3 +25,12 @@ def test_the_bench_prints_both_times_and_their_ratio(tmp_path, script, printed):
                             capture_output=True, text=True, timeout=300)  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     assert all(text in result.stdout for text in printed)
+
+
+def test_the_payload_bench_prints_both_maps_their_ratio_and_that_they_agree():
+    # bench/ncclpayload_bench.py on a small rank (its figures mean something at the default 1M ranges)
+    result = subprocess.run([sys.executable, str(ROOT / "bench" / "ncclpayload_bench.py"), "--ranges", "2000",
+                             "--repeat", "1"], capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "map, sizes as payload blobs (binaryData)" in result.stdout and "ratio" in result.stdout
+    assert "same collectives table from both: yes" in result.stdout
