@@ -149,6 +149,17 @@ def test_a_missing_file_is_one_line(tmp_path):
     assert done.returncode == 1 and done.stderr.strip().count("\n") == 0 and "absent.log" in done.stderr
 
 
+def test_an_empty_file_or_input_is_one_line_naming_it(tmp_path):
+    # the C row scanner's arrays of no rows: an empty output (a job killed before its first line) reads as no table
+    (tmp_path / "empty.out").write_bytes(b"")
+    for args, stdin, named in (([str(tmp_path / "empty.out")], None, "empty.out"), (["-"], "", "-: no nccl-tests")):
+        environ = {k: v for k, v in os.environ.items() if k != "NSYSKIT_PROFILE"}
+        done = subprocess.run([sys.executable, "-m", "nsyskit", "nccl-tests", *args], cwd=ROOT, env=environ,
+                              input=stdin, capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert done.returncode == 1 and done.stderr.strip().count("\n") == 0, done.stderr
+        assert named in done.stderr and "no nccl-tests table" in done.stderr and "fix:" in done.stderr
+
+
 def test_the_examples_the_docs_read_are_the_generators_outputs():
     """tests/data/nccl-tests holds what nccl_tests_variants writes (no hand edits): the docs show real behaviour."""
     from tests.unit.nccl_tests_variants import example_outputs

@@ -61,6 +61,13 @@ def find(buffer: bytes, needle: bytes) -> list[int] | None:
     return offsets
 
 
+def _arrays(rows: int) -> tuple[np.ndarray, ...]:
+    """The C scanner's output arrays for ROWS rows (starts, lines, ints, nums, codes, flags); of 0 rows for an empty
+    input, so the reader's masks and column picks work on it as on any (float arrays of no shape did not)."""
+    return (np.empty(rows, np.int64), np.empty(rows, np.int64), np.empty((rows, 3), np.int64),
+            np.empty((rows, 6), np.float64), np.empty((rows, 4), np.int16), np.empty(rows, np.uint8))  # fmt: skip
+
+
 def scan_rows(buffer: bytes) -> dict[str, np.ndarray | list[str]] | None:
     """Every line ROW_START matches, as arrays: starts, lines (1-based), ints (size, count, root), nums (both
     placements' time, algbw, busbw), codes (type, redop, both checks: indexes into texts), flags (1 redop, 2 root,
@@ -73,8 +80,7 @@ def scan_rows(buffer: bytes) -> dict[str, np.ndarray | list[str]] | None:
     parts: list[tuple[np.ndarray, ...]] = []
     offset, line, following, following_line = 0, 1, ctypes.c_int64(0), ctypes.c_int64(1)
     while offset < len(buffer):
-        arrays = (np.empty(BATCH, np.int64), np.empty(BATCH, np.int64), np.empty((BATCH, 3), np.int64),
-                  np.empty((BATCH, 6), np.float64), np.empty((BATCH, 4), np.int16), np.empty(BATCH, np.uint8))  # fmt: skip
+        arrays = _arrays(BATCH)
         written = rows(buffer, len(buffer), offset, line, BATCH, *(a.ctypes.data for a in arrays), state,
                        ctypes.byref(following), ctypes.byref(following_line))  # fmt: skip
         if written < 0:
@@ -83,7 +89,7 @@ def scan_rows(buffer: bytes) -> dict[str, np.ndarray | list[str]] | None:
         offset, line = following.value, following_line.value
     names = ("starts", "lines", "ints", "nums", "codes", "flags")
     found: dict = {
-        name: np.concatenate([part[i] for part in parts]) if parts else np.empty(0) for i, name in enumerate(names)
+        name: np.concatenate([part[i] for part in parts or [_arrays(0)]]) for i, name in enumerate(names)
     }
     out = ctypes.create_string_buffer(256 * 16)
     count = texts(state, out)
