@@ -84,6 +84,15 @@ def test_the_kit_workloads_get_no_step_hook_settings():
     assert not any(key in launch.wrapper_env(config()) for key in ("NSYSKIT_STEP_HOOK", "NSYSKIT_PROFILE_STEPS"))
 
 
+def test_gpu_runs_ask_nccl_to_stamp_its_info_lines_and_cpu_runs_set_no_nccl_variable():
+    """NCCL 2.26+ stamps WARN (its default) and INFO lines to the microsecond with the UTC offset: what the log join
+    reads (tests/unit/analysis/test_nccllogjoin.py emulates NCCL with this format)."""
+    env = launch.wrapper_env(config())
+    assert env["NCCL_DEBUG_TIMESTAMP_LEVELS"] == "WARN,INFO"
+    assert env["NCCL_DEBUG_TIMESTAMP_FORMAT"] == "[%F_%T.%6f_%z]_"
+    assert not any(key.startswith("NCCL_") for key in launch.wrapper_env(config("cpu")))
+
+
 def test_a_command_s_window_is_not_held_to_the_example_s_steps():
     assert command_config(PROFILE_STEPS="500-510", STEPS="50").profile_steps == (500, 510)
 

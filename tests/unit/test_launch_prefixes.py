@@ -43,6 +43,7 @@ FORMS = {
     "Python logging with a logger": "2025-01-02 10:11:12,851 - torch.distributed - INFO - ",
     "kubectl timestamps, offset, over srun": "2025-03-04T05:06:07.5+05:30 12: ",
     "NCCL_DEBUG_TIMESTAMP_FORMAT with microseconds": "[2025-01-02 03:04:05.123456] ",
+    "NCCL_DEBUG_TIMESTAMP_FORMAT as the kit sets it": "[2026-11-29 02:01:41.123456 +0000] ",
     "srun --label over openmpi": "3: [1,3]<stdout>:",
     "PyTorch's rank tag": "[rank3]: ",
 }

@@ -219,7 +219,7 @@ class RankTrace:
         """NCCL operations with message sizes, timed on the GPU where the trace has the launches; where the trace
         holds no size of NCCL's calls, those of the rank's NCCL log beside the report (nccllogjoin)."""
         ops = nccl.nccl_operations(self.nvtx, self.kernels, self.kernel_names, self.launches, self.grouped_texts)
-        ops, line = nccllogjoin.joined_to_log_beside(ops, Path(self.source))
+        ops, line = nccllogjoin.joined_to_log_beside(ops, Path(self.source), self.reader.session_clock)
         if line:  # how the sizes were joined, or why not
             self.reader.warn(f"{self.source}: {line}")
         return ops

@@ -14,6 +14,13 @@ WRAPPER = "/usr/local/bin/nsys-profile"
 EXAMPLE = workloads.EXAMPLE
 CONTAINER_REPORT_DIR = "/reports"
 HOSTFILE = "/etc/mpi/hostfile"  # where the Kubeflow MPI operator mounts it; the local run mounts its own there
+# NCCL 2.26+ stamps the log lines of these levels (older NCCL ignores both variables). With INFO stamped, the COLL
+# lines say when each call was made: the log join (analysis/compute/nccllogjoin.py) checks its call-order fit
+# against the trace's clock and picks among fits order alone cannot tell apart. The format is strftime's plus
+# NCCL's %Nf (N sub-second digits); %z makes the local time absolute. NCCL prints '_' as a space (spaces are
+# awkward in command lines): '[2026-11-29 02:01:41.123456 +0000] host:pid:tid [0] NCCL INFO ...'.
+NCCL_TIMESTAMP_LEVELS = "WARN,INFO"  # WARN: NCCL's default, kept
+NCCL_TIMESTAMP_FORMAT = "[%F_%T.%6f_%z]_"
 
 
 def wrapper_env(
@@ -51,6 +58,8 @@ def wrapper_env(
     if cfg.uses_gpu and cfg.nccl_debug:
         env["NCCL_DEBUG"] = cfg.nccl_debug.upper()
         env["NCCL_DEBUG_SUBSYS"] = cfg.nccl_debug_subsys
+        env["NCCL_DEBUG_TIMESTAMP_LEVELS"] = NCCL_TIMESTAMP_LEVELS
+        env["NCCL_DEBUG_TIMESTAMP_FORMAT"] = NCCL_TIMESTAMP_FORMAT
     if cfg.efa_per_node > 0 and cfg.uses_gpu:
         env.update({"FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1", "NCCL_SOCKET_IFNAME": "^lo,docker"})
     return env

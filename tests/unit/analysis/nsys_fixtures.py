@@ -138,6 +138,9 @@ class ApiCall:
     thread: int = THREAD
 
 
+# As nsys 2020.5-2025.x write it (2026.x adds systemClockNs).
+SESSION_START_DDL = "CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INTEGER, utcTime TEXT, localTime TEXT)"
+
 OSRT_DDL = """CREATE TABLE OSRT_API (
     start INTEGER NOT NULL, end INTEGER NOT NULL, eventClass INTEGER NOT NULL, globalTid INTEGER,
     nameId INTEGER NOT NULL, returnValue INTEGER NOT NULL, nestingLevel INTEGER, callchainId INTEGER NOT NULL)"""
@@ -165,6 +168,8 @@ class Export:
     # times (once per profiled process, as nsys does); None: no schema tables.
     payload_schemas: dict[int, tuple[int, list[tuple[int, str, int | None]]]] | None = None
     schema_copies: int = 2
+    # TARGET_INFO_SESSION_START_TIME: (utcEpochNs, utcTime, localTime) as nsys writes it; None: no such table
+    session_start: tuple[int, str, str] | None = None
 
 
 def write_export(path: Path, export: Export) -> Path:
@@ -275,6 +280,9 @@ def write_export(path: Path, export: Export) -> Path:
             "INSERT INTO TARGET_INFO_SYSTEM_ENV VALUES (0, 'Local (CLI)', 'GpuInfo', 897, CAST(? AS TEXT))",
             (export.env_blob,),
         )
+    if export.session_start is not None:
+        con.execute(SESSION_START_DDL)
+        con.execute("INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (?, ?, ?)", export.session_start)
     con.executemany("DELETE FROM StringIds WHERE value = ?", [(text,) for text in export.pruned])
     con.commit()
     con.close()

@@ -7,6 +7,12 @@ the join finds where the trace's sequence of collectives lies in the log's. Each
 the sizes (and communicator sizes) are taken only when every candidate gives the same ones, i.e. when the join
 cannot be wrong; otherwise they stay unknown and one line says why. A training loop repeats its calls every step,
 so a window usually fits at many places that all give the same sizes.
+
+When NCCL stamped its lines (2.26+, as the kit's runs ask: ranks/launch.py), the times say which place is the
+window: the trace's calls on the wall clock (the export's session start plus their time in it) against the logged
+times of each place. The nearest place must lie within TOLERANCE_S of the trace (else the log and the trace
+disagree: another run's log, or a clock that is off, and the join is refused), and a place giving other sizes must
+lie clearly farther (twice as far, plus the stamps' resolution), else the times cannot tell them apart either.
 """
 
 from __future__ import annotations
@@ -19,6 +25,22 @@ from nsyskit.analysis.compute.nccl import collective
 
 HASH_BASE = 0x9E3779B97F4A7C15  # odd: invertible modulo 2^64, so a window's hash is its prefix sums' difference
 MAX_CODES = 255  # the collectives are coded one byte each (a handful exist)
+# How far a logged call's stamp may lie from the trace's time of the same call. NCCL prints the COLL line as the call
+# starts, microseconds after the NVTX range opens; what remains is the clocks': the export's wall-clock start and its
+# own timeline drift apart by NTP's slew (up to 0.5 ms per s) over a long run. A step of the loop moves a wrong
+# place by its step time; another run's log lies minutes to days away.
+TOLERANCE_S = 1.0
+CLOCK_SAMPLES = 16  # the calls of the window whose times are compared, evenly spread (a place's offset: their median)
+
+
+@dataclass(frozen=True)
+class Clocks:
+    """The trace's calls (call order) and the logged calls on one clock, UTC seconds (NaN: a logged call without a
+    stamp); resolution_s: the logged stamps' last digit (1 s for NCCL's default format)."""
+
+    trace_s: np.ndarray
+    logged_s: np.ndarray
+    resolution_s: float
 
 
 @dataclass(frozen=True)
@@ -30,8 +52,12 @@ class Join:
     line: str
 
 
-def join_calls(trace_ops: list[str], logged_ops: list[str], nbytes: np.ndarray, nranks: np.ndarray, where: str) -> Join:
-    """Join the trace's calls (collectives, in call order) to the logged ones (ops as logged, bytes, nranks)."""
+def join_calls(
+    trace_ops: list[str], logged_ops: list[str], nbytes: np.ndarray, nranks: np.ndarray, where: str,
+    clocks: Clocks | None = None,
+) -> Join:  # fmt: skip
+    """Join the trace's calls (collectives, in call order) to the logged ones (ops as logged, bytes, nranks); with
+    `clocks`, the times confirm the place, or pick it among places with different sizes."""
     count = len(trace_ops)
     unknown = Join(np.full(count, np.nan), np.zeros(count, dtype=np.int64), "")
     if not count:
@@ -48,17 +74,62 @@ def join_calls(trace_ops: list[str], logged_ops: list[str], nbytes: np.ndarray, 
         return _refused(unknown, f"the trace's {count:,} NCCL calls do not occur in that order among the "
                                  f"{len(logged):,} calls {where} logs: not this process's log, or another run's")  # fmt: skip
     keys = _keys(nbytes, nranks)
-    window = _window_hashes(keys, count, np.asarray(places, dtype=np.int64))
-    first = places[0]
-    if (window != window[0]).any() or (len(places) > 1 and not np.array_equal(
-            keys[places[-1]:places[-1] + count], keys[first:first + count])):  # fmt: skip
-        return _refused(unknown, f"the trace's {count:,} NCCL calls fit {len(places):,} places among the calls "
-                                 f"{where} logs, which give different sizes; NCCL 2.26+ with "
-                                 "NCCL_DEBUG_TIMESTAMP_LEVELS stamps each line, which would place them")  # fmt: skip
+    starts = np.asarray(places, dtype=np.int64)
+    window = _window_hashes(keys, count, starts)
+    timed = clocks is not None and not np.isnan(clocks.logged_s).all()
+    if not timed:
+        first, last = places[0], places[-1]
+        if (window != window[0]).any() or not np.array_equal(keys[last:last + count], keys[first:first + count]):
+            return _refused(unknown, f"the trace's {count:,} NCCL calls fit {len(places):,} places among the calls "
+                                     f"{where} logs, which give different sizes; NCCL 2.26+ with "
+                                     "NCCL_DEBUG_TIMESTAMP_LEVELS stamps each line, which would place them")  # fmt: skip
+        how = f"call {first + 1:,}" if len(places) == 1 else f"{len(places):,} places that all give the same sizes"
+    else:
+        first, how = _timed_place(starts, window, clocks, count, where)
+        if first < 0:
+            return _refused(unknown, how)
     sizes, ranks = nbytes[first : first + count].astype(np.float64), nranks[first : first + count].astype(np.int64)
-    how = f"call {first + 1:,}" if len(places) == 1 else f"{len(places):,} places that all give the same sizes"
     return Join(sizes, ranks, f"NCCL message sizes from {where}: the trace's {count:,} NCCL calls joined to its COLL "
                               f"lines in call order ({how})")  # fmt: skip
+
+
+def _timed_place(starts: np.ndarray, window: np.ndarray, clocks: Clocks, count: int, where: str) -> tuple[int, str]:
+    """(the place the times pick, how) or (-1, why not): each place's offset is the median of logged minus trace
+    times over CLOCK_SAMPLES calls of the window; the nearest must be within TOLERANCE_S, and every place giving
+    other sizes clearly farther."""
+    sample = np.unique(np.linspace(0, count - 1, min(count, CLOCK_SAMPLES)).astype(np.int64))
+    with np.errstate(all="ignore"):
+        gaps = clocks.logged_s[starts[:, None] + sample[None, :]] - clocks.trace_s[sample][None, :]
+    stamped = ~np.isnan(gaps).all(axis=1)
+    offsets = np.full(len(starts), np.inf)
+    offsets[stamped] = np.abs(np.nanmedian(gaps[stamped], axis=1))
+    best = int(np.argmin(offsets))
+    if not np.isfinite(offsets[best]):
+        return -1, f"{where} stamps none of the calls the trace's {count:,} NCCL calls fit"
+    first, near = int(starts[best]), offsets[best]
+    fits = f"{len(starts):,} place{'s' if len(starts) > 1 else ''}"
+    if near > TOLERANCE_S + clocks.resolution_s:
+        return -1, (f"the trace's {count:,} NCCL calls fit {fits} among the calls {where} logs, but its times lie "
+                    f"{_seconds(near)} from the trace's at the nearest (at most {_seconds(TOLERANCE_S)}): another "
+                    "run's log, or a clock that is off")  # fmt: skip
+    others = offsets[window != window[best]]
+    rival = float(others.min()) if len(others) else np.inf
+    if rival <= 2 * near + clocks.resolution_s:
+        return -1, (f"the trace's {count:,} NCCL calls fit {fits} among the calls {where} logs, which give "
+                    f"different sizes, and its times do not tell them apart ({_seconds(near)} and "
+                    f"{_seconds(rival)} from the trace's)")  # fmt: skip
+    if np.isfinite(rival):
+        return first, (f"call {first + 1:,}, picked by the log's times among {fits} with different sizes: "
+                       f"{_seconds(near)} from the trace's, the next {_seconds(rival)}")  # fmt: skip
+    where_fit = f"call {first + 1:,}" if len(starts) == 1 else f"{fits} that all give the same sizes"
+    return first, f"{where_fit}; the log's times agree within {_seconds(near)}"
+
+
+def _seconds(value: float) -> str:
+    """A time offset in a person's unit: the largest of us, ms, s, min, h it reaches rounded (1.0 h, not 3600.0 s)."""
+    units = ((3600.0, "h"), (60.0, "min"), (1.0, "s"), (1e-3, "ms"))
+    scale, unit = next(((scale, unit) for scale, unit in units if value >= 0.9995 * scale), (1e-6, "us"))
+    return f"{value / scale:.0f} us" if unit == "us" else f"{value / scale:.1f} {unit}"
 
 
 def _refused(unknown: Join, why: str) -> Join:
@@ -92,9 +163,10 @@ def _window_hashes(keys: np.ndarray, length: int, starts: np.ndarray) -> np.ndar
         return (prefix[starts + length] - prefix[starts]) * up[starts]
 
 
-def with_logged_sizes(ops, calls) -> tuple:
+def with_logged_sizes(ops, calls, session=None) -> tuple:
     """(the operations table with sizes from the log `calls` (scan.calls.LoggedCalls) where the trace's NCCL API
-    ranges hold none, size_origin 'log'; the line saying how, or why not: '' when nothing was tried)."""
+    ranges hold none, size_origin 'log'; the line saying how, or why not: '' when nothing was tried). `session`
+    (read.reader.SessionClock) puts the trace on the wall clock, for a log whose lines NCCL stamped."""
     from nsyskit.analysis.compute.nccl import BUCKET_LABELS, SIZE_ORIGINS, size_bucket_codes
     from nsyskit.analysis.compute.table import Table
 
@@ -106,7 +178,8 @@ def with_logged_sizes(ops, calls) -> tuple:
         return ops, (f"NCCL message sizes stay unknown: {where} holds {calls.processes} processes' calls; the kit's "
                      "runs write one log per rank (NCCL_DEBUG_FILE=NAME.nccl.log)")  # fmt: skip
     order = api[np.argsort(ops["start_ns"][api], kind="stable")]  # call order
-    joined = join_calls(ops["op"][order].tolist(), calls.op, calls.nbytes, calls.nranks, where)
+    clocks = _clocks(ops["start_ns"][order], calls, session)
+    joined = join_calls(ops["op"][order].tolist(), calls.op, calls.nbytes, calls.nranks, where, clocks)
     if np.isnan(joined.nbytes).all():
         return ops, joined.line
     columns = dict(ops.columns)
@@ -122,6 +195,18 @@ def with_logged_sizes(ops, calls) -> tuple:
     return Table(columns, coded=coded), joined.line
 
 
+def _clocks(start_ns: np.ndarray, calls, session) -> Clocks | None:
+    """The trace's calls (their NVTX ranges' starts) and the logged ones in UTC seconds; None without stamps or
+    without the export's session start. A stamp without a zone is the target's local time: the export's offset."""
+    if session is None or not calls.stamped:
+        return None
+    zones = calls.zones
+    if session.utc_offset_s is not None:
+        zones = np.where(np.isnan(zones), session.utc_offset_s, zones)
+    trace_s = session.utc_ns / 1e9 + start_ns.astype(np.float64) / 1e9
+    return Clocks(trace_s, calls.stamps - zones, calls.resolution_s)
+
+
 def _api_calls(ops) -> np.ndarray:
     """The rows of NCCL's own API ranges (one per call, as the log's COLL lines)."""
     return np.flatnonzero(ops["origin"] == "nccl-nvtx") if len(ops) else np.empty(0, dtype=np.int64)
@@ -133,10 +218,10 @@ def wants_log(ops) -> bool:
     return bool(len(api)) and bool(np.isnan(ops["size_bytes"][api]).all())
 
 
-def joined_to_log_beside(ops, report) -> tuple:
+def joined_to_log_beside(ops, report, session=None) -> tuple:
     """with_logged_sizes with the rank's NCCL log beside its report (the kit's NAME.nccl.log), read only when the
     trace needs it: the facade's one step that reads a file for this join."""
     from nsyskit.nccllog.scan.calls import log_beside, read_calls
 
     log = log_beside(report) if wants_log(ops) else None
-    return with_logged_sizes(ops, read_calls(log)) if log is not None else (ops, "")
+    return with_logged_sizes(ops, read_calls(log), session) if log is not None else (ops, "")

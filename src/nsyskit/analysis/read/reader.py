@@ -20,6 +20,8 @@ out and reports bad rows.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from functools import cached_property
 
 import numpy as np
@@ -41,9 +43,28 @@ from nsyskit.analysis.read.nvtxread import NVTX_RANGE_TYPES, NVTX_TABLES, read_n
 from nsyskit.analysis.read.records import Intervals, Launches, NvtxRanges, distinct
 from nsyskit.analysis.read.sqlitefile import as_text as _text
 
-__all__ = ["ExportReader", "Intervals", "Launches", "NvtxRanges", "Series", "distinct"]
+__all__ = ["ExportReader", "Intervals", "Launches", "NvtxRanges", "Series", "SessionClock", "distinct"]
 
 GPU_TABLES = ("TARGET_INFO_GPU", "TARGET_INFO_CUDA_GPU", "TARGET_INFO_CUDA_DEVICE")
+
+
+@dataclass(frozen=True)
+class SessionClock:
+    """The export's event timestamps on the wall clock: event ns + utc_ns is UTC ns since the epoch; utc_offset_s:
+    the target's local time minus UTC (None when the export's two texts cannot be read)."""
+
+    utc_ns: int
+    utc_offset_s: int | None
+
+
+def _utc_offset_s(utc_text: str, local_text: str) -> int | None:
+    """Local minus UTC of the session start's two texts ('2023-01-26T01:13:11', '2023-01-25T17:13:11': -8 h),
+    to the quarter hour (the zones' step; the texts are whole seconds of one instant)."""
+    try:
+        seconds = (datetime.fromisoformat(local_text) - datetime.fromisoformat(utc_text)).total_seconds()
+    except ValueError:
+        return None
+    return int(round(seconds / 900) * 900)
 
 
 class ExportReader(GpuActivities):
@@ -84,6 +105,24 @@ class ExportReader(GpuActivities):
             if isinstance(row[0], int) and isinstance(row[1], int):
                 return row[0], row[1]
         return 0, 0
+
+    @cached_property
+    def session_clock(self) -> SessionClock | None:
+        """When the capture started in UTC, and the target's UTC offset; None when the export does not say.
+
+        TARGET_INFO_SESSION_START_TIME (every export of 2020.5-2026.2 at hand) holds utcEpochNs, the UTC instant
+        of the session's start, the 0 of the export's event timestamps; utcTime and localTime as text give the
+        target's offset from UTC (what a log stamped in local time without a zone needs). 2026.x adds
+        systemClockNs, the target's clock at that start, not used: event times stay relative to the start.
+        """
+        table = "TARGET_INFO_SESSION_START_TIME"
+        if table not in self.tables or not {"utcEpochNs", "utcTime", "localTime"} <= self.columns(table):
+            return None
+        rows = self.query(f"SELECT utcEpochNs, utcTime, localTime FROM {table} LIMIT 1")
+        if not rows or not isinstance(rows[0][0], int):
+            return None
+        utc_ns, utc_text, local_text = rows[0]
+        return SessionClock(utc_ns, _utc_offset_s(_text(utc_text), _text(local_text)))
 
     def gpus(self) -> dict[int, str]:
         """Device id -> GPU name (empty on CPU-only reports and on files without a GPU table)."""

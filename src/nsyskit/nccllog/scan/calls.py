@@ -1,35 +1,35 @@
-"""One rank's NCCL log as its collective calls in call order (op, message bytes, communicator, its size): what the
-trace's analysis joins to NCCL ranges whose sizes the trace does not hold (analysis/compute/nccllogjoin.py).
+"""One rank's NCCL log as its collective calls in call order (op, message bytes, communicator, its size, when NCCL
+stamped it): what the trace's analysis joins to NCCL ranges whose sizes the trace does not hold
+(analysis/compute/nccllogjoin.py).
 
 The kit's runs write one NCCL_DEBUG_FILE per rank (NAME.nccl.log beside NAME's report) with COLL lines
 ('<Op>: opCount <hex> sendbuff .. recvbuff .. count N datatype D op O root R comm 0x.. [nranks=N] stream 0x..'),
-one per call, in the order the process made them. Bytes are count x the datatype's size: the per-rank size NCCL's
-NVTX payload states too (AllGather's send count, ReduceScatter's receive count, AlltoAll's per-peer count).
+one per call, in the order the process made them; NCCL 2.26+ starts each with the stamp the kit asks for
+('[2026-11-29 02:01:41.123456 +0000] '). Bytes are count x the datatype's size: the per-rank size NCCL's NVTX
+payload states too (AllGather's send count, ReduceScatter's receive count, AlltoAll's per-peer count). The line
+layout is the nccl-log scanner's (scan/lines.py): one parser of a COLL line.
 """
 
 from __future__ import annotations
 
 import gzip
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from nsyskit.nccllog.scan.dtypes import DATATYPES
+from nsyskit.nccllog.scan.lines import STAMPED_CALL, clean_source, split_source
 
-# The source (host:pid:tid [dev]) and a whole collective line; a cut or garbled line does not match (left out).
-CALL = re.compile(
-    rb"([^ \n]+):(\d+):\d+ \[\d+\] NCCL INFO ([A-Z][A-Za-z]+): opCount [0-9a-fA-Fx]+ sendbuff \S+ recvbuff \S+ "
-    rb"(?:acc \S+ )?count (\d+) datatype (\d+) op \S+ root \S+ comm (\S+) \[nranks=(\d+)\]"
-)
 LOG_SUFFIXES = (".nccl.log", ".nccl.log.gz")
 
 
 @dataclass(frozen=True)
 class LoggedCalls:
     """A process's collective calls in call order: op as logged (AllReduce, Send...), bytes, communicator, nranks;
-    `processes`: the distinct host:pid sources (one for a rank's own log)."""
+    `processes`: the distinct host:pid sources (one for a rank's own log). `stamps`: each call's time as NCCL
+    printed it, in seconds since the epoch read as if it were UTC (NaN: no stamp); `zones`: the stamp's offset
+    from UTC in seconds (NaN: the stamp named none, local time); `resolution_s`: the coarsest stamp's last digit."""
 
     path: Path
     op: list[str]
@@ -37,9 +37,17 @@ class LoggedCalls:
     comm: list[str]
     nranks: np.ndarray
     processes: int
+    stamps: np.ndarray
+    zones: np.ndarray
+    resolution_s: float = 1.0
 
     def __len__(self) -> int:
         return len(self.op)
+
+    @property
+    def stamped(self) -> bool:
+        """Whether NCCL stamped the calls (2.26+ with NCCL_DEBUG_TIMESTAMP_LEVELS holding INFO)."""
+        return bool(len(self.stamps)) and not np.isnan(self.stamps).all()
 
 
 def log_beside(report: Path) -> Path | None:
@@ -49,13 +57,41 @@ def log_beside(report: Path) -> Path | None:
 
 
 def read_calls(path: Path) -> LoggedCalls:
-    """The collective calls of an NCCL log (a datatype NCCL does not define gives no size: NaN)."""
+    """The collective calls of an NCCL log: lines cut before their '[nranks=N]' are left out; a datatype NCCL does
+    not define gives no size (NaN)."""
     text = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-    found = CALL.findall(text)
+    found = [row for row in STAMPED_CALL.findall(text) if row[-1]]  # row: stamp (4), source, op, TAIL's 4 groups
     sizes = {code: size for code, (_name, size) in DATATYPES.items()}
-    nbytes = np.asarray([int(count) * sizes.get(int(dtype), np.nan) for _h, _p, _o, count, dtype, _c, _n in found],
-                        dtype=np.float64)  # fmt: skip
+    nbytes = np.asarray([int(row[6]) * sizes.get(int(row[7]), np.nan) for row in found], dtype=np.float64)
+    sources = {split_source(clean_source(source))[:2] for source in {row[4] for row in found}}
+    stamps, zones, resolution = _stamps([row[:4] for row in found])
     return LoggedCalls(
-        path, [op.decode() for _h, _p, op, *_rest in found], nbytes, [c.decode() for *_x, c, _n in found],
-        np.asarray([int(n) for *_x, n in found], dtype=np.int64), len({(h, p) for h, p, *_rest in found}),
+        path, [row[5].decode() for row in found], nbytes, [row[8].decode() for row in found],
+        np.asarray([int(row[9]) for row in found], dtype=np.int64), len(sources), stamps, zones, resolution,
     )  # fmt: skip
+
+
+def _stamps(stamps: list[tuple[bytes, bytes, bytes, bytes]]) -> tuple[np.ndarray, np.ndarray, float]:
+    """(seconds since the epoch as printed, UTC offsets in seconds, the resolution) of (date, time, digits, zone)."""
+    count = len(stamps)
+    seconds, zones = np.full(count, np.nan), np.full(count, np.nan)
+    stamped = np.flatnonzero([bool(date) for date, *_rest in stamps])
+    if not len(stamped):
+        return seconds, zones, 1.0
+    whole = np.asarray([stamps[i][0] + b"T" + stamps[i][1] for i in stamped], dtype="datetime64[s]")
+    digits = [stamps[i][2] for i in stamped]
+    fraction = np.asarray([int(d) / 10 ** len(d) if d else 0.0 for d in digits])
+    seconds[stamped] = whole.astype(np.int64) + fraction
+    zones[stamped] = [_zone_seconds(stamps[i][3]) for i in stamped]
+    return seconds, zones, 10.0 ** -min(len(d) for d in digits)
+
+
+def _zone_seconds(zone: bytes) -> float:
+    """'+0530', '-08:00' or 'Z' as seconds east of UTC; NaN for none (the target's local time)."""
+    if not zone:
+        return np.nan
+    if zone == b"Z":
+        return 0.0
+    sign = -1 if zone[:1] == b"-" else 1
+    hours, minutes = int(zone[1:3]), int(zone[-2:])
+    return float(sign * (hours * 3600 + minutes * 60))

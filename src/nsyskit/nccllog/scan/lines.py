@@ -25,7 +25,8 @@ _SOURCE = rb"([^ ]++ \[\d++\]) NCCL INFO "
 # are '[^ ]' runs (one negated character is a tight loop in the engine; a class is a call per character): a line
 # cut inside one runs into the next line, where the following field name or the 'count'/'acc' that must start
 # the span cannot match, so the cut line falls to the message branch (counted as garbled), the next read whole.
-_COLL = rb"([A-Z][A-Za-z]++): opCount [^ ]++ sendbuff [^ ]++ recvbuff [^ ]++ ((?:count|acc) [^\n]*+)"
+_COLL_HEAD = rb"([A-Z][A-Za-z]++): opCount [^ ]++ sendbuff [^ ]++ recvbuff [^ ]++ "
+_COLL = _COLL_HEAD + rb"((?:count|acc) [^\n]*+)"
 # Other INFO messages are kept only when they may carry a fact (else the empty message: counted as 'other').
 _FACT_WORDS = (
     rb"(?=NCCL version|Using |NET/|Channel|Ring|Trees|Connected|NCCL_|comm |ncclCommInit|nranks|Init |\d"
@@ -41,7 +42,15 @@ INFO_LINE = re.compile(
 MISSED_LINE = re.compile(rb"\n(?!" + _ANY_PREFIX + _SOURCE + rb")[^N\n]*+(?:N(?!CCL INFO)[^N\n]*+)*+NCCL INFO[^\n]*+")
 _PREFIX_ONLY = re.compile(_PREFIX)
 # 'count N datatype D' and, unless the line was cut short, 'op O root R comm 0x.. [nranks=N]'.
-TAIL = re.compile(rb"(?:acc \S+ )?count (\d+) datatype (\d+)(?: op -?\d+ root -?\d+ comm (\S+) \[nranks=(\d+)\])?")
+_TAIL = rb"(?:acc \S+ )?count (\d+) datatype (\d+)(?: op -?\d+ root -?\d+ comm (\S+) \[nranks=(\d+)\])?"
+TAIL = re.compile(_TAIL)
+# NCCL's own stamp (NCCL_DEBUG_TIMESTAMP_FORMAT, 2.26+): its default '[%F %T] ' or the kit's '[%F %T.%6f %z] '
+# (ranks/launch.py), in groups: date, time, sub-second digits, zone. The prefix rule's '[...]' token skips it in
+# both readers (here and native/linescan.c); only the log join reads its time (STAMPED_CALL).
+NCCL_STAMP = rb"\[(\d{4}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))?(?: ?(Z|[+\-]\d\d:?\d\d))?\] "
+# One collective call in a rank's own log (the NCCL_DEBUG_FILE NCCL writes: its stamp, if any, starts the line):
+# stamp (4 groups, empty when none), source, op, then TAIL's groups. The one COLL layout, with INFO_LINE's.
+STAMPED_CALL = re.compile(rb"^(?:" + NCCL_STAMP + rb")?" + _ANY_PREFIX + _SOURCE + _COLL_HEAD + _TAIL, re.M)
 SOURCE = re.compile(rb"(.*):(\d+):\d+ \[(\d+)\]")
 DAMAGED_SOURCE = re.compile(rb"(.*?) ?(?:\[(\d+)\])?$", re.S)
 
