@@ -8,6 +8,7 @@ from __future__ import annotations
 import lzma
 import shutil
 import sqlite3
+from collections import Counter
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -18,7 +19,10 @@ from nsyskit.analysis import run_analysis
 from nsyskit.analysis.compute.nccllogjoin import join_calls
 from nsyskit.analysis.read.discover import open_export
 from nsyskit.analysis.trace import RankTrace
+from nsyskit.nccllog import analyze
+from nsyskit.nccllog.scan.calls import read_calls
 from nsyskit.ranks import launch
+from tests.unit.nccl_real import real_folder
 
 REAL = Path(__file__).resolve().parents[2] / "data" / "real"
 DTYPE_FP32, DTYPE_BF16 = 7, 9
@@ -232,3 +236,17 @@ def test_every_real_export_states_its_session_start_on_the_wall_clock(real_expor
     started = datetime.fromtimestamp(clock.utc_ns // 10**9, UTC)
     assert started.strftime("%Y-%m-%dT%H:%M:%S") == utc_text
     assert (started + timedelta(seconds=clock.utc_offset_s)).strftime("%Y-%m-%dT%H:%M:%S") == local_text
+
+
+def test_the_join_reads_every_real_logs_calls_as_nccl_log_does():
+    """One parser of a COLL line: per real log (other people's and the kit's), the calls the join reads, counted per
+    op, bytes and communicator size, are the nccl-log scanner's (lines glued to nccl-tests' rows included; a line
+    cut before its '[nranks=N]' is in neither), and a table row's number glued to the host makes no process."""
+    logs = sorted(real_folder().glob("*.log")) + sorted((REAL / "nccl-logs").glob("*.nccl.log.gz"))
+    for log in logs:
+        calls = read_calls(log)
+        counted = Counter(zip(calls.op, calls.nbytes.tolist(), calls.nranks.tolist(), strict=True))
+        rows = analyze([log]).communicators
+        scanned = {(row["op"], float(row["bytes"]), row["nranks"]): row["calls"] for row in rows}
+        assert counted == scanned, log.name
+    assert read_calls(real_folder() / "01-nccltests-2.27-roce.log").processes == 1  # mew0:64904, '0mew0', '1mew0'

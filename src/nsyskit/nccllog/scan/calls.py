@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from nsyskit.nccllog.scan.dtypes import DATATYPES
-from nsyskit.nccllog.scan.lines import STAMPED_CALL, clean_source, split_source
+from nsyskit.nccllog.scan.lines import STAMPED_CALL, clean_source, fix_glued_hosts, split_source
 
 LOG_SUFFIXES = (".nccl.log", ".nccl.log.gz")
 
@@ -63,11 +63,16 @@ def read_calls(path: Path) -> LoggedCalls:
     found = [row for row in STAMPED_CALL.findall(text) if row[-1]]  # row: stamp (4), source, op, TAIL's 4 groups
     sizes = {code: size for code, (_name, size) in DATATYPES.items()}
     nbytes = np.asarray([int(row[6]) * sizes.get(int(row[7]), np.nan) for row in found], dtype=np.float64)
-    sources = {split_source(clean_source(source))[:2] for source in {row[4] for row in found}}
+    hosts_by_pid: dict[str, set[str]] = {}
+    for source in {row[4] for row in found}:
+        host, pid, _dev = split_source(clean_source(source))
+        hosts_by_pid.setdefault(pid, set()).add(host)
+    glued = fix_glued_hosts(hosts_by_pid)  # a table row's number glued to a host is that host
+    processes = len({(glued.get((host, pid), host), pid) for pid, hosts in hosts_by_pid.items() for host in hosts})
     stamps, zones, resolution = _stamps([row[:4] for row in found])
     return LoggedCalls(
         path, [row[5].decode() for row in found], nbytes, [row[8].decode() for row in found],
-        np.asarray([int(row[9]) for row in found], dtype=np.int64), len(sources), stamps, zones, resolution,
+        np.asarray([int(row[9]) for row in found], dtype=np.int64), processes, stamps, zones, resolution,
     )  # fmt: skip
 
 

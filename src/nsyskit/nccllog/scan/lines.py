@@ -48,9 +48,10 @@ TAIL = re.compile(_TAIL)
 # (ranks/launch.py), in groups: date, time, sub-second digits, zone. The prefix rule's '[...]' token skips it in
 # both readers (here and native/linescan.c); only the log join reads its time (STAMPED_CALL).
 NCCL_STAMP = rb"\[(\d{4}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))?(?: ?(Z|[+\-]\d\d:?\d\d))?\] "
-# One collective call in a rank's own log (the NCCL_DEBUG_FILE NCCL writes: its stamp, if any, starts the line):
-# stamp (4 groups, empty when none), source, op, then TAIL's groups. The one COLL layout, with INFO_LINE's.
-STAMPED_CALL = re.compile(rb"^(?:" + NCCL_STAMP + rb")?" + _ANY_PREFIX + _SOURCE + _COLL_HEAD + _TAIL, re.M)
+# One collective call wherever it stands in its line (after launcher prefixes, or glued to another program's output:
+# no prefix rule needed), with NCCL's stamp right before its source when there is one: stamp (4 groups, empty when
+# none), source, op, then TAIL's groups. The one COLL layout, as INFO_LINE's; the log join reads it (scan/calls.py).
+STAMPED_CALL = re.compile(rb"(?:" + NCCL_STAMP + rb")?" + _SOURCE + _COLL_HEAD + _TAIL)
 SOURCE = re.compile(rb"(.*):(\d+):\d+ \[(\d+)\]")
 DAMAGED_SOURCE = re.compile(rb"(.*?) ?(?:\[(\d+)\])?$", re.S)
 
