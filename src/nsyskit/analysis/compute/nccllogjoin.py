@@ -31,6 +31,7 @@ MAX_CODES = 255  # the collectives are coded one byte each (a handful exist)
 # place by its step time; another run's log lies minutes to days away.
 TOLERANCE_S = 1.0
 CLOCK_SAMPLES = 16  # the calls of the window whose times are compared, evenly spread (a place's offset: their median)
+OFFSET_BLOCK = 1 << 16  # places whose offsets are computed at once
 
 
 @dataclass(frozen=True)
@@ -97,12 +98,7 @@ def _timed_place(starts: np.ndarray, window: np.ndarray, clocks: Clocks, count: 
     """(the place the times pick, how) or (-1, why not): each place's offset is the median of logged minus trace
     times over CLOCK_SAMPLES calls of the window; the nearest must be within TOLERANCE_S, and every place giving
     other sizes clearly farther."""
-    sample = np.unique(np.linspace(0, count - 1, min(count, CLOCK_SAMPLES)).astype(np.int64))
-    with np.errstate(all="ignore"):
-        gaps = clocks.logged_s[starts[:, None] + sample[None, :]] - clocks.trace_s[sample][None, :]
-    stamped = ~np.isnan(gaps).all(axis=1)
-    offsets = np.full(len(starts), np.inf)
-    offsets[stamped] = np.abs(np.nanmedian(gaps[stamped], axis=1))
+    offsets = _offsets(starts, clocks, count)
     best = int(np.argmin(offsets))
     if not np.isfinite(offsets[best]):
         return -1, f"{where} stamps none of the calls the trace's {count:,} NCCL calls fit"
@@ -123,6 +119,19 @@ def _timed_place(starts: np.ndarray, window: np.ndarray, clocks: Clocks, count: 
                        f"{_seconds(near)} from the trace's, the next {_seconds(rival)}")  # fmt: skip
     where_fit = f"call {first + 1:,}" if len(starts) == 1 else f"{fits} that all give the same sizes"
     return first, f"{where_fit}; the log's times agree within {_seconds(near)}"
+
+
+def _offsets(starts: np.ndarray, clocks: Clocks, count: int) -> np.ndarray:
+    """Per place, |median of logged minus trace times| over CLOCK_SAMPLES calls of the window (inf: none stamped);
+    in blocks of places, so a long log's million places take megabytes, not a gigabyte."""
+    sample = np.unique(np.linspace(0, count - 1, min(count, CLOCK_SAMPLES)).astype(np.int64))
+    offsets = np.full(len(starts), np.inf)
+    for block in range(0, len(starts), OFFSET_BLOCK):
+        at = starts[block : block + OFFSET_BLOCK]
+        gaps = clocks.logged_s[at[:, None] + sample[None, :]] - clocks.trace_s[sample][None, :]
+        stamped = ~np.isnan(gaps).all(axis=1)
+        offsets[block : block + OFFSET_BLOCK][stamped] = np.abs(np.nanmedian(gaps[stamped], axis=1))
+    return offsets
 
 
 def _seconds(value: float) -> str:
