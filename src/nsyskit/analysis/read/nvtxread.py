@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nsyskit.analysis.read import pagescan, payloadblob
+from nsyskit.analysis.read import pagescan, payloadblob, payloadtables
 from nsyskit.analysis.read.exportfile import PID_SHIFT, ExportFile
 from nsyskit.analysis.read.records import NvtxRanges, empty_nvtx
 from nsyskit.analysis.read.sqlitefile import REEXPORT, packed_scan
@@ -73,11 +73,28 @@ def _with_values(reader: ExportFile, ranges: NvtxRanges, held: np.ndarray, value
         reader.warn(f"{reader.path}: {values.skipped} of {len(held)} NVTX payload blobs have no schema in the export "
                     "or a length other than their schema's and were left out (their sizes unknown); fix: "
                     f"{payloadblob.fix_command(reader.path)} with the nsys that recorded it")  # fmt: skip
-    payload, comm, nranks = ranges.payload.copy(), np.zeros(len(ranges), np.int64), np.zeros(len(ranges), np.int64)
+    payload = ranges.payload.copy()
+    comm = ranges.comm.copy() if ranges.comm is not None else np.zeros(len(ranges), np.int64)
+    nranks = ranges.nranks.copy() if ranges.nranks is not None else np.zeros(len(ranges), np.int64)
     payload[held] = np.where(np.isnan(payload[held]), values.size, payload[held])
     comm[held], nranks[held] = values.comm, values.nranks
     return NvtxRanges(ranges.start, ranges.end, ranges.text, ranges.domain, ranges.thread, payload, ranges.json,
                       comm, nranks)  # fmt: skip
+
+
+def _with_tables(reader: ExportFile, ranges: NvtxRanges, rowids: np.ndarray) -> NvtxRanges:
+    """The ranges (their rows `rowids`) with what their payload tables state (payloadtables: --dynamic-tables)."""
+    tables = payloadtables.read_values(reader) if payloadtables.LINK_TABLE in reader.tables else None
+    if tables is None or not len(ranges):
+        return ranges
+    ids, values = tables
+    at = np.minimum(np.searchsorted(ids, rowids), len(ids) - 1)
+    mine = ids[at] == rowids
+    if not mine.any():
+        return ranges
+    pick = at[mine]
+    held = payloadblob.BlobValues(values.size[pick], values.comm[pick], values.nranks[pick], 0)
+    return _with_values(reader, ranges, np.flatnonzero(mine), held)
 
 
 def _read_pages(reader: ExportFile, table: str, cols: set[str], pid: int | None) -> NvtxRanges | None:
@@ -158,6 +175,7 @@ def _read_pages(reader: ExportFile, table: str, cols: set[str], pid: int | None)
             blobs = np.full(len(rows), None, dtype=object)
             blobs[np.searchsorted(found["row"][rows], found["row"][holders])] = fetched
             ranges = _with_blobs(reader, ranges, blobs)
+    ranges = _with_tables(reader, ranges, found["row"][rows])
     backwards = end < start
     if backwards.any():
         reader.warn(
@@ -302,6 +320,7 @@ def _read_columnar(reader: ExportFile, table: str, cols: set[str], where: str) -
     thread = found["thread"]
     domain = _domain_names(reader, table, found["domain"], thread) if domains else np.full(len(row), "", dtype=object)
     ranges = _with_blobs(reader, NvtxRanges(found["start"], found["end"], text, domain, thread, payload, json_text), blobs)
+    ranges = _with_tables(reader, ranges, row)
     start = found["start"]
     if (start[1:] >= start[:-1]).all():  # recorded in start order already
         return ranges
@@ -351,12 +370,12 @@ def _read_rows(reader: ExportFile, table: str, cols: set[str], where: str) -> Nv
     rows = reader.query(
         f"SELECT e.start, e.end, {text_sql}, {domain_sql}, "
         f"CASE WHEN typeof(e.globalTid) = 'integer' THEN e.globalTid ELSE 0 END, {_payload_sql(cols)}, {json_sql}, "
-        f"{blob_sql} "
+        f"{blob_sql}, e.rowid "
         f"FROM {table} AS e {join} {domain_join} WHERE {where} ORDER BY e.start"
     )
     if not rows:
         return empty_nvtx()
-    start, end, text, domain, thread, payload, json_text, blobs = zip(*rows, strict=True)
+    start, end, text, domain, thread, payload, json_text, blobs, rowids = zip(*rows, strict=True)
     ranges = NvtxRanges(
         np.asarray(start, dtype=np.int64),
         np.asarray(end, dtype=np.int64),
@@ -366,4 +385,5 @@ def _read_rows(reader: ExportFile, table: str, cols: set[str], where: str) -> Nv
         np.asarray(payload, dtype=np.float64),  # NULL -> NaN
         np.asarray([j if j.__class__ is str else None for j in json_text], dtype=object),
     )
-    return _with_blobs(reader, ranges, np.asarray(blobs, dtype=object))
+    ranges = _with_blobs(reader, ranges, np.asarray(blobs, dtype=object))
+    return _with_tables(reader, ranges, np.asarray(rowids, dtype=np.int64))

@@ -19,6 +19,7 @@ import numpy as np
 HEADER_BYTES = 32
 BLOB_COLUMN = "binaryData"  # NVTX_EVENTS' column of the payloads' bytes (declared TEXT)
 SCHEMA_TABLE, ENTRY_TABLE, ENUM_TABLE = "NVTX_PAYLOAD_SCHEMAS", "NVTX_PAYLOAD_SCHEMA_ENTRIES", "NVTX_PAYLOAD_ENUMS"
+LINK_TABLE = "NVTX_EVENTS_PAYLOAD_SCHEMAS"  # nsys 2026.4 --dynamic-tables: the payloads as tables (payloadtables.py)
 # NVTX's payload entry types (nvToolsExtPayload.h) as numpy types on the LP64 hosts nsys records (little-endian).
 ENTRY_TYPES = {
     1: "i1", 2: "u1", 3: "<i2", 4: "<u2", 5: "<i4", 6: "<u4", 7: "<i8", 8: "<u8", 9: "<i8", 10: "<u8",
@@ -254,6 +255,8 @@ def exported_without_values(reader) -> bool:
         return False
     if not reader.query(f"SELECT 1 FROM {SCHEMA_TABLE} LIMIT 1"):
         return False
+    if LINK_TABLE in reader.tables and reader.query(f"SELECT 1 FROM {LINK_TABLE} LIMIT 1"):
+        return False  # the values are in the payload tables
     columns = [c for c in (BLOB_COLUMN, "jsonText") if c in reader.columns("NVTX_EVENTS")]
     held = " OR ".join(f"{c} IS NOT NULL" for c in columns)
     return not columns or not reader.query(f"SELECT 1 FROM NVTX_EVENTS WHERE {held} LIMIT 1")

@@ -10,7 +10,10 @@ schemas 2.9 … 3.25) and is handled here, and only here:
   left out with a warning, never a wrong number;
 - several processes (ranks) in one file: every read can be scoped to one process (`pid`, a globalPid).
 Parts of this reader, each in its own module over the file-level interface of exportfile.ExportFile: the GPU
-activities (kernels, memcpys, memsets: activityread.py, the reader's base class), the NVTX ranges (nvtxread.py), the CUDA API calls that launched kernels (launchread.py) and the host calls the diagnoses read (apicalls.py).
+activities (kernels, memcpys, memsets: activityread.py, the reader's base class), the NVTX ranges (nvtxread.py, with
+their extended payloads as blobs, payloadblob.py, or as 2026.4's dynamic tables, payloadtables.py), the CUDA API
+calls that launched kernels (launchread.py) and the host calls the diagnoses read (apicalls.py). The session's start
+on the wall clock (session_clock) is read here too.
 
 Large tables are read from the file's pages by C when every value is what it should be (pagescan.read_columns:
 no SQLite virtual machine), else columnar through SQLite (sqlitefile.packed_scan: one scan, an aggregate per column:
