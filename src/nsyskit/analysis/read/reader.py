@@ -114,9 +114,10 @@ class ExportReader(GpuActivities):
         """When the capture started in UTC, and the target's UTC offset; None when the export does not say.
 
         TARGET_INFO_SESSION_START_TIME (every export of 2020.5-2026.2 at hand) holds utcEpochNs, the UTC instant
-        of the session's start, the 0 of the export's event timestamps; utcTime and localTime as text give the
-        target's offset from UTC (what a log stamped in local time without a zone needs). 2026.x adds
-        systemClockNs, the target's clock at that start, not used: event times stay relative to the start.
+        of the session's start, the 0 of the export's event timestamps (the schema reference of 2026.4 calls that
+        timeline SessionNs); utcTime and localTime as text give the target's offset from UTC (what a log stamped in
+        local time without a zone needs). 2026.x adds systemClockNs, the target's clock at that start, not used:
+        event times stay relative to the start.
         """
         table = "TARGET_INFO_SESSION_START_TIME"
         if table not in self.tables or not {"utcEpochNs", "utcTime", "localTime"} <= self.columns(table):
