@@ -90,10 +90,10 @@ def profile_args(env: dict, output: str, efa: bool = False) -> list[str]:
     elif capture != "none":
         raise ValueError(f"NSYSKIT_CAPTURE={capture!r}: use none, cudaProfilerApi or nvtx")
     else:  # delay/duration only make sense without a capture range
-        if flag_int(env, "NSYSKIT_DELAY"):
-            args.append(f"--delay={flag_int(env, 'NSYSKIT_DELAY')}")
-        if flag_int(env, "NSYSKIT_DURATION"):
-            args.append(f"--duration={flag_int(env, 'NSYSKIT_DURATION')}")
+        if flag_int(env, "NSYSKIT_PROFILE_DELAY"):
+            args.append(f"--delay={flag_int(env, 'NSYSKIT_PROFILE_DELAY')}")
+        if flag_int(env, "NSYSKIT_PROFILE_DURATION"):
+            args.append(f"--duration={flag_int(env, 'NSYSKIT_PROFILE_DURATION')}")
     if efa:
         args += ["--enable", "efa_metrics"]  # one sampler per node: the NIC counters are node-wide
     return args + shlex.split(env.get("NSYSKIT_EXTRA_ARGS", ""))
