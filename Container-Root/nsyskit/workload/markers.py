@@ -36,7 +36,34 @@ def _backend():
         return (lambda name: None), (lambda: None)
 
 
+def _start_end_backend():
+    """(start, end) of process-wide NVTX ranges (nvtxRangeStartA / nvtxRangeEnd), from the same implementations in
+    the same order as _backend. Unlike push/pop they sit on no thread's stack, so they cross the program's own
+    push/pop ranges without closing one of them (the step hook's marks, in code that is not the kit's)."""
+    try:
+        import torch
+
+        if torch.version.cuda and hasattr(torch._C, "_nvtx") and hasattr(torch.cuda.nvtx, "range_start"):
+            return torch.cuda.nvtx.range_start, torch.cuda.nvtx.range_end
+    except ImportError:
+        pass
+    try:
+        library = ctypes.CDLL(os.environ.get("NSYSKIT_NVTX_LIBRARY") or "libnvToolsExt.so.1")
+        library.nvtxRangeStartA.argtypes, library.nvtxRangeStartA.restype = [ctypes.c_char_p], ctypes.c_uint64
+        library.nvtxRangeEnd.argtypes = [ctypes.c_uint64]
+        return (lambda name: library.nvtxRangeStartA(name.encode())), library.nvtxRangeEnd
+    except OSError:
+        pass
+    try:
+        import nvtx
+
+        return nvtx.start_range, nvtx.end_range
+    except ImportError:
+        return (lambda name: None), (lambda handle: None)
+
+
 _push, _pop = _backend()
+_start, _end = _start_end_backend()
 
 # The names the analysis looks for (keep in sync with nsyskit.analysis).
 STEP_FORMAT = "step {}"
@@ -52,6 +79,16 @@ def push(name: str) -> None:
 def pop() -> None:
     """Close the innermost NVTX range on this thread."""
     _pop()
+
+
+def start(name: str):
+    """Open a process-wide NVTX range (not on this thread's push/pop stack); its handle closes it with end()."""
+    return _start(name)
+
+
+def end(handle) -> None:
+    """Close the range start() opened."""
+    _end(handle)
 
 
 def mark(text: str) -> None:
