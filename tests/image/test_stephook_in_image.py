@@ -105,3 +105,18 @@ def test_profile_range_records_only_the_programs_own_nvtx_range(host, tmp_path):
     assert {f"step {n}" for n in range(1, 5)} <= set(texts)  # what ran inside it is kept (the hook's step marks)
     train = texts.index("train")
     assert min(ranges.start) == ranges.start[train]  # nothing recorded before the range opened
+
+
+def test_with_the_gpu_capture_range_a_program_that_never_steps_says_nothing_was_recorded_and_how_to(host):
+    # What a GPU run renders (NSYSKIT_CAPTURE=cudaProfilerApi); here no cudaProfilerStart comes either, as on a GPU
+    # when the program never steps: nsys records nothing, and the rank's lines say why and what to set instead.
+    assert host.run("rm -rf /tmp/hook && mkdir -p /tmp/hook && echo 'import torch; print(torch.ones(3).sum())' > /tmp/t.py").rc == 0
+    done = host.run(f"{WRAPPER_ENV.format(window='2-3')} NSYSKIT_CAPTURE=cudaProfilerApi nsys-profile python3 /tmp/t.py")
+    output = done.stdout + done.stderr
+    assert done.rc == 3, output  # no report made
+    assert "tensor(3.)" in output  # the program itself ran
+    assert "never opened nsys' capture range and nothing was recorded; to record such a program, leave PROFILE_STEPS " \
+           "empty (the whole run) or give a time window (PROFILE_DELAY, PROFILE_DURATION)" in output
+    assert "error: nsys left no report at /tmp/hook/hook_node0_rank0_" in output
+    assert "the program never called optimizer.step(), so the capture range of PROFILE_STEPS never opened" in output
+    assert not [n for n in host.file("/tmp/hook").listdir() if n.endswith((".nsys-rep", ".sqlite"))]

@@ -141,3 +141,40 @@ def test_the_run_summary_names_the_ranks_whose_window_was_not_marked(tmp_path):
     lines = RunResult("r", tmp_path, 0, 1.0, step_notes=runrecord.step_hook_lines(statuses)).summary_lines()
     assert lines[-1] == "ranks 0,1,3: " + note.removeprefix("step hook: ")
 
+
+
+@pytest.mark.parametrize(
+    ("capture", "note"),
+    [
+        ("none", "the program never called optimizer.step(), so PROFILE_STEPS=2-3 was not marked; the whole run was recorded"),
+        ("cudaProfilerApi", "the program never called optimizer.step(), so PROFILE_STEPS=2-3 never opened nsys' capture "
+         "range and nothing was recorded; to record such a program, leave PROFILE_STEPS empty (the whole run) or give a "
+         "time window (PROFILE_DELAY, PROFILE_DURATION)"),
+    ],
+)  # fmt: skip
+def test_a_program_that_never_steps_gets_one_line_saying_what_was_recorded_and_on_gpu_how_to_record_it(tmp_path, capture, note):
+    from nsyskit.ranks import wrap
+
+    wrapper = wrap.load_wrapper(wrap.wrapper_path())  # the image's wrapper and its rankenv, as the rank runs them
+    status = tmp_path / "steps.json"
+    status.write_text(json.dumps({"steps": 0, "window": [2, 3], "opened": False, "closed": False}))
+    env = {"NSYSKIT_STEP_HOOK": "1", "NSYSKIT_PROFILE_STEPS": "2-3", "NSYSKIT_CAPTURE": capture}
+    notes = wrapper.step_notes(env, str(status))
+    assert notes == ["step hook: " + note]
+    # The rank's missing report then says why, instead of a bare "no report" (nsys records nothing: no range opened).
+    problems = wrapper.explained_problems(["nsys left no report at /r/x.nsys-rep"], notes)
+    if capture == "cudaProfilerApi":
+        assert problems == ["nsys left no report at /r/x.nsys-rep: the program never called optimizer.step(), so the "
+                            "capture range of PROFILE_STEPS never opened"]  # fmt: skip
+    else:
+        assert problems == ["nsys left no report at /r/x.nsys-rep"]
+
+
+def test_a_program_that_steps_inside_the_window_gets_no_line(tmp_path):
+    from nsyskit.ranks import wrap
+
+    wrapper = wrap.load_wrapper(wrap.wrapper_path())
+    status = tmp_path / "steps.json"
+    status.write_text(json.dumps({"steps": 6, "window": [2, 3], "opened": True, "closed": True}))
+    env = {"NSYSKIT_STEP_HOOK": "1", "NSYSKIT_PROFILE_STEPS": "2-3", "NSYSKIT_CAPTURE": "cudaProfilerApi"}
+    assert wrapper.step_notes(env, str(status)) == []
