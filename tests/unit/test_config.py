@@ -214,6 +214,35 @@ def test_the_time_window_is_profile_delay_and_profile_duration(project):
     assert (cfg.profile_delay, cfg.profile_duration, cfg.sources["PROFILE_DELAY"]) == (20, 30, ".env")
 
 
+@pytest.mark.parametrize(
+    ("settings", "key", "says"),
+    [
+        ({"PROFILE_DELAY": "30", "PROFILE_STEPS": "10-15", "GPUS_PER_NODE": "8"}, "PROFILE_DELAY",
+         "gives a time window, but PROFILE_STEPS on GPUs opens nsys' capture range, which decides what is recorded; "
+         "fix: for a time window leave PROFILE_STEPS empty; else set PROFILE_DELAY=0"),
+        ({"PROFILE_DURATION": "60", "WORKLOAD": "command", "COMMAND": "./solver", "PROFILE_RANGE": "nvtx:solve",
+          "GPUS_PER_NODE": "0"}, "PROFILE_DURATION",
+         "gives a time window, but PROFILE_RANGE=nvtx:solve opens nsys' capture range, which decides what is recorded; "
+         "fix: for a time window leave PROFILE_RANGE empty; else set PROFILE_DURATION=0"),
+    ],
+)  # fmt: skip
+def test_a_time_window_with_a_capture_range_is_an_error_instead_of_being_ignored(project, settings, key, says):
+    (error,) = problems(project, **settings)
+    assert error.key == key and str(error).endswith(says)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"PROFILE_DELAY": "30", "PROFILE_STEPS": "10-15", "GPUS_PER_NODE": "0"},  # CPU: the window is NVTX marks only
+        {"PROFILE_DELAY": "30", "PROFILE_STEPS": "", "GPUS_PER_NODE": "8"},
+        {"PROFILE_DELAY": "30", "WORKLOAD": "command", "COMMAND": "./solver", "STEP_HOOK": "false", "GPUS_PER_NODE": "8"},
+    ],
+)
+def test_a_time_window_without_a_capture_range_is_taken(project, settings):
+    assert load(project, **settings).profile_delay == 30
+
+
 @pytest.mark.parametrize("old, new", [("NSYS_DELAY", "PROFILE_DELAY"), ("NSYS_DURATION", "PROFILE_DURATION")])
 def test_a_renamed_key_is_an_error_naming_the_new_one_in_a_file_and_in_the_environment(project, old, new):
     (project / ".env").write_text(f"{old}=20\n")
