@@ -62,6 +62,19 @@ def test_a_time_window_for_any_program_reaches_nsys():
     assert {"--delay=7", "--duration=9"} <= set(wrap.load_wrapper(wrap.wrapper_path()).nsys_command(from_env, {}, ["x"]))
 
 
+def test_a_time_window_with_the_gpu_window_is_an_error_and_without_a_gpu_it_is_taken(monkeypatch, tmp_path):
+    flags = wrap.parser().parse_args(["--profile-steps", "3-5", "--profile-duration", "30"])
+    assert wrap.settings(flags, {})["NSYSKIT_PROFILE_DURATION"] == "30"  # this machine: no GPU, the window is NVTX only
+    gpus = tmp_path / "gpus"
+    (gpus / "0000:00:1e.0").mkdir(parents=True)
+    monkeypatch.setattr(wrap, "GPU_FOLDER", str(gpus))  # what the NVIDIA driver shows on a GPU machine
+    with pytest.raises(wrap.WrapUsageError, match=r"^--profile-duration gives a time window, but --profile-steps on a "
+                       r"GPU machine opens nsys' capture range.*; fix: drop --profile-steps for a time window, or drop "
+                       r"--profile-duration$"):  # fmt: skip
+        wrap.settings(flags, {})
+    assert wrap.settings(wrap.parser().parse_args(["--profile-steps", "3-5"]), {})["NSYSKIT_CAPTURE"] == "cudaProfilerApi"
+
+
 @pytest.mark.parametrize(("old", "new"), [("NSYSKIT_DELAY", "NSYSKIT_PROFILE_DELAY"), ("NSYSKIT_DURATION", "NSYSKIT_PROFILE_DURATION")])
 def test_the_old_time_window_variables_are_an_error_naming_the_new_ones(tmp_path, old, new):
     done = nsyskit_wrap("--", "true", cwd=tmp_path, **{old: "30"})

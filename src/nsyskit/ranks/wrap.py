@@ -38,6 +38,7 @@ FLAGS = {  # flag -> (environment variable, default, the default as --help says 
     "trace": ("NSYSKIT_TRACE", "cuda,nvtx,osrt", "cuda,nvtx,osrt", "nsys --trace APIs"),
     "step_hook": ("NSYSKIT_STEP_HOOK", "1", "1", "1: count optimizer steps in Python ranks and mark 'step N'; 0: the program marks its own"),
 }  # fmt: skip
+TIME_WINDOW = (("--profile-delay", "NSYSKIT_PROFILE_DELAY"), ("--profile-duration", "NSYSKIT_PROFILE_DURATION"))
 # The wrapper's variables of the settings renamed PROFILE_DELAY/PROFILE_DURATION: an error, never a window ignored.
 RENAMED_VARIABLES = {"NSYSKIT_DELAY": "NSYSKIT_PROFILE_DELAY", "NSYSKIT_DURATION": "NSYSKIT_PROFILE_DURATION"}
 
@@ -92,6 +93,11 @@ def settings(flags: argparse.Namespace, env: dict[str, str]) -> dict[str, str]:
         gpu = os.path.isdir(GPU_FOLDER) and bool(os.listdir(GPU_FOLDER))
         window = values["NSYSKIT_PROFILE_STEPS"] and values["NSYSKIT_STEP_HOOK"] == "1"
         values["NSYSKIT_CAPTURE"] = "cudaProfilerApi" if gpu and window else "none"
+        timed = [flag for flag, variable in TIME_WINDOW if int(values[variable])]
+        if timed and values["NSYSKIT_CAPTURE"] != "none":  # nsys takes a capture range or a time window, not both
+            raise WrapUsageError(f"{timed[0]} gives a time window, but --profile-steps on a GPU machine opens nsys' "
+                                 f"capture range, which decides what is recorded; fix: drop --profile-steps for a time "
+                                 f"window, or drop {timed[0]}")  # fmt: skip
     values["NSYSKIT_LAUNCHER"] = env.get("NSYSKIT_LAUNCHER") or launcher_of(env)
     return values
 
@@ -105,7 +111,7 @@ def _check(values: dict[str, str]) -> None:
     ranks = values["NSYSKIT_PROFILE_RANKS"]
     if not re.fullmatch(r"all|local0|none|\d+(,\d+)*", ranks.replace(" ", "")):
         raise WrapUsageError(f"--profile-ranks {ranks!r} is not a rank selection; fix: use all, local0 or a list like 0,3")
-    for flag, variable in (("--profile-delay", "NSYSKIT_PROFILE_DELAY"), ("--profile-duration", "NSYSKIT_PROFILE_DURATION")):
+    for flag, variable in TIME_WINDOW:
         if not values[variable].isdigit():
             raise WrapUsageError(f"{flag} {values[variable]!r} is not a whole number of seconds; fix: e.g. {flag} 30")
     if values["NSYSKIT_STEP_HOOK"] not in ("0", "1"):
