@@ -9,61 +9,42 @@ from collections.abc import Iterator
 
 
 def _backend():
-    """(push, pop) of the first NVTX implementation that every nsys records, else the 'nvtx' package, else no-ops.
+    """(push, pop, start, end) of the first NVTX implementation that every nsys records, else the 'nvtx' package, else
+    no-ops.
 
     PyTorch's own (CUDA builds, with or without a GPU); else the NVTX v2 shared library libnvToolsExt.so.1
     (Debian: libnvtoolsext1). The 'nvtx' package (NVTX v3, registered strings) comes last: nsys 2022.4
-    drops its ranges.
+    drops its ranges. push/pop ranges sit on the calling thread's stack; start/end ranges (a handle each) on none,
+    so they may cross the program's own push/pop ranges without closing one of them (the step hook's marks).
     """
     try:
         import torch
 
         if torch.version.cuda and hasattr(torch._C, "_nvtx"):
-            return torch.cuda.nvtx.range_push, torch.cuda.nvtx.range_pop
+            nvtx = torch.cuda.nvtx
+            return nvtx.range_push, nvtx.range_pop, nvtx.range_start, nvtx.range_end
     except ImportError:
         pass
     try:
         library = ctypes.CDLL(os.environ.get("NSYSKIT_NVTX_LIBRARY") or "libnvToolsExt.so.1")
         library.nvtxRangePushA.argtypes = [ctypes.c_char_p]
-        return (lambda name: library.nvtxRangePushA(name.encode())), library.nvtxRangePop
-    except OSError:
-        pass
-    try:
-        import nvtx
-
-        return nvtx.push_range, nvtx.pop_range
-    except ImportError:
-        return (lambda name: None), (lambda: None)
-
-
-def _start_end_backend():
-    """(start, end) of process-wide NVTX ranges (nvtxRangeStartA / nvtxRangeEnd), from the same implementations in
-    the same order as _backend. Unlike push/pop they sit on no thread's stack, so they cross the program's own
-    push/pop ranges without closing one of them (the step hook's marks, in code that is not the kit's)."""
-    try:
-        import torch
-
-        if torch.version.cuda and hasattr(torch._C, "_nvtx") and hasattr(torch.cuda.nvtx, "range_start"):
-            return torch.cuda.nvtx.range_start, torch.cuda.nvtx.range_end
-    except ImportError:
-        pass
-    try:
-        library = ctypes.CDLL(os.environ.get("NSYSKIT_NVTX_LIBRARY") or "libnvToolsExt.so.1")
         library.nvtxRangeStartA.argtypes, library.nvtxRangeStartA.restype = [ctypes.c_char_p], ctypes.c_uint64
         library.nvtxRangeEnd.argtypes = [ctypes.c_uint64]
-        return (lambda name: library.nvtxRangeStartA(name.encode())), library.nvtxRangeEnd
+        return (
+            lambda name: library.nvtxRangePushA(name.encode()), library.nvtxRangePop,
+            lambda name: library.nvtxRangeStartA(name.encode()), library.nvtxRangeEnd,
+        )  # fmt: skip
     except OSError:
         pass
     try:
         import nvtx
 
-        return nvtx.start_range, nvtx.end_range
+        return nvtx.push_range, nvtx.pop_range, nvtx.start_range, nvtx.end_range
     except ImportError:
-        return (lambda name: None), (lambda handle: None)
+        return (lambda name: None), (lambda: None), (lambda name: None), (lambda handle: None)
 
 
-_push, _pop = _backend()
-_start, _end = _start_end_backend()
+_push, _pop, _start, _end = _backend()
 
 # The names the analysis looks for (keep in sync with nsyskit.analysis).
 STEP_FORMAT = "step {}"
