@@ -66,6 +66,19 @@ def efa_decision(env: dict, local_rank: int, nsys_version: tuple | None) -> tupl
     return True, "applied"
 
 
+def capture_mode(workload: str, profile_range: str, window: bool, gpu: bool, step_hook: bool) -> str:
+    """NSYSKIT_CAPTURE for the settings: where nsys starts and stops recording (profile_args turns it into flags).
+
+    On GPU the example (and a command's step hook) bracket PROFILE_STEPS (`window`) with cudaProfilerStart/Stop; on
+    CPU they mark it with NVTX and the whole run is recorded. PROFILE_RANGE=nvtx:NAME records the program's own range.
+    The NCCL tests open no capture range: they are recorded whole.
+    """
+    if workload == "command" and profile_range:
+        return "nvtx"
+    hook = workload == "ddp" or (workload == "command" and step_hook)
+    return "cudaProfilerApi" if window and gpu and hook else "none"
+
+
 def profile_args(env: dict, output: str, efa: bool = False) -> list[str]:
     """'profile' and every option after it for one rank, up to the application (pure: settings in, argv out)."""
     sample = env.get("NSYSKIT_SAMPLE", "").strip() or "none"
@@ -90,10 +103,10 @@ def profile_args(env: dict, output: str, efa: bool = False) -> list[str]:
     elif capture != "none":
         raise ValueError(f"NSYSKIT_CAPTURE={capture!r}: use none, cudaProfilerApi or nvtx")
     else:  # delay/duration only make sense without a capture range
-        if flag_int(env, "NSYSKIT_DELAY"):
-            args.append(f"--delay={flag_int(env, 'NSYSKIT_DELAY')}")
-        if flag_int(env, "NSYSKIT_DURATION"):
-            args.append(f"--duration={flag_int(env, 'NSYSKIT_DURATION')}")
+        if flag_int(env, "NSYSKIT_PROFILE_DELAY"):
+            args.append(f"--delay={flag_int(env, 'NSYSKIT_PROFILE_DELAY')}")
+        if flag_int(env, "NSYSKIT_PROFILE_DURATION"):
+            args.append(f"--duration={flag_int(env, 'NSYSKIT_PROFILE_DURATION')}")
     if efa:
         args += ["--enable", "efa_metrics"]  # one sampler per node: the NIC counters are node-wide
     return args + shlex.split(env.get("NSYSKIT_EXTRA_ARGS", ""))

@@ -13,6 +13,8 @@ import runrecord
 
 STEP_HOOK_DIR = os.path.join(os.path.dirname(os.path.realpath(__file__)), "stephook")  # its sitecustomize.py
 DEFAULT_MASTER_PORT = "29500"  # torchrun's
+NEVER_OPENED = "never opened nsys' capture range and nothing was recorded"
+RECORD_IT = "to record such a program, leave PROFILE_STEPS empty (the whole run) or give a time window (PROFILE_DELAY, PROFILE_DURATION)"
 
 
 def first_int(env: dict, *keys: str, default: int = 0) -> int:
@@ -63,9 +65,13 @@ def step_notes(env: dict, status_path: str) -> list[str]:
     except (OSError, ValueError):
         return [runrecord.STEP_HOOK_NOTE + f"no Python process reported optimizer steps, so PROFILE_STEPS={window} was not marked"]
     steps, capture = int(seen.get("steps") or 0), env.get("NSYSKIT_CAPTURE", "none")
+    if steps == 0 and capture == "cudaProfilerApi":
+        # The capture range opens at step A: a program that never steps leaves nsys nothing to record. Recording it
+        # whole anyway would mean recording every run's start-up before its first step, on every rank.
+        return [runrecord.STEP_HOOK_NOTE + f"the program never called optimizer.step(), so PROFILE_STEPS={window} "
+                f"{NEVER_OPENED}; {RECORD_IT}"]  # fmt: skip
     if steps == 0:
-        whole = "nothing was recorded (the capture range never opened)" if capture == "cudaProfilerApi" else "the whole run was recorded"
-        return [runrecord.STEP_HOOK_NOTE + f"the program never called optimizer.step(), so PROFILE_STEPS={window} was not marked; {whole}"]
+        return [runrecord.STEP_HOOK_NOTE + f"the program never called optimizer.step(), so PROFILE_STEPS={window} was not marked; the whole run was recorded"]
     if not seen.get("closed"):
         return [runrecord.STEP_HOOK_NOTE + f"the program ended after {steps} optimizer step(s), before PROFILE_STEPS={window} was complete"]
     return []
@@ -75,3 +81,11 @@ def steps_path(report_base: str) -> str:
     """Where the step hook writes what it saw: logs/NAME.steps.json beside the rank's status file."""
     folder, name = os.path.split(report_base)
     return os.path.join(folder, runrecord.LOGS, name + ".steps.json")
+
+
+def explained_problems(problems: list[str], notes: list[str]) -> list[str]:
+    """The rank's problems, a missing report saying why when the step hook's note tells (the capture never opened)."""
+    if not any(NEVER_OPENED in note for note in notes):
+        return problems
+    return [f"{problem}: the program never called optimizer.step(), so the capture range of PROFILE_STEPS never opened"
+            if problem.startswith("nsys left no report") else problem for problem in problems]  # fmt: skip

@@ -126,7 +126,7 @@ BAD = [
     ({"PROCS_PER_NODE": "two"}, "PROCS_PER_NODE", "two", "1 or more"),
     ({"STEPS": "1.5"}, "STEPS", "1.5", "1 or more"),
     ({"GPUS_PER_NODE": "-1"}, "GPUS_PER_NODE", "-1", "0 or more"),
-    ({"NSYS_DELAY": "5s"}, "NSYS_DELAY", "5s", "0 or more"),
+    ({"PROFILE_DELAY": "5s"}, "PROFILE_DELAY", "5s", "0 or more"),
     ({"NSYS_VERSION": "latest"}, "NSYS_VERSION", "latest", "2024.6.1"),
     ({"OPENMPI_VERSION": "4"}, "OPENMPI_VERSION", "4", "dotted release"),
     ({"NCCL_TESTS_VERSION": "main"}, "NCCL_TESTS_VERSION", "main", "dotted release"),
@@ -206,6 +206,53 @@ def test_misspelt_environment_variable_gets_did_you_mean_but_others_are_left_alo
 def test_misspelt_prefixed_variable_gets_did_you_mean_but_the_kits_own_do_not(project):
     cfg = load(project, NSYSKIT_INSTALL_EFAA="false", NSYSKIT_DEBUG="1", NSYSKIT_NODE="0", NSYSKIT_ASSETS_PORT="7489")
     assert cfg.warnings == ("unknown environment variable NSYSKIT_INSTALL_EFAA: did you mean NSYSKIT_INSTALL_EFA?",)
+
+
+def test_the_time_window_is_profile_delay_and_profile_duration(project):
+    (project / ".env").write_text("PROFILE_DELAY=20\n")
+    cfg = load(project, PROFILE_DURATION="30", PROFILE_STEPS="")
+    assert (cfg.profile_delay, cfg.profile_duration, cfg.sources["PROFILE_DELAY"]) == (20, 30, ".env")
+
+
+@pytest.mark.parametrize(
+    ("settings", "key", "says"),
+    [
+        ({"PROFILE_DELAY": "30", "PROFILE_STEPS": "10-15", "GPUS_PER_NODE": "8"}, "PROFILE_DELAY",
+         "gives a time window, but PROFILE_STEPS on GPUs opens nsys' capture range, which decides what is recorded; "
+         "fix: for a time window leave PROFILE_STEPS empty; else set PROFILE_DELAY=0"),
+        ({"PROFILE_DURATION": "60", "WORKLOAD": "command", "COMMAND": "./solver", "PROFILE_RANGE": "nvtx:solve",
+          "GPUS_PER_NODE": "0"}, "PROFILE_DURATION",
+         "gives a time window, but PROFILE_RANGE=nvtx:solve opens nsys' capture range, which decides what is recorded; "
+         "fix: for a time window leave PROFILE_RANGE empty; else set PROFILE_DURATION=0"),
+    ],
+)  # fmt: skip
+def test_a_time_window_with_a_capture_range_is_an_error_instead_of_being_ignored(project, settings, key, says):
+    (error,) = problems(project, **settings)
+    assert error.key == key and str(error).endswith(says)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"PROFILE_DELAY": "30", "PROFILE_STEPS": "10-15", "GPUS_PER_NODE": "0"},  # CPU: the window is NVTX marks only
+        {"PROFILE_DELAY": "30", "PROFILE_STEPS": "", "GPUS_PER_NODE": "8"},
+        {"PROFILE_DELAY": "30", "WORKLOAD": "command", "COMMAND": "./solver", "STEP_HOOK": "false", "GPUS_PER_NODE": "8"},
+    ],
+)
+def test_a_time_window_without_a_capture_range_is_taken(project, settings):
+    assert load(project, **settings).profile_delay == 30
+
+
+@pytest.mark.parametrize("old, new", [("NSYS_DELAY", "PROFILE_DELAY"), ("NSYS_DURATION", "PROFILE_DURATION")])
+def test_a_renamed_key_is_an_error_naming_the_new_one_in_a_file_and_in_the_environment(project, old, new):
+    (project / ".env").write_text(f"{old}=20\n")
+    with pytest.raises(ConfigErrors) as caught:
+        load_config(project, environ={f"NSYSKIT_{old}": "5", old: "6"})
+    assert [str(e) for e in caught.value.errors] == [
+        f"{old}='20' (from .env): this setting was renamed {new}; fix: write {new}=20 instead",
+        f"NSYSKIT_{old}='5' (from environment): this setting was renamed {new}; fix: write NSYSKIT_{new}=5 instead",
+        f"{old}='6' (from environment): this setting was renamed {new}; fix: write NSYSKIT_{new}=6 instead",
+    ]
 
 
 # --- the environment: NSYSKIT_<KEY>, deprecated bare names, Slurm's own SLURM_* ---------------------

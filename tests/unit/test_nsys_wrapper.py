@@ -81,12 +81,12 @@ def test_default_command_traces_without_sampling_and_names_reports_per_rank():
 
 
 def test_capture_ranges_and_delay_duration():
-    gpu = wrapper.nsys_command({"NSYSKIT_CAPTURE": "cudaProfilerApi", "NSYSKIT_DELAY": "5"}, ident(), ["app"])
+    gpu = wrapper.nsys_command({"NSYSKIT_CAPTURE": "cudaProfilerApi", "NSYSKIT_PROFILE_DELAY": "5"}, ident(), ["app"])
     assert "--capture-range=cudaProfilerApi" in gpu and "--capture-range-end=stop" in gpu
     assert not any(arg.startswith("--delay") for arg in gpu)  # a capture range replaces the delay
     nvtx = wrapper.nsys_command({"NSYSKIT_CAPTURE": "nvtx"}, ident(), ["app"])
     assert "--nvtx-capture=profile_window" in nvtx and "--env-var=NSYS_NVTX_PROFILER_REGISTER_ONLY=0" in nvtx
-    timed = wrapper.nsys_command({"NSYSKIT_DELAY": "5", "NSYSKIT_DURATION": "30"}, ident(), ["app"])
+    timed = wrapper.nsys_command({"NSYSKIT_PROFILE_DELAY": "5", "NSYSKIT_PROFILE_DURATION": "30"}, ident(), ["app"])
     assert "--delay=5" in timed and "--duration=30" in timed
     with pytest.raises(ValueError, match="NSYSKIT_CAPTURE"):
         wrapper.nsys_command({"NSYSKIT_CAPTURE": "sometimes"}, ident(), ["app"])

@@ -61,7 +61,7 @@ def test_efa_metrics_only_on_local_rank_0_with_a_capable_nsys(env, local_rank, v
 INJECTOR_SETTINGS = [
     {},
     {"NSYS_SAMPLE": "process-tree", "NSYS_TRACE": "cuda,nvtx"},
-    {"PROFILE_STEPS": "", "NSYS_DELAY": "5", "NSYS_DURATION": "30"},
+    {"PROFILE_STEPS": "", "PROFILE_DELAY": "5", "PROFILE_DURATION": "30"},
     {"NSYS_EXTRA_ARGS": "--cuda-memory-usage=true -x true"},
 ]
 

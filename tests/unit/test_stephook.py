@@ -27,7 +27,11 @@ def counter(window=None, cuda=False):
     calls: list[str] = []
     start = (lambda: calls.append("cudaProfilerStart")) if cuda else None
     stop = (lambda: calls.append("cudaProfilerStop")) if cuda else None
-    made = stephook.StepCounter(window, lambda name: calls.append(f"push {name}"), lambda: calls.append("pop"), start, stop)
+    def open_range(name):
+        calls.append(f"push {name}")
+        return name  # the handle: which range a close ends
+
+    made = stephook.StepCounter(window, open_range, lambda handle: calls.append(f"pop {handle}"), start, stop)
     return made, calls
 
 
@@ -45,8 +49,8 @@ def test_gradient_accumulation_counts_one_step_per_optimizer_step_call():
         if micro_batch % 4 == 0:
             step(made, optimizer)
     assert made.step == 3
-    assert calls == ["push step 1", "pop", "push profile_window", "push step 2", "pop", "push step 3", "pop", "pop",
-                     "push step 4"]  # fmt: skip
+    assert calls == ["push step 1", "pop step 1", "push profile_window", "push step 2", "pop step 2", "push step 3",
+                     "pop step 3", "pop profile_window", "push step 4"]  # fmt: skip
     assert made.status() == {"steps": 3, "window": [2, 3], "opened": True, "closed": True}
 
 
@@ -55,7 +59,7 @@ def test_several_optimizers_stepping_each_iteration_count_one_step():
     generator, discriminator = Optimizer(), Optimizer()
     for _ in range(5):
         step(made, generator, discriminator)
-    assert made.step == 5 and calls.count("pop") == 5
+    assert made.step == 5 and calls == [c for n in range(1, 6) for c in (f"push step {n}", f"pop step {n}")] + ["push step 6"]
     # An optimizer stepping every other iteration (a scheduler of its own) does not move the count.
     rare = Optimizer()
     step(made, generator, discriminator, rare)
@@ -70,7 +74,7 @@ def test_on_gpu_the_window_is_the_capture_range_inside_its_nvtx_range():
         step(made, optimizer)
     assert calls[:3] == ["push profile_window", "cudaProfilerStart", "push step 1"]  # a window from step 1: at once
     assert calls[calls.index("cudaProfilerStop") - 1 : calls.index("cudaProfilerStop") + 2] == [
-        "pop", "cudaProfilerStop", "pop"]  # step 2 closed, the capture stopped, then the window  # fmt: skip
+        "pop step 2", "cudaProfilerStop", "pop profile_window"]  # step 2 closed, the capture stopped, the window  # fmt: skip
     assert calls.count("cudaProfilerStart") == calls.count("cudaProfilerStop") == 1
 
 
@@ -137,3 +141,40 @@ def test_the_run_summary_names_the_ranks_whose_window_was_not_marked(tmp_path):
     lines = RunResult("r", tmp_path, 0, 1.0, step_notes=runrecord.step_hook_lines(statuses)).summary_lines()
     assert lines[-1] == "ranks 0,1,3: " + note.removeprefix("step hook: ")
 
+
+
+@pytest.mark.parametrize(
+    ("capture", "note"),
+    [
+        ("none", "the program never called optimizer.step(), so PROFILE_STEPS=2-3 was not marked; the whole run was recorded"),
+        ("cudaProfilerApi", "the program never called optimizer.step(), so PROFILE_STEPS=2-3 never opened nsys' capture "
+         "range and nothing was recorded; to record such a program, leave PROFILE_STEPS empty (the whole run) or give a "
+         "time window (PROFILE_DELAY, PROFILE_DURATION)"),
+    ],
+)  # fmt: skip
+def test_a_program_that_never_steps_gets_one_line_saying_what_was_recorded_and_on_gpu_how_to_record_it(tmp_path, capture, note):
+    from nsyskit.ranks import wrap
+
+    wrapper = wrap.load_wrapper(wrap.wrapper_path())  # the image's wrapper and its rankenv, as the rank runs them
+    status = tmp_path / "steps.json"
+    status.write_text(json.dumps({"steps": 0, "window": [2, 3], "opened": False, "closed": False}))
+    env = {"NSYSKIT_STEP_HOOK": "1", "NSYSKIT_PROFILE_STEPS": "2-3", "NSYSKIT_CAPTURE": capture}
+    notes = wrapper.step_notes(env, str(status))
+    assert notes == ["step hook: " + note]
+    # The rank's missing report then says why, instead of a bare "no report" (nsys records nothing: no range opened).
+    problems = wrapper.explained_problems(["nsys left no report at /r/x.nsys-rep"], notes)
+    if capture == "cudaProfilerApi":
+        assert problems == ["nsys left no report at /r/x.nsys-rep: the program never called optimizer.step(), so the "
+                            "capture range of PROFILE_STEPS never opened"]  # fmt: skip
+    else:
+        assert problems == ["nsys left no report at /r/x.nsys-rep"]
+
+
+def test_a_program_that_steps_inside_the_window_gets_no_line(tmp_path):
+    from nsyskit.ranks import wrap
+
+    wrapper = wrap.load_wrapper(wrap.wrapper_path())
+    status = tmp_path / "steps.json"
+    status.write_text(json.dumps({"steps": 6, "window": [2, 3], "opened": True, "closed": True}))
+    env = {"NSYSKIT_STEP_HOOK": "1", "NSYSKIT_PROFILE_STEPS": "2-3", "NSYSKIT_CAPTURE": "cudaProfilerApi"}
+    assert wrapper.step_notes(env, str(status)) == []

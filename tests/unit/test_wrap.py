@@ -32,7 +32,7 @@ def nsyskit_wrap(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProce
         (["--out", "/tmp/x", "--"], "got no command after '--'"),
         (["--profile-steps", "5-3", "--", "true"], "--profile-steps '5-3' is not a step range"),
         (["--profile-ranks", "first", "--", "true"], "--profile-ranks 'first' is not a rank selection"),
-        (["--delay", "1m", "--", "true"], "--delay '1m' is not a whole number of seconds"),
+        (["--profile-delay", "1m", "--", "true"], "--profile-delay '1m' is not a whole number of seconds"),
     ],
 )
 def test_a_bad_wrap_line_is_one_line_and_runs_nothing(tmp_path, args, says):
@@ -55,9 +55,33 @@ def test_flags_come_before_the_environment_and_the_environment_before_defaults()
 
 
 def test_a_time_window_for_any_program_reaches_nsys():
-    values = wrap.settings(wrap.parser().parse_args(["--delay", "20", "--duration", "30"]), {})
+    values = wrap.settings(wrap.parser().parse_args(["--profile-delay", "20", "--profile-duration", "30"]), {})
     assert "--delay=20" in wrap.load_wrapper(wrap.wrapper_path()).nsys_command(values, {}, ["./solver"])
     assert "--duration=30" in wrap.load_wrapper(wrap.wrapper_path()).nsys_command(values, {}, ["./solver"])
+    from_env = wrap.settings(wrap.parser().parse_args([]), {"NSYSKIT_PROFILE_DELAY": "7", "NSYSKIT_PROFILE_DURATION": "9"})
+    assert {"--delay=7", "--duration=9"} <= set(wrap.load_wrapper(wrap.wrapper_path()).nsys_command(from_env, {}, ["x"]))
+
+
+def test_a_time_window_with_the_gpu_window_is_an_error_and_without_a_gpu_it_is_taken(monkeypatch, tmp_path):
+    flags = wrap.parser().parse_args(["--profile-steps", "3-5", "--profile-duration", "30"])
+    assert wrap.settings(flags, {})["NSYSKIT_PROFILE_DURATION"] == "30"  # this machine: no GPU, the window is NVTX only
+    gpus = tmp_path / "gpus"
+    (gpus / "0000:00:1e.0").mkdir(parents=True)
+    monkeypatch.setattr(wrap, "GPU_FOLDER", str(gpus))  # what the NVIDIA driver shows on a GPU machine
+    with pytest.raises(wrap.WrapUsageError, match=r"^--profile-duration gives a time window, but --profile-steps on a "
+                       r"GPU machine opens nsys' capture range.*; fix: drop --profile-steps for a time window, or drop "
+                       r"--profile-duration$"):  # fmt: skip
+        wrap.settings(flags, {})
+    assert wrap.settings(wrap.parser().parse_args(["--profile-steps", "3-5"]), {})["NSYSKIT_CAPTURE"] == "cudaProfilerApi"
+
+
+@pytest.mark.parametrize(("old", "new"), [("NSYSKIT_DELAY", "NSYSKIT_PROFILE_DELAY"), ("NSYSKIT_DURATION", "NSYSKIT_PROFILE_DURATION")])
+def test_the_old_time_window_variables_are_an_error_naming_the_new_ones(tmp_path, old, new):
+    done = nsyskit_wrap("--", "true", cwd=tmp_path, **{old: "30"})
+    assert done.returncode == 1 and done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert line == f"error: {old}='30' was renamed {new}; fix: set {new}=30 instead"
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_run_id_with_underscores_is_made_a_kit_run_id():

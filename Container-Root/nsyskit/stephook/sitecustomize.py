@@ -8,7 +8,8 @@ then registers torch's global optimizer-step hooks. The first process of the ran
 
 Steps: each optimizer counts its own step() calls and the program's step is the highest count, so gradient
 accumulation (one step() per N micro-batches) counts optimizer steps, and several optimizers stepping once an
-iteration count one step. Marks, named as the kit's example does (workload/markers.py): an NVTX range 'step N' from
+iteration count one step. Marks, named as the kit's example does (workload/markers.py), as NVTX start/end ranges
+(not push/pop: those would close the program's own push/pop ranges they cross): a range 'step N' from
 the end of step N-1 to the end of step N (step 1 opens at the first step() call; the step after the last runs to the
 program's end, outside any window), and 'profile_window' around steps
 A-B of NSYSKIT_PROFILE_STEPS=A-B, with cudaProfilerStart/Stop there when NSYSKIT_CAPTURE=cudaProfilerApi (GPU runs).
@@ -45,13 +46,16 @@ def window_of(text: str) -> tuple[int, int] | None:
 class StepCounter:
     """The program's optimizer steps, their NVTX marks and the profiling window (pure but for the callables given)."""
 
-    def __init__(self, window, push, pop, start=None, stop=None) -> None:
+    def __init__(self, window, open_range, close_range, start=None, stop=None) -> None:
         self.window = window  # (A, B) or None
-        self.push, self.pop = push, pop  # open / close an NVTX range on this thread
+        # Open (name -> handle) / close (handle) an NVTX start/end range: never push/pop, whose thread stack the
+        # program's own ranges share (a 'step N' pushed inside the program's range would be closed by its pop).
+        self.open_range, self.close_range = open_range, close_range
         self.start, self.stop = start, stop  # cudaProfilerStart / Stop (None on CPU)
         self.counts = weakref.WeakKeyDictionary()  # optimizer -> its step() calls
         self.step = 0  # steps completed
         self.opened = self.closed = False  # the window
+        self.step_range = self.window_range = None  # the handles of the open 'step N' and 'profile_window'
 
     def before_step(self, optimizer, _args=None, _kwargs=None) -> None:
         """Torch's global pre-hook: the first step() of the program opens 'step 1' (and a window starting at 1)."""
@@ -66,22 +70,22 @@ class StepCounter:
         if count <= self.step:  # another optimizer of the same iteration
             return
         self.step = count
-        self.pop()  # 'step N'
+        self.close_range(self.step_range)  # 'step N'
         if self.window and self.opened and not self.closed and count == self.window[1]:
             if self.stop:
                 self.stop()
-            self.pop()  # 'profile_window'
+            self.close_range(self.window_range)  # 'profile_window'
             self.closed = True
         self._begin(count + 1)
 
     def _begin(self, step: int) -> None:
         """Open the window when STEP is its first, then 'step STEP'."""
         if self.window and not self.opened and step == self.window[0]:
-            self.push("profile_window")
+            self.window_range = self.open_range("profile_window")
             if self.start:
                 self.start()
             self.opened = True
-        self.push(f"step {step}")
+        self.step_range = self.open_range(f"step {step}")
 
     def status(self) -> dict:
         """What the wrapper records: steps seen, the window asked for, and whether it opened and closed."""
@@ -127,8 +131,8 @@ class LazyCounter:
         if self.counter is None:
             markers = _load_markers()
             start, stop = _cuda_capture(self.env)
-            self.counter = StepCounter(window_of(self.env.get("NSYSKIT_PROFILE_STEPS", "")), markers.push, markers.pop,
-                                       start, stop)  # fmt: skip
+            self.counter = StepCounter(window_of(self.env.get("NSYSKIT_PROFILE_STEPS", "")), markers.start,
+                                       markers.end, start, stop)  # fmt: skip
         return self.counter
 
     def before_step(self, optimizer, args, kwargs) -> None:

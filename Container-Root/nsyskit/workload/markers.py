@@ -9,34 +9,42 @@ from collections.abc import Iterator
 
 
 def _backend():
-    """(push, pop) of the first NVTX implementation that every nsys records, else the 'nvtx' package, else no-ops.
+    """(push, pop, start, end) of the first NVTX implementation that every nsys records, else the 'nvtx' package, else
+    no-ops.
 
     PyTorch's own (CUDA builds, with or without a GPU); else the NVTX v2 shared library libnvToolsExt.so.1
     (Debian: libnvtoolsext1). The 'nvtx' package (NVTX v3, registered strings) comes last: nsys 2022.4
-    drops its ranges.
+    drops its ranges. push/pop ranges sit on the calling thread's stack; start/end ranges (a handle each) on none,
+    so they may cross the program's own push/pop ranges without closing one of them (the step hook's marks).
     """
     try:
         import torch
 
         if torch.version.cuda and hasattr(torch._C, "_nvtx"):
-            return torch.cuda.nvtx.range_push, torch.cuda.nvtx.range_pop
+            nvtx = torch.cuda.nvtx
+            return nvtx.range_push, nvtx.range_pop, nvtx.range_start, nvtx.range_end
     except ImportError:
         pass
     try:
         library = ctypes.CDLL(os.environ.get("NSYSKIT_NVTX_LIBRARY") or "libnvToolsExt.so.1")
         library.nvtxRangePushA.argtypes = [ctypes.c_char_p]
-        return (lambda name: library.nvtxRangePushA(name.encode())), library.nvtxRangePop
+        library.nvtxRangeStartA.argtypes, library.nvtxRangeStartA.restype = [ctypes.c_char_p], ctypes.c_uint64
+        library.nvtxRangeEnd.argtypes = [ctypes.c_uint64]
+        return (
+            lambda name: library.nvtxRangePushA(name.encode()), library.nvtxRangePop,
+            lambda name: library.nvtxRangeStartA(name.encode()), library.nvtxRangeEnd,
+        )  # fmt: skip
     except OSError:
         pass
     try:
         import nvtx
 
-        return nvtx.push_range, nvtx.pop_range
+        return nvtx.push_range, nvtx.pop_range, nvtx.start_range, nvtx.end_range
     except ImportError:
-        return (lambda name: None), (lambda: None)
+        return (lambda name: None), (lambda: None), (lambda name: None), (lambda handle: None)
 
 
-_push, _pop = _backend()
+_push, _pop, _start, _end = _backend()
 
 # The names the analysis looks for (keep in sync with nsyskit.analysis).
 STEP_FORMAT = "step {}"
@@ -52,6 +60,16 @@ def push(name: str) -> None:
 def pop() -> None:
     """Close the innermost NVTX range on this thread."""
     _pop()
+
+
+def start(name: str):
+    """Open a process-wide NVTX range (not on this thread's push/pop stack); its handle closes it with end()."""
+    return _start(name)
+
+
+def end(handle) -> None:
+    """Close the range start() opened."""
+    _end(handle)
 
 
 def mark(text: str) -> None:

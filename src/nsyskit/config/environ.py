@@ -7,6 +7,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from nsyskit.config.schema import RENAMED_KEYS, renamed_key_problem
 from nsyskit.errors import ConfigError
 
 PREFIX = "NSYSKIT_"
@@ -36,6 +37,7 @@ class EnvironmentLayer:
     values: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     ignored: dict[str, str] = field(default_factory=dict)
+    errors: list[ConfigError] = field(default_factory=list)  # variables of renamed keys
 
     def ignored_notes(self, resolved_raw: Mapping[str, str]) -> list[str]:
         """A note for each ignored bare SLURM_* variable whose value differs from what nsyskit resolved."""
@@ -48,7 +50,8 @@ class EnvironmentLayer:
 
 
 def environment_layer(environ: Mapping[str, str], known: set[str]) -> EnvironmentLayer:
-    """The settings the environment gives: NSYSKIT_<KEY> wins; a bare <KEY> still works (deprecated) except SLURM_*."""
+    """The settings the environment gives: NSYSKIT_<KEY> wins; a bare <KEY> still works (deprecated) except SLURM_*;
+    a renamed key's variable is an error naming the new key."""
     layer = EnvironmentLayer()
     for key in sorted(known):
         if env_name(key) in environ:
@@ -60,6 +63,11 @@ def environment_layer(environ: Mapping[str, str], known: set[str]) -> Environmen
             layer.values[key] = environ[key]
             if key not in SHARED_NAMES:
                 layer.warnings.append(f"environment variable {key} is deprecated; use {env_name(key)}")
+    for old in sorted(RENAMED_KEYS):
+        for name in (env_name(old), old):
+            if name in environ:
+                layer.errors.append(renamed_key_problem(old, environ[name], "environment", name,
+                                                        env_name(RENAMED_KEYS[old])))  # fmt: skip
     layer.warnings += _misspellings(environ, known)
     return layer
 
@@ -72,7 +80,7 @@ def _misspellings(environ: Mapping[str, str], known: set[str]) -> list[str]:
     for name in sorted(environ):
         if name.startswith(PREFIX):
             bare = name[len(PREFIX):]
-            if bare in known or name in KIT_VARIABLES:
+            if bare in known or bare in RENAMED_KEYS or name in KIT_VARIABLES:
                 continue
         elif name in known or not name.startswith(bare_prefixes) or name.startswith("SLURM_"):
             # Slurm sets dozens of SLURM_* variables inside an allocation; they are Slurm's, not misspellings of ours.

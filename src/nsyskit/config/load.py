@@ -14,7 +14,7 @@ from nsyskit.config import parse as p
 from nsyskit.config.envfile import read_env_file
 from nsyskit.config.environ import environment_checks, environment_layer
 from nsyskit.config.rules import cross_checks
-from nsyskit.config.schema import Config, key_of, settings
+from nsyskit.config.schema import Config, key_of, renamed_key_problem, settings
 from nsyskit.errors import ConfigError, ConfigErrors, ConfigFileError, NsyskitError
 
 PROFILE_ENV = "NSYSKIT_PROFILE"
@@ -42,12 +42,16 @@ def available_profiles(root: Path) -> list[str]:
     return sorted({path.stem for folder in folders for path in folder.glob("*.env")})
 
 
-def _known_only(values: dict[str, str], label: str, known: set[str], warnings: list[str]) -> dict[str, str]:
-    """The settings of one file; unknown keys are dropped with a (did-you-mean) warning."""
+def _known_only(values: dict[str, str], label: str, known: set[str], warnings: list[str],
+                errors: list[NsyskitError]) -> dict[str, str]:  # fmt: skip
+    """The settings of one file; unknown keys are dropped with a (did-you-mean) warning, renamed ones are errors."""
     kept = {}
     for key, value in values.items():
         if key in known:
             kept[key] = value
+            continue
+        if renamed := renamed_key_problem(key, value, label):
+            errors.append(renamed)
             continue
         guess = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.75)
         hint = f": did you mean {guess[0]}?" if guess else " (not a nsyskit setting; ignored)"
@@ -89,7 +93,7 @@ def _file_layers(root: Path, profile: str | None, source: str, known: set[str], 
             errors.append(exc)
             continue
         errors += bad_lines  # the good lines still count, so every other problem is found too
-        layers.append((label, _known_only(values, label, known, warnings)))
+        layers.append((label, _known_only(values, label, known, warnings, errors)))
     return layers
 
 
@@ -117,6 +121,7 @@ def load_config(
     from_environment = environment_layer(environ, known)
     layers.append(("environment", from_environment.values))
     warnings += from_environment.warnings
+    errors += from_environment.errors
 
     flag_values: dict[str, str] = {}
     for key, value in (overrides or {}).items():

@@ -135,6 +135,15 @@ def cross_checks(v: dict[str, Any], sources: dict[str, str], root: Path) -> list
     if have("workload", "profile_range") and v["profile_range"] and v["workload"] != "command":
         err("PROFILE_RANGE", f"records your program's own NVTX range, but WORKLOAD={v['workload']} runs the kit's",
             "leave PROFILE_RANGE empty (PROFILE_STEPS marks the kit's workloads), or set WORKLOAD=command")
+    if have("profile_delay", "profile_duration", "workload", "profile_range", "profile_steps", "gpus_per_node", "step_hook"):
+        mode = nsysargs.capture_mode(v["workload"], v["profile_range"], bool(v["profile_steps"]), v["gpus_per_node"] > 0,
+                                     v["step_hook"])  # fmt: skip
+        ranger = "PROFILE_RANGE" if mode == "nvtx" else "PROFILE_STEPS"
+        shown = f"PROFILE_RANGE={v['profile_range']}" if mode == "nvtx" else "PROFILE_STEPS on GPUs"
+        for key in ("PROFILE_DELAY", "PROFILE_DURATION"):
+            if v[key.lower()] and mode != "none":  # nsys takes a capture range or a time window, never both
+                err(key, f"gives a time window, but {shown} opens nsys' capture range, which decides what is recorded",
+                    f"for a time window leave {ranger} empty; else set {key}=0")  # fmt: skip
     if have("profiler", "k8s_profiler") and v["profiler"] != "nsys" and v["k8s_profiler"] != "wrapper":
         # NVIDIA's injectors start nsys themselves: ncu and torch need the kit's wrapper in the pods.
         err("PROFILER", f"needs the kit's wrapper but K8S_PROFILER={v['k8s_profiler']} starts nsys itself",

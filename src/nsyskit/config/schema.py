@@ -9,6 +9,7 @@ from typing import Any
 from nsyskit.config import k8s_parse as kp
 from nsyskit.config import parse as p
 from nsyskit.config import slurm_parse as sp
+from nsyskit.errors import ConfigError
 from nsyskit.ranks import mounts, workloads
 from nsyskit.ranks.workloads import WORKLOADS
 
@@ -94,8 +95,8 @@ class Config:
     profiler: str = setting("nsys", p.choice("nsys", "ncu", "torch"), "profile", "What profiles the selected ranks: nsys (Nsight Systems timeline), ncu (Nsight Compute per kernel, NCU_* settings), torch (the PyTorch profiler in the example, one Kineto trace per rank, analyzed with HTA).")
     nsys_trace: str = setting("cuda,nvtx,osrt", p.trace_set, "profile", "nsys --trace APIs.")
     nsys_sample: str = setting("none", p.choice("none", "process-tree", "system-wide"), "profile", "CPU sampling (anything but none needs extra container capabilities).")
-    nsys_delay: int = setting("0", p.non_negative_int, "profile", "Seconds to wait before collecting (0: off; ignored with PROFILE_STEPS).")
-    nsys_duration: int = setting("0", p.non_negative_int, "profile", "Seconds to collect (0: until the end).")
+    profile_delay: int = setting("0", p.non_negative_int, "profile", "Seconds after a rank starts before nsys records, for any program, Python or not (0: from the start). A time window: not with a capture range (PROFILE_RANGE, or PROFILE_STEPS on GPUs), which decides instead.")
+    profile_duration: int = setting("0", p.non_negative_int, "profile", "Seconds nsys records, from PROFILE_DELAY on, for any program (0: to the end). Not with a capture range, like PROFILE_DELAY.")
     profile_steps: tuple[int, int] | None = setting("10-15", p.step_range, "profile", "Training steps to record, FIRST-LAST (GPU: cudaProfilerApi capture range; CPU: marked by an NVTX range). Empty: whole run.")
     step_hook: bool = setting("true", p.boolean, "profile", "With WORKLOAD=command, count optimizer steps in every Python rank with no code change (a sitecustomize hook on torch's global optimizer-step hooks), mark each 'step N' and PROFILE_STEPS' 'profile_window' with NVTX, and on GPUs open nsys' capture there (cudaProfilerStart/Stop). false: for programs that mark their own steps.")
     profile_range: str = setting("", p.capture_range, "profile", "nvtx:NAME records only your program's own NVTX range NAME (nsys --capture-range=nvtx); it replaces PROFILE_STEPS' window. Empty: PROFILE_STEPS decides.")
@@ -200,6 +201,21 @@ class Config:
     def replace(self, **changes: Any) -> Config:
         """A copy with some attributes changed (no re-validation: use load_config for user input)."""
         return dataclasses.replace(self, **changes)
+
+
+# Keys that were renamed: reading the old one is an error naming the new one (never a silently ignored window).
+RENAMED_KEYS = {"NSYS_DELAY": "PROFILE_DELAY", "NSYS_DURATION": "PROFILE_DURATION"}
+
+
+def renamed_key_problem(key: str, value: str, source: str, spelled: str = "", new_spelled: str = "") -> ConfigError | None:
+    """The error for a key that was renamed, as SPELLED where it was found (a file's KEY, an environment variable)
+    and with the new name as it is written there; None for any other key."""
+    new = RENAMED_KEYS.get(key)
+    if new is None:
+        return None
+    new_spelled = new_spelled or new
+    return ConfigError(spelled or key, value, f"this setting was renamed {new}",
+                       f"write {new_spelled}={value} instead", source)  # fmt: skip
 
 
 def settings() -> list[dataclasses.Field]:

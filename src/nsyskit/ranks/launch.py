@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from nsyskit.config import Config
 from nsyskit.errors import ConfigError, ConfigErrors
-from nsyskit.ranks import mounts, workloads
+from nsyskit.ranks import mounts, nsysargs, workloads
 
 # Paths inside the image (Container-Root/ is copied to /).
 WRAPPER = "/usr/local/bin/nsys-profile"
@@ -37,8 +37,8 @@ def wrapper_env(
         "NSYSKIT_PROFILE_RANKS": cfg.profile_ranks,
         "NSYSKIT_TRACE": cfg.nsys_trace,
         "NSYSKIT_SAMPLE": cfg.nsys_sample,
-        "NSYSKIT_DELAY": str(cfg.nsys_delay),
-        "NSYSKIT_DURATION": str(cfg.nsys_duration),
+        "NSYSKIT_PROFILE_DELAY": str(cfg.profile_delay),
+        "NSYSKIT_PROFILE_DURATION": str(cfg.profile_duration),
         "NSYSKIT_CAPTURE": capture(cfg),
         "NSYSKIT_EFA_METRICS": "1" if cfg.efa_metrics and cfg.efa_per_node > 0 else "0",
         "NSYSKIT_EXTRA_ARGS": cfg.nsys_extra_args,
@@ -66,16 +66,8 @@ def wrapper_env(
 
 
 def capture(cfg: Config) -> str:
-    """NSYSKIT_CAPTURE: where nsys starts and stops recording (nsysargs.profile_args turns it into flags).
-
-    On GPU the example (and a command's step hook) bracket PROFILE_STEPS with cudaProfilerStart/Stop; on CPU they
-    mark them with NVTX and the whole run is recorded. PROFILE_RANGE=nvtx:NAME records the program's own range.
-    The NCCL tests open no capture range: they are recorded whole.
-    """
-    if cfg.workload == "command" and cfg.profile_range:
-        return "nvtx"
-    hook = cfg.workload == "ddp" or (cfg.workload == "command" and cfg.step_hook)
-    return "cudaProfilerApi" if cfg.profile_steps and cfg.uses_gpu and hook else "none"
+    """NSYSKIT_CAPTURE of the config: where nsys starts and stops recording (nsysargs.capture_mode decides)."""
+    return nsysargs.capture_mode(cfg.workload, cfg.profile_range, bool(cfg.profile_steps), cfg.uses_gpu, cfg.step_hook)
 
 
 def command_env(cfg: Config) -> dict[str, str]:

@@ -33,11 +33,14 @@ FLAGS = {  # flag -> (environment variable, default, the default as --help says 
     "profile_steps": ("NSYSKIT_PROFILE_STEPS", "", "the whole run", "optimizer steps to record, FIRST-LAST (the step hook marks them; GPU: the capture range)"),
     "profile_ranks": ("NSYSKIT_PROFILE_RANKS", "all", "all", "ranks to profile: all, local0 or a list like 0,3; the others run plainly"),
     "run_id": ("NSYSKIT_JOB_ID", "", "the launcher's job id (SLURM_JOB_ID, TORCHELASTIC_RUN_ID, ...), else 'run'", "first field of every report name"),
-    "delay": ("NSYSKIT_DELAY", "0", "0 (from the start)", "seconds before nsys starts recording, for any program (not with a window on GPUs)"),
-    "duration": ("NSYSKIT_DURATION", "0", "0 (to the end)", "seconds nsys records, for any program (not with a window on GPUs)"),
+    "profile_delay": ("NSYSKIT_PROFILE_DELAY", "0", "0 (from the start)", "seconds before nsys starts recording, for any program (not with a window on GPUs)"),
+    "profile_duration": ("NSYSKIT_PROFILE_DURATION", "0", "0 (to the end)", "seconds nsys records, for any program (not with a window on GPUs)"),
     "trace": ("NSYSKIT_TRACE", "cuda,nvtx,osrt", "cuda,nvtx,osrt", "nsys --trace APIs"),
     "step_hook": ("NSYSKIT_STEP_HOOK", "1", "1", "1: count optimizer steps in Python ranks and mark 'step N'; 0: the program marks its own"),
 }  # fmt: skip
+TIME_WINDOW = (("--profile-delay", "NSYSKIT_PROFILE_DELAY"), ("--profile-duration", "NSYSKIT_PROFILE_DURATION"))
+# The wrapper's variables of the settings renamed PROFILE_DELAY/PROFILE_DURATION: an error, never a window ignored.
+RENAMED_VARIABLES = {"NSYSKIT_DELAY": "NSYSKIT_PROFILE_DELAY", "NSYSKIT_DURATION": "NSYSKIT_PROFILE_DURATION"}
 
 
 class WrapUsageError(Exception):
@@ -73,6 +76,9 @@ def split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
 def settings(flags: argparse.Namespace, env: dict[str, str]) -> dict[str, str]:
     """The NSYSKIT_* environment of the wrapper: each flag, else its variable, else the default (the run id: the
     launcher's job id); the capture range on GPU machines when a window is asked for."""
+    for old, new in RENAMED_VARIABLES.items():
+        if old in env:
+            raise WrapUsageError(f"{old}={env[old]!r} was renamed {new}; fix: set {new}={env[old]} instead")
     values = {}
     for name, (variable, default, _shown, _text) in FLAGS.items():
         given = getattr(flags, name)
@@ -87,6 +93,11 @@ def settings(flags: argparse.Namespace, env: dict[str, str]) -> dict[str, str]:
         gpu = os.path.isdir(GPU_FOLDER) and bool(os.listdir(GPU_FOLDER))
         window = values["NSYSKIT_PROFILE_STEPS"] and values["NSYSKIT_STEP_HOOK"] == "1"
         values["NSYSKIT_CAPTURE"] = "cudaProfilerApi" if gpu and window else "none"
+        timed = [flag for flag, variable in TIME_WINDOW if int(values[variable])]
+        if timed and values["NSYSKIT_CAPTURE"] != "none":  # nsys takes a capture range or a time window, not both
+            raise WrapUsageError(f"{timed[0]} gives a time window, but --profile-steps on a GPU machine opens nsys' "
+                                 f"capture range, which decides what is recorded; fix: drop --profile-steps for a time "
+                                 f"window, or drop {timed[0]}")  # fmt: skip
     values["NSYSKIT_LAUNCHER"] = env.get("NSYSKIT_LAUNCHER") or launcher_of(env)
     return values
 
@@ -100,7 +111,7 @@ def _check(values: dict[str, str]) -> None:
     ranks = values["NSYSKIT_PROFILE_RANKS"]
     if not re.fullmatch(r"all|local0|none|\d+(,\d+)*", ranks.replace(" ", "")):
         raise WrapUsageError(f"--profile-ranks {ranks!r} is not a rank selection; fix: use all, local0 or a list like 0,3")
-    for flag, variable in (("--delay", "NSYSKIT_DELAY"), ("--duration", "NSYSKIT_DURATION")):
+    for flag, variable in TIME_WINDOW:
         if not values[variable].isdigit():
             raise WrapUsageError(f"{flag} {values[variable]!r} is not a whole number of seconds; fix: e.g. {flag} 30")
     if values["NSYSKIT_STEP_HOOK"] not in ("0", "1"):
