@@ -62,3 +62,41 @@ def test_indexed_job_maps_and_the_merge_job_waits_then_makes_what_analyze_makes(
     local = nsyskit(project, "analyze", str(run))
     assert local.returncode == 0, local.stderr[-2000:]
     assert result == json.loads((run / "analysis.json").read_text()) and len(result["sources"]) >= RANKS
+
+
+def test_past_the_tree_threshold_the_partial_indexed_job_merges_blocks_and_the_merge_takes_those(kit_image, tmp_path):
+    """--tree-ranks below the run's ranks: three Jobs applied at once; the partial merges' pods wait for the map's
+    parts, the merge's pod for the partial merges, and the result is what one merge here makes."""
+    shared, project = tmp_path / "fsx", tmp_path / "login-node"
+    run = shared / "runs" / "tree"
+    run.mkdir(parents=True)
+    project.mkdir()
+    data = lzma.decompress(H100_EXPORT.read_bytes())
+    for rank in range(6):
+        (run / f"nsyskit_node_{rank // 4}_rank_{rank}.sqlite").write_bytes(data)
+    image, _sep, tag = kit_image.rpartition(":")
+    settings = {"NSYSKIT_K8S_REPORT_PVC": "fsx-claim", "NSYSKIT_K8S_SHARED_DIR": str(shared),
+                "NSYSKIT_IMAGE": image, "NSYSKIT_TAG": tag}  # fmt: skip
+    rendered = nsyskit(project, "analyze", str(run), "--k8s", "--dry-run", "--tree-ranks", "4", **settings)
+    assert rendered.returncode == 0, rendered.stderr
+    map_job, partial_job, merge_job = yaml.safe_load_all((run / "analysis-jobs" / "k8s-jobs.yaml").read_text())
+    assert partial_job["spec"]["completions"] == 2  # 6 reports past 4: two blocks
+
+    claims = {"fsx-claim": shared}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        merging = pool.submit(run_job, merge_job, claims)
+        partials = pool.submit(run_job, partial_job, claims)
+        time.sleep(3)
+        assert not merging.done() and not partials.done()  # both wait for what comes before them
+        mapped = run_job(map_job, claims)
+        assert [(p.index, p.exit_code) for p in mapped] == [(i, 0) for i in range(6)], mapped[0].output
+        assert [(p.index, p.exit_code) for p in partials.result(timeout=600)] == [(0, 0), (1, 0)]
+        [merged] = merging.result(timeout=600)
+    assert merged.exit_code == 0, merged.output
+    assert len(list((run / "analysis-partials").iterdir())) == 2
+
+    tree = json.loads((run / "analysis.json").read_text())
+    (run / "analysis.json").rename(run / "tree.json")
+    local = nsyskit(project, "analyze", str(run))
+    assert local.returncode == 0, local.stderr[-2000:]
+    assert tree == json.loads((run / "analysis.json").read_text()) and len(tree["sources"]) == 6

@@ -265,6 +265,33 @@ def test_analyze_slurm_maps_on_the_nodes_and_merges_what_analyze_makes(project, 
     assert len(merged["sources"]) >= WIDE_RANKS
 
 
+def test_analyze_slurm_past_the_tree_threshold_merges_in_two_levels_to_what_analyze_makes(project, cluster):
+    """--tree-ranks below the run's ranks: a partial-merge array between the map and the merge (afterok both), each
+    element merging a block of parts, and the final merge reading those: the same analysis.json as one merge here."""
+    run = wide_run(project, "tree-run", 6)
+    result = invoke(project, cluster, "analyze", str(run), "--slurm", "--wait", "--tree-ranks", "4",
+                    timeout=JOB_TIMEOUT_S, NSYSKIT_SLURM_SHARED_DIR=str(project))  # fmt: skip
+    jobs = run / "analysis-jobs"
+    assert result.returncode == 0, explain(cluster, result) + "\n".join(
+        p.read_text()[-1500:] for p in sorted(jobs.glob("*.out")))  # fmt: skip
+    partial_id = re.search(r"partial merges: Slurm array job (\d+), .*after every map element succeeds", result.stderr)[1]
+    merge_id = re.search(r"merge: Slurm job (\d+), after every partial merge succeeds", result.stderr)[1]
+    assert "#SBATCH --array=0-1" in (jobs / "partial.sbatch").read_text()  # 6 reports past 4: two blocks
+    assert sorted(p.name for p in jobs.glob(f"partial-{partial_id}_*.out")) == [
+        f"partial-{partial_id}_0.out", f"partial-{partial_id}_1.out"]  # fmt: skip
+    assert len(list((run / "analysis-partials").iterdir())) == 2  # one partial merge per block, on the shared folder
+    assert str(run / "analysis-partials") in (jobs / "merge.sbatch").read_text()  # the merge takes the partials
+    assert slurm_exit_code(cluster, partial_id) == ("COMPLETED", 0)
+    assert slurm_exit_code(cluster, merge_id) == ("COMPLETED", 0)
+
+    tree = json.loads((run / "analysis.json").read_text())
+    (run / "analysis.json").rename(run / "tree.json")
+    local = invoke(project, cluster, "analyze", str(run), timeout=300)
+    assert local.returncode == 0, local.stderr[-2000:]
+    assert tree == json.loads((run / "analysis.json").read_text())
+    assert len(tree["sources"]) == 6
+
+
 def test_analyze_slurm_names_a_failed_map_element_with_its_report_and_log(project, cluster):
     run = wide_run(project, "failing-map", 2)
     result = invoke(project, cluster, "analyze", str(run), "--slurm", "--wait", timeout=JOB_TIMEOUT_S,
