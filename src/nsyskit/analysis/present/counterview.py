@@ -15,6 +15,7 @@ from nsyskit.analysis.compute import units
 from nsyskit.analysis.compute.counters import heat_map
 from nsyskit.analysis.compute.result import Analysis
 from nsyskit.analysis.compute.table import Table
+from nsyskit.analysis.read.records import factorize
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -65,10 +66,10 @@ def device_bytes(table: Table) -> Table:
     """Per rank and network device (EFA, NIC): the bytes its byte-rate counters moved in the window, all directions."""
     keep = np.isin(table["kind"], ("efa", "nic")) & np.isin(table["total_unit"], ("B", "bytes", "Bytes", "byte"))
     mine = table.take(keep)
-    keys = list(dict.fromkeys(zip(mine["rank"].tolist(), mine["kind"].tolist(), mine["device"].tolist(), strict=True)))
-    moved = [float(mine["total"][(mine["rank"] == r) & (mine["device"] == d)].sum()) for r, _k, d in keys]
+    keys, codes = factorize(list(zip(mine["rank"].tolist(), mine["kind"].tolist(), mine["device"].tolist(), strict=True)))
+    moved = np.bincount(codes, weights=mine["total"].astype(np.float64), minlength=len(keys))
     return Table({"rank": np.array([k[0] for k in keys], dtype=np.int64), "kind": np.array([k[1] for k in keys], dtype=object),
-                  "device": np.array([k[2] for k in keys], dtype=object), "bytes": np.array(moved)})  # fmt: skip
+                  "device": np.array([k[2] for k in keys], dtype=object), "bytes": moved})  # fmt: skip
 
 
 def in_units(table: Table) -> Table:
