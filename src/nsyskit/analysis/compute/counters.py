@@ -300,18 +300,24 @@ def step_totals(series: list[Series], steps: Table) -> Table:
     return _table(STEP_COLUMNS, rows)
 
 
-def heat_map(bins: Table, metric: str) -> tuple[list[str], int, np.ndarray]:
+def heat_map(bins: Table, metric: str, groups: tuple[np.ndarray, list[str]] | None = None
+             ) -> tuple[list[str], int, np.ndarray]:  # fmt: skip
     """(row labels 'rank R device', bin width, matrix of time-weighted means: NaN where nothing was sampled) of one
-    metric over every rank's bins, brought to the widest width (whole bins added: exact)."""
+    metric over every rank's bins, brought to the widest width (whole bins added: exact). With `groups` (an index
+    array from rank number to group, and each group's label), a row per group: the time-weighted mean of its ranks'
+    devices."""
     mine = bins.take(bins["metric"] == metric) if len(bins) else bins
     if not len(mine):
         return [], BASE_BIN_NS, np.empty((0, 0))
     width = int(mine["bin_ns"].max())
     column = mine["bin"] * mine["bin_ns"] // width  # a bin of width w lies whole inside bin (b * w) // width
-    labels = [f"rank {r} {d}" for r, d in zip(mine["rank"], mine["device"], strict=True)]
-    names = sorted(set(labels), key=lambda label: (int(label.split()[1]), label))
-    index = {name: i for i, name in enumerate(names)}
-    row = np.array([index[label] for label in labels], dtype=np.int64)
+    if groups is not None:
+        row, names = groups[0][mine["rank"]], groups[1]
+    else:
+        labels = [f"rank {r} {d}" for r, d in zip(mine["rank"], mine["device"], strict=True)]
+        names = sorted(set(labels), key=lambda label: (int(label.split()[1]), label))
+        index = {name: i for i, name in enumerate(names)}
+        row = np.array([index[label] for label in labels], dtype=np.int64)
     shape = (len(names), int(column.max()) + 1)
     value, covered = np.zeros(shape), np.zeros(shape)
     np.add.at(value, (row, column), mine["value_ns"])

@@ -42,6 +42,7 @@ class RunHeader:
     unprofiled_ranks: list[int] = field(default_factory=list)  # ranks that ran without the profiler
     not_profiled: str = ""  # 'ranks 1,3 were not profiled (PROFILE_RANKS=local0)'
     incomplete: list[str] = field(default_factory=list)  # reports left out of this analysis, each with why
+    ranks_per_node: int | None = None  # run.json's procs_per_node: how heat maps group ranks into nodes at scale
 
     @property
     def open_together(self) -> str:
@@ -130,4 +131,5 @@ def run_header(analysis, folder: Path, window: str) -> RunHeader:
         unprofiled_ranks=record.unprofiled() if record else [],
         not_profiled=record.unprofiled_line() if record else "",
         incomplete=list(getattr(analysis, "incomplete", [])),
+        ranks_per_node=record.procs_per_node if record and isinstance(record.procs_per_node, int) else None,
     )
