@@ -39,11 +39,15 @@ MAX_MAP_ROWS = 64  # devices drawn per heat map; the others are in the bins of a
 
 def _key_order(table: Table) -> np.ndarray:
     """Network counters first, then the metrics the maps draw, then the rest; by rank and device within."""
-    first = np.array([0 if kind != "gpu" else 1 for kind in table["kind"]])
-    mapped = np.array(
-        [next((i for i, p in enumerate(MAPPED) if re.search(p, m)), len(MAPPED)) for m in table["metric"]]
-    )
+    first = (table["kind"] == "gpu").astype(np.int64)
+    metrics, code = factorize(table["metric"].tolist())  # each distinct metric matched once, not each row
+    mapped = np.array([_mapped_place(m) for m in metrics], dtype=np.int64)[code] if len(code) else code
     return np.lexsort((table["metric"].astype(str), table["device"].astype(str), table["rank"], mapped, first))
+
+
+def _mapped_place(metric: str) -> int:
+    """The metric's place among MAPPED (len(MAPPED) for one no map draws)."""
+    return next((i for i, pattern in enumerate(MAPPED) if re.search(pattern, metric)), len(MAPPED))
 
 
 def summary(table: Table) -> Table:
@@ -116,10 +120,8 @@ def _shown(table: Table, columns: list[str]) -> list[str]:
 
 def _key_order_summary(table: Table) -> np.ndarray:
     """The per-metric rows: network counters first, then the mapped metrics, then the rest."""
-    first = np.array([0 if kind != "gpu" else 1 for kind in table["kind"]])
-    mapped = np.array(
-        [next((i for i, p in enumerate(MAPPED) if re.search(p, m)), len(MAPPED)) for m in table["metric"]]
-    )
+    first = (table["kind"] == "gpu").astype(np.int64)
+    mapped = np.array([_mapped_place(m) for m in table["metric"].tolist()], dtype=np.int64)
     return np.lexsort((table["metric"].astype(str), mapped, first))
 
 
@@ -206,12 +208,15 @@ def heat_map_png(bins: Table, metric: str, unit: str, nodes: Nodes | None = None
     seconds = width * shown.shape[1] / 1e9
     image = ax.imshow(np.ma.masked_invalid(shown), aspect="auto", cmap="viridis", interpolation="nearest",
                       extent=(0, seconds, len(shown) - 0.5, -0.5))  # fmt: skip
-    ax.set_yticks(range(len(shown)), names[: len(shown)] if len(shown) <= 32 else [""] * len(shown))
+    if len(shown) <= 32:
+        ax.set_yticks(range(len(shown)), names[: len(shown)])
+    else:  # row names too small to read: the rows' order (rank order) says which is which
+        ax.set_yticks([] if nodes is not None else range(len(shown)), [] if nodes is not None else [""] * len(shown))
     more = f" (first {MAX_MAP_ROWS} of {len(names)} devices)" if nodes is None and len(names) > MAX_MAP_ROWS else ""
     ax.set_xlabel(f"time into each rank's window (s), bins of {width / 1e6:g} ms{more}")
     if nodes is not None:
-        ax.set_ylabel(f"{len(shown):,} rows")
-    ax.set_title(metric if nodes is None else f"{metric}, per {nodes.label()}: the mean over its devices")
+        ax.set_ylabel(f"{len(shown):,} rows in rank order, a row per {nodes.label()}", fontsize=8)
+    ax.set_title(metric if nodes is None else f"{metric} per node: the mean over its devices")
     fig.colorbar(image, ax=ax, label=label)
     buffer = io.BytesIO()
     fig.tight_layout()
@@ -250,17 +255,17 @@ def section(analysis: Analysis, data: Callable[[], dict], nodes: Nodes | None = 
             png = counter_png(analysis.counter_bins, metric, unit, nodes)
             figures += figure(f"{metric} over time per device", png, folder, f"counters_{index}.png")
         ordered = table.take(_key_order(table))
-        tables = [table_data(in_units(ordered), _shown(table, SHOWN), top, title="Per device (time-weighted)")]
+        tables = [table_data(ordered, _shown(table, SHOWN), top, title="Per device (time-weighted)", cells=in_units)]
         whole = summary(table)
         if len(table) > top and len(whole) < len(table):  # several devices per metric: their spread first
             spread = in_units(whole.take(_key_order_summary(whole)))
             tables.insert(0, table_data(spread, _shown(whole, SUMMARY_SHOWN), top, title="Per metric, over every device"))
         moved = device_bytes(table)
         if len(moved):
-            tables.append(table_data(in_units(moved), None, top,
+            tables.append(table_data(moved, None, top, cells=in_units,
                                      title="Bytes each network device moved in the window (all directions)"))  # fmt: skip
         if steps is not None and len(steps):
-            tables.append(table_data(in_units(steps), _shown(steps, STEP_SHOWN), top,
+            tables.append(table_data(steps, _shown(steps, STEP_SHOWN), top, cells=in_units,
                                      title="What each network device moved per step"))  # fmt: skip
         return {"figures": figures, "figures_note": left_out_line(flat, table), "tables": tables}
 

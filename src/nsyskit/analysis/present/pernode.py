@@ -98,7 +98,7 @@ def node_table(nodes: Nodes, ranks_table: Table, breakdown: Table | None) -> Tab
         inside = np.minimum(position, len(nodes.ranks) - 1)
         known = (position < len(nodes.ranks)) & (nodes.ranks[inside] == breakdown["rank"])
         np.fmax.at(idle, position[known], np.asarray(breakdown["idle_pct"], dtype=np.float64)[known])
-    rows = {"node": [], "ranks": [], "rank_count": [], "slowest_rank": [], "step_mean_max_ns": [],
+    rows = {"node": [], "rank_range": [], "rank_count": [], "slowest_rank": [], "step_mean_max_ns": [],
             "step_mean_median_ns": [], "most_idle_rank": [], "idle_max_pct": []}  # fmt: skip
     order = np.argsort(nodes.node, kind="stable")
     bounds = np.searchsorted(nodes.node[order], np.arange(len(nodes.names) + 1))
@@ -106,7 +106,7 @@ def node_table(nodes: Nodes, ranks_table: Table, breakdown: Table | None) -> Tab
         mine = order[bounds[index] : bounds[index + 1]]
         ranks = nodes.ranks[mine]
         rows["node"].append(name)
-        rows["ranks"].append(rank_ranges(ranks.tolist()))
+        rows["rank_range"].append(rank_ranges(ranks.tolist()))
         rows["rank_count"].append(len(ranks))
         for values, rank_key, value_key in ((step[mine], "slowest_rank", "step_mean_max_ns"),
                                             (idle[mine], "most_idle_rank", "idle_max_pct")):  # fmt: skip
@@ -115,6 +115,6 @@ def node_table(nodes: Nodes, ranks_table: Table, breakdown: Table | None) -> Tab
             rows[value_key].append(float(values[worst]) if worst is not None else np.nan)
         finite = step[mine][np.isfinite(step[mine])]
         rows["step_mean_median_ns"].append(float(np.median(finite)) if len(finite) else np.nan)
-    text = {"node", "ranks"}
+    text = {"node", "rank_range"}
     return Table({name: np.array(values, dtype=object if name in text else None) for name, values in rows.items()})
 

@@ -75,7 +75,7 @@ def breakdown_per_rank(breakdown: Table | None, nodes: Nodes | None = None) -> b
             ax.set_title("GPU time breakdown per GPU")
         else:
             ax.set_xlabel(f"{nodes.label()}: {grid.shape[1]:,} columns for {len(labels):,} GPUs")
-            ax.set_title("GPU time breakdown per node: its median GPU (each node's most idle rank: the Nodes table)")
+            ax.set_title("GPU time breakdown per node: its median GPU (the Nodes table names its most idle rank)")
         fig.colorbar(image, ax=ax, label="% of profiled window")
         return png_of(fig)
     fig, ax = plt.subplots(figsize=(min(WIDTH_IN, max(6.0, 0.55 * len(labels) + 4)), 3.8))
@@ -115,7 +115,10 @@ def step_times_per_rank(steps: Table | None, window: Table | None = None, nodes:
         first, last = int(steps["step"].min()), int(steps["step"].max())
         grid = step_grid(steps, nodes) / scale
         fig, ax = plt.subplots(figsize=(WIDTH_IN, 3.8))
-        top = np.nanpercentile(window["duration_ns"] / scale, 99)
+        # Colors capped so that warm-up steps do not wash out the window: at its 99th percentile per rank; per node
+        # at the window's slowest node (one slow node among 512 lies above any percentile a cap could take)
+        in_window = grid[low - first : high - first + 1]
+        top = np.nanpercentile(window["duration_ns"] / scale, 99) if nodes is None else np.nanmax(in_window)
         image = ax.imshow(grid, aspect="auto", cmap="magma_r", vmax=top, interpolation="nearest",
                           extent=(-0.5, grid.shape[1] - 0.5, last + 0.5, first - 0.5))  # fmt: skip
         ax.axhspan(low - 0.5, high + 0.5, fill=False, edgecolor="#2a7", linewidth=1.5, label="profiled window")
@@ -128,8 +131,7 @@ def step_times_per_rank(steps: Table | None, window: Table | None = None, nodes:
             ax.set_title("Step time per rank and step (colors capped at the window's 99th percentile)")
         else:
             ax.set_xlabel(f"{nodes.label()}: {grid.shape[1]:,} columns for {len(ranks):,} ranks")
-            ax.set_title("Step time per node and step: its slowest rank (named in the Nodes table; colors capped at "
-                         "the window's 99th percentile)")  # fmt: skip
+            ax.set_title("Step time per node and step: its slowest rank (the Nodes table names it)")
         return png_of(fig)
     fig, ax = plt.subplots(figsize=(min(WIDTH_IN, 9.0), 3.8))
     for rank in ranks:
