@@ -253,7 +253,8 @@ def section(analysis: Analysis, data: Callable[[], dict], nodes: Nodes | None = 
         for index, metric in enumerate(mapped_metrics(table, set(flat))):
             unit = str(table["unit"][np.flatnonzero(table["metric"] == metric)[0]])
             png = counter_png(analysis.counter_bins, metric, unit, nodes)
-            figures += figure(f"{metric} over time per device", png, folder, f"counters_{index}.png")
+            per = "node (the mean over its devices)" if nodes is not None else "device"
+            figures += figure(f"{metric} over time per {per}", png, folder, f"counters_{index}.png")
         ordered = table.take(_key_order(table))
         tables = [table_data(ordered, _shown(table, SHOWN), top, title="Per device (time-weighted)", cells=in_units)]
         whole = summary(table)
