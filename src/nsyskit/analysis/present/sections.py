@@ -314,13 +314,12 @@ def communication(analysis: Analysis, data: Callable[[], dict], fabric=None) -> 
 
 def ranks(analysis: Analysis, summary: Summary, data: Callable[[], dict], nodes: Nodes | None = None) -> Section:
     """Step time per rank and the slow ranks (stragglers); with `nodes` (a run of thousands of ranks), the heatmap
-    draws a column per node and a table names each node's slowest and most idle rank (in analysis.json: 'nodes')."""
+    draws a column per node and report.html's Nodes table names each node's slowest and most idle rank (in
+    analysis.json: 'nodes')."""
     per_node = node_table(nodes, analysis.ranks, analysis.breakdown) if nodes is not None and analysis.ranks is not None else None
 
-    def terminal(console: Console, top: int) -> None:
+    def terminal(console: Console, top: int) -> None:  # (no Nodes table: the ranks shown carry their host)
         _print_per_rank(console, "Ranks (stragglers in red)", analysis.ranks, None, "ranks", top)
-        if per_node is not None:
-            _print_per_rank(console, NODES_TITLE, per_node, NODE_COLUMNS, "nodes", top)
 
     def html(folder: Path, top: int) -> dict:
         from nsyskit.analysis.present import plots
