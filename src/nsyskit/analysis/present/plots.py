@@ -70,12 +70,9 @@ def breakdown_per_rank(breakdown: Table | None, nodes: Nodes | None = None) -> b
         grid = breakdown_grid(breakdown, nodes)
         image = ax.imshow(grid, aspect="auto", cmap="viridis", vmin=0, vmax=100, interpolation="nearest")
         ax.set_yticks(range(len(shares)), list(shares))
-        if nodes is None:
-            ax.set_xlabel(f"GPU (rank order, {len(labels)} GPUs)")
-            ax.set_title("GPU time breakdown per GPU")
-        else:
-            ax.set_xlabel(f"{nodes.label()}: {grid.shape[1]:,} columns for {len(labels):,} GPUs")
-            ax.set_title("GPU time breakdown per node: its median GPU (the Nodes table names its most idle rank)")
+        _name_axes(ax, nodes, grid.shape[1], f"{len(labels):,} GPUs",
+                   (f"GPU (rank order, {len(labels)} GPUs)", "GPU time breakdown per GPU"),
+                   "GPU time breakdown per node: its median GPU (the Nodes table names its most idle rank)")  # fmt: skip
         fig.colorbar(image, ax=ax, label="% of profiled window")
         return png_of(fig)
     fig, ax = plt.subplots(figsize=(min(WIDTH_IN, max(6.0, 0.55 * len(labels) + 4)), 3.8))
@@ -90,6 +87,14 @@ def breakdown_per_rank(breakdown: Table | None, nodes: Nodes | None = None) -> b
     ax.set_title("GPU time breakdown per rank")
     ax.legend(loc="upper left", bbox_to_anchor=(1, 1), fontsize=8)
     return png_of(fig)
+
+
+def _name_axes(ax, nodes: Nodes | None, columns: int, whole: str, per_rank: tuple[str, str], per_node: str) -> None:
+    """A heatmap's x label and title: `per_rank` (label, title) with a column per rank, else the nodes' label, the
+    columns drawn for the `whole` ('4,096 ranks') and the `per_node` title."""
+    label, title = per_rank if nodes is None else (f"{nodes.label()}: {columns:,} columns for {whole}", per_node)
+    ax.set_xlabel(label)
+    ax.set_title(title)
 
 
 def step_grid(steps: Table, nodes: Nodes | None = None) -> np.ndarray:
@@ -126,12 +131,9 @@ def step_times_per_rank(steps: Table | None, window: Table | None = None, nodes:
         ax.set_ylabel("step")
         fig.colorbar(image, ax=ax, label=f"step time ({unit})")
         ax.legend(loc="lower right", fontsize=8)
-        if nodes is None:
-            ax.set_xlabel(f"rank ({len(ranks)} ranks)")
-            ax.set_title("Step time per rank and step (colors capped at the window's 99th percentile)")
-        else:
-            ax.set_xlabel(f"{nodes.label()}: {grid.shape[1]:,} columns for {len(ranks):,} ranks")
-            ax.set_title("Step time per node and step: its slowest rank (the Nodes table names it)")
+        _name_axes(ax, nodes, grid.shape[1], f"{len(ranks):,} ranks",
+                   (f"rank ({len(ranks)} ranks)", "Step time per rank and step (colors capped at the window's 99th percentile)"),
+                   "Step time per node and step: its slowest rank (the Nodes table names it)")  # fmt: skip
         return png_of(fig)
     fig, ax = plt.subplots(figsize=(min(WIDTH_IN, 9.0), 3.8))
     for rank in ranks:
