@@ -108,6 +108,7 @@ def test_16384_ranks_without_host_names_read_the_same(one, tmp_path):
     assert len(nodes.names) == 2048 and nodes.per_cell == 4 and nodes.cells == MAX_CELLS
     assert nodes.label() == f"group of 4 nodes (32 ranks each, nodes from no host names: {ASSUMED_PER_NODE} ranks assumed)"
     assert plots.step_grid(analysis.steps, nodes).shape[1] == MAX_CELLS == plots.breakdown_grid(analysis.breakdown, nodes).shape[1]
+    assert "Step time per group of 4 nodes (its slowest rank)" in html.decode()
 
 
 def ranks_table(hosts: list[str]) -> Table:

@@ -216,7 +216,7 @@ def heat_map_png(bins: Table, metric: str, unit: str, nodes: Nodes | None = None
     ax.set_xlabel(f"time into each rank's window (s), bins of {width / 1e6:g} ms{more}")
     if nodes is not None:
         ax.set_ylabel(f"{len(shown):,} rows in rank order, a row per {nodes.label()}", fontsize=8)
-    ax.set_title(metric if nodes is None else f"{metric} per node: the mean over its devices")
+    ax.set_title(metric if nodes is None else f"{metric} per {nodes.one_cell()}: the mean over its devices")
     fig.colorbar(image, ax=ax, label=label)
     buffer = io.BytesIO()
     fig.tight_layout()
@@ -253,7 +253,7 @@ def section(analysis: Analysis, data: Callable[[], dict], nodes: Nodes | None = 
         for index, metric in enumerate(mapped_metrics(table, set(flat))):
             unit = str(table["unit"][np.flatnonzero(table["metric"] == metric)[0]])
             png = counter_png(analysis.counter_bins, metric, unit, nodes)
-            per = "node (the mean over its devices)" if nodes is not None else "device"
+            per = f"{nodes.one_cell()} (the mean over its devices)" if nodes is not None else "device"
             figures += figure(f"{metric} over time per {per}", png, folder, f"counters_{index}.png")
         ordered = table.take(_key_order(table))
         tables = [table_data(ordered, _shown(table, SHOWN), top, title="Per device (time-weighted)", cells=in_units)]

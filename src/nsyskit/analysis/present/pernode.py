@@ -43,8 +43,11 @@ class Nodes:
         sizes = np.bincount(self.cell)
         low, high = int(sizes.min()), int(sizes.max())
         each = f"{low} ranks each" if low == high else f"{low}-{high} ranks each"
-        what = "node" if self.per_cell == 1 else f"group of {self.per_cell} nodes"
-        return f"{what} ({each}, nodes from {self.source})"
+        return f"{self.one_cell()} ({each}, nodes from {self.source})"
+
+    def one_cell(self) -> str:
+        """'node', or 'group of 4 nodes' beyond MAX_CELLS nodes."""
+        return "node" if self.per_cell == 1 else f"group of {self.per_cell} nodes"
 
     def cell_of_rank(self) -> np.ndarray:
         """An index array from rank number to heat-map column (-1 for a rank not in the run)."""

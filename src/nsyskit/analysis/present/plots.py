@@ -72,7 +72,8 @@ def breakdown_per_rank(breakdown: Table | None, nodes: Nodes | None = None) -> b
         ax.set_yticks(range(len(shares)), list(shares))
         _name_axes(ax, nodes, grid.shape[1], f"{len(labels):,} GPUs",
                    (f"GPU (rank order, {len(labels)} GPUs)", "GPU time breakdown per GPU"),
-                   "GPU time breakdown per node: its median GPU (the Nodes table names its most idle rank)")  # fmt: skip
+                   f"GPU time breakdown per {nodes.one_cell() if nodes else 'node'}: its median GPU "
+                   "(the Nodes table names its most idle rank)")  # fmt: skip
         fig.colorbar(image, ax=ax, label="% of profiled window")
         return png_of(fig)
     fig, ax = plt.subplots(figsize=(min(WIDTH_IN, max(6.0, 0.55 * len(labels) + 4)), 3.8))
@@ -133,7 +134,8 @@ def step_times_per_rank(steps: Table | None, window: Table | None = None, nodes:
         ax.legend(loc="lower right", fontsize=8)
         _name_axes(ax, nodes, grid.shape[1], f"{len(ranks):,} ranks",
                    (f"rank ({len(ranks)} ranks)", "Step time per rank and step (colors capped at the window's 99th percentile)"),
-                   "Step time per node and step: its slowest rank (the Nodes table names it)")  # fmt: skip
+                   f"Step time per {nodes.one_cell() if nodes else 'node'} and step: its slowest rank "
+                   "(the Nodes table names it)")  # fmt: skip
         return png_of(fig)
     fig, ax = plt.subplots(figsize=(min(WIDTH_IN, 9.0), 3.8))
     for rank in ranks:

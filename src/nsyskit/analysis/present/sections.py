@@ -224,7 +224,7 @@ def breakdown(analysis: Analysis, data: Callable[[], dict], nodes: Nodes | None 
 
         png = plots.breakdown_per_rank(analysis.breakdown, nodes)
         return {
-            "figures": figure(f"GPU time breakdown per {'node' if nodes else 'rank'}", png, folder, "breakdown.png"),
+            "figures": figure(f"GPU time breakdown per {nodes.one_cell() if nodes else 'rank'}", png, folder, "breakdown.png"),
             "tables": [
                 table_data(analysis.breakdown, BREAKDOWN_COLUMNS, title="Time breakdown per GPU (% of its window)",
                            per_rank="breakdown"),
@@ -329,7 +329,7 @@ def ranks(analysis: Analysis, summary: Summary, data: Callable[[], dict], nodes:
         if per_node is not None:
             tables.append(table_data(per_node, NODE_COLUMNS, title=NODES_TITLE, per_rank="nodes",
                                      caption=f"nodes from {nodes.source}"))  # fmt: skip
-        title = "Step time per node (its slowest rank)" if nodes is not None else "Step time per rank"
+        title = f"Step time per {nodes.one_cell()} (its slowest rank)" if nodes is not None else "Step time per rank"
         return {"figures": figure(title, png, folder, "step_times.png"), "tables": tables}
 
     def json() -> dict:
