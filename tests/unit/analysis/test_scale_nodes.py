@@ -123,3 +123,29 @@ def test_nodes_come_from_host_names_then_run_json_then_8_ranks_each():
     assert copies.source == "run.json: 4 ranks per node" and copies.names[1] == "ranks 4-7"
     unknown = nodes_of(ranks_table([""] * 16))
     assert unknown.cells == 2 and unknown.source == "no host names: 8 ranks assumed"
+
+
+def test_run_json_says_how_many_ranks_a_node_holds(one, tmp_path):
+    """Reports without host names, beside the run.json 'invoke run' wrote: its procs_per_node makes the nodes."""
+    record = {"run_id": "big", "target": "slurm", "nodes": 150, "procs_per_node": 4, "started": 0}
+    (tmp_path / "run.json").write_text(json.dumps(record))
+    analysis = widened(one, 600, hosts=False, slow_rank=7)
+    summary = summarize(analysis, tmp_path)
+    nodes = run_nodes(analysis, summary)
+    assert nodes.source == "run.json: 4 ranks per node" and nodes.cells == 150 and nodes.names[1] == "ranks 4-7"
+    steps = plots.step_grid(analysis.steps, nodes)
+    assert steps.shape[1] == 150 and np.array_equal(steps[:, 1], analysis.steps["duration_ns"][analysis.steps["rank"] == 7])
+
+
+def test_a_heat_map_of_devices_orders_its_rows_by_rank_then_device_name():
+    devices = ["GPU 2", "GPU 10", "EFA 0", "GPU 0"]
+    rank = np.repeat([11, 3], len(devices))
+    bins = Table({"rank": rank, "kind": np.full(len(rank), "gpu", dtype=object),
+                  "device": np.array(devices * 2, dtype=object), "metric": np.full(len(rank), "m", dtype=object),
+                  "bin": np.zeros(len(rank), dtype=np.int64), "bin_ns": np.full(len(rank), 1000),
+                  "value_ns": np.arange(len(rank)) * 1000.0, "covered_ns": np.full(len(rank), 1000.0),
+                  "max": np.zeros(len(rank))})  # fmt: skip
+    names, _width, means = heat_map(bins, "m")
+    assert names == ["rank 3 EFA 0", "rank 3 GPU 0", "rank 3 GPU 10", "rank 3 GPU 2",
+                     "rank 11 EFA 0", "rank 11 GPU 0", "rank 11 GPU 10", "rank 11 GPU 2"]  # fmt: skip
+    assert means[:, 0].tolist() == [6, 7, 5, 4, 2, 3, 1, 0]  # each row its own device's samples
