@@ -66,12 +66,13 @@ def test_4096_ranks_report_html_opens_with_the_findings_and_json_keeps_every_ran
     data = json.loads((page.parent / "analysis.json").read_text())
     assert len(data["ranks"]) == len(data["breakdown"]) == 4096 and len(data["steps"]) == len(analysis.steps)
     assert len(data["nodes"]) == 512 and sum(n["rank_count"] for n in data["nodes"]) == 4096
+    assert data["nodes_are"] == "by the reports' host names"
     slow = data["nodes"][SLOW // 8]
     assert (slow["node"], slow["rank_range"], slow["slowest_rank"]) == ("gpu-node-0154", "1232-1239", SLOW)
     assert slow["step_mean_max_ns"] == pytest.approx(1.5 * slow["step_mean_median_ns"])
     text = html.decode()
     assert "Step time per node (its slowest rank)" in text and "GPU time breakdown per node" in text
-    assert "Nodes (each node&#39;s slowest and most idle rank)" in text and "nodes from the reports&#39; host names" in text
+    assert "Nodes (each node&#39;s slowest and most idle rank)" in text and "nodes by the reports&#39; host names" in text
     nodes_table = text[text.index("Nodes (each node&#39;s slowest") :]
     shown = nodes_table[: nodes_table.index("</table>")]  # the rows shown first: the slow node among them
     assert "gpu-node-0154" in shown and "across 512 nodes (min / median / p95 / max)" in nodes_table
@@ -80,8 +81,8 @@ def test_4096_ranks_report_html_opens_with_the_findings_and_json_keeps_every_ran
 def test_4096_ranks_heat_maps_draw_a_column_per_node(run_4096):
     analysis, report, _lines, _page = run_4096
     nodes = run_nodes(analysis, report.summary)
-    assert nodes.source == "the reports' host names" and nodes.cells == 512 and nodes.per_cell == 1
-    assert nodes.label() == "node (8 ranks each, nodes from the reports' host names)"
+    assert nodes.source == "by the reports' host names" and nodes.cells == 512 and nodes.per_cell == 1
+    assert nodes.label() == "node (8 ranks each, by the reports' host names)"
     steps = plots.step_grid(analysis.steps, nodes)
     assert steps.shape == (len(np.unique(analysis.steps["step"])), 512)
     slow = analysis.steps["duration_ns"][analysis.steps["rank"] == SLOW]
@@ -106,7 +107,7 @@ def test_16384_ranks_without_host_names_read_the_same(one, tmp_path):
     assert findings_end(html) < 30 * 1024 and len(html) < 4_000_000
     nodes = run_nodes(analysis, summary)
     assert len(nodes.names) == 2048 and nodes.per_cell == 4 and nodes.cells == MAX_CELLS
-    assert nodes.label() == f"group of 4 nodes (32 ranks each, nodes from no host names: {ASSUMED_PER_NODE} ranks assumed)"
+    assert nodes.label() == "group of 4 nodes (32 ranks each, assumed: no host names nor run.json)"
     assert plots.step_grid(analysis.steps, nodes).shape[1] == MAX_CELLS == plots.breakdown_grid(analysis.breakdown, nodes).shape[1]
     assert "Step time per group of 4 nodes (its slowest rank)" in html.decode()
 
@@ -120,9 +121,9 @@ def test_nodes_come_from_host_names_then_run_json_then_8_ranks_each():
     uneven = nodes_of(ranks_table(["a"] * 6 + ["b"] * 2 + ["c"] * 8))  # a node that lost GPUs keeps its own column
     assert uneven.names == ["a", "b", "c"] and uneven.label().startswith("node (2-8 ranks each")
     copies = nodes_of(ranks_table(["vm"] * 16), ranks_per_node=4)  # one host for every rank: copies of one report
-    assert copies.source == "run.json: 4 ranks per node" and copies.names[1] == "ranks 4-7"
+    assert copies.source == "by run.json's procs_per_node" and copies.names[1] == "ranks 4-7"
     unknown = nodes_of(ranks_table([""] * 16))
-    assert unknown.cells == 2 and unknown.source == "no host names: 8 ranks assumed"
+    assert unknown.cells == 2 and unknown.source == "assumed: no host names nor run.json" and ASSUMED_PER_NODE == 8
 
 
 def test_run_json_says_how_many_ranks_a_node_holds(one, tmp_path):
@@ -132,7 +133,7 @@ def test_run_json_says_how_many_ranks_a_node_holds(one, tmp_path):
     analysis = widened(one, 600, hosts=False, slow_rank=7)
     summary = summarize(analysis, tmp_path)
     nodes = run_nodes(analysis, summary)
-    assert nodes.source == "run.json: 4 ranks per node" and nodes.cells == 150 and nodes.names[1] == "ranks 4-7"
+    assert nodes.source == "by run.json's procs_per_node" and nodes.cells == 150 and nodes.names[1] == "ranks 4-7"
     steps = plots.step_grid(analysis.steps, nodes)
     assert steps.shape[1] == 150 and np.array_equal(steps[:, 1], analysis.steps["duration_ns"][analysis.steps["rank"] == 7])
 

@@ -20,7 +20,7 @@ HOW = {"max": np.nanmax, "median": np.nanmedian, "mean": np.nanmean}
 @dataclass(frozen=True)
 class Nodes:
     """The run's ranks grouped by node: `node` per rank (of `ranks`, sorted), numbered in the order of their first
-    rank; `names` per node; `source`: what told the grouping; `per_cell`: nodes a heat map's column holds."""
+    rank; `names` per node; `source`: what told the grouping ('by the reports' host names'); `per_cell`: nodes a heat map's column holds."""
 
     ranks: np.ndarray
     node: np.ndarray
@@ -43,7 +43,7 @@ class Nodes:
         sizes = np.bincount(self.cell)
         low, high = int(sizes.min()), int(sizes.max())
         each = f"{low} ranks each" if low == high else f"{low}-{high} ranks each"
-        return f"{self.one_cell()} ({each}, nodes from {self.source})"
+        return f"{self.one_cell()} ({each}, {self.source})"
 
     def one_cell(self) -> str:
         """'node', or 'group of 4 nodes' beyond MAX_CELLS nodes."""
@@ -65,10 +65,10 @@ def nodes_of(ranks_table: Table, ranks_per_node: int | None = None) -> Nodes:
     hosts = [str(h) for h in ranks_table["host"][order]] if "host" in ranks_table else []
     if hosts and all(hosts) and len(set(hosts)) > 1:
         names, node = factorize(hosts)  # numbered in rank order: node 0 holds rank 0
-        source = "the reports' host names"
+        source = "by the reports' host names"
     else:
         per_node = ranks_per_node if ranks_per_node and ranks_per_node > 0 else ASSUMED_PER_NODE
-        source = f"run.json: {per_node} ranks per node" if ranks_per_node else f"no host names: {per_node} ranks assumed"
+        source = "by run.json's procs_per_node" if ranks_per_node else "assumed: no host names nor run.json"
         blocks, node = factorize((ranks // per_node).tolist())
         names = [f"ranks {b * per_node}-{b * per_node + per_node - 1}" for b in blocks]
     count = len(names)

@@ -328,13 +328,13 @@ def ranks(analysis: Analysis, summary: Summary, data: Callable[[], dict], nodes:
         tables = [table_data(analysis.ranks, per_rank="ranks")]
         if per_node is not None:
             tables.append(table_data(per_node, NODE_COLUMNS, title=NODES_TITLE, per_rank="nodes",
-                                     caption=f"nodes from {nodes.source}"))  # fmt: skip
+                                     caption=f"nodes {nodes.source}"))  # fmt: skip
         title = f"Step time per {nodes.one_cell()} (its slowest rank)" if nodes is not None else "Step time per rank"
         return {"figures": figure(title, png, folder, "step_times.png"), "tables": tables}
 
     def json() -> dict:
         tables = _tables(data, "steps", "ranks")()
-        return tables if per_node is None else {**tables, "nodes": per_node.to_json()}
+        return tables if per_node is None else {**tables, "nodes": per_node.to_json(), "nodes_are": nodes.source}
 
     return Section("ranks", "Ranks", terminal, html, json)
 
