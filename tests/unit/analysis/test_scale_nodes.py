@@ -52,7 +52,7 @@ def run_4096(one, tmp_path_factory):
 def test_4096_ranks_fit_250_terminal_lines_with_the_findings_first_and_the_slow_rank_with_its_node(run_4096):
     _analysis, _report, lines, _page = run_4096
     assert len(lines) <= 250, "\n".join(lines)
-    assert lines[0].startswith("Findings") and "4096 rank(s)" in lines[0]
+    assert lines[0].startswith("Findings") and "4,096 rank(s)" in lines[0]
     assert any(f"rank {SLOW} is a straggler" in line for line in lines[1:6])
     ranks = lines[lines.index(next(line for line in lines if line.startswith("Ranks (stragglers"))):]
     assert any("1,234 │ gpu-node-0154" in line and "120 ms" in line for line in ranks[:25])  # the rank and its node

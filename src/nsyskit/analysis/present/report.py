@@ -142,7 +142,7 @@ def window_description(view) -> str:
     shown = f"steps {steps['step'].min()}-{steps['step'].max()}"
     if len(every) != len(steps):
         shown += f" of {every['step'].min()}-{every['step'].max()}"
-    return f"{shown} on {ranks} rank(s) ({view.window_source})"
+    return f"{shown} on {ranks:,} rank(s) ({view.window_source})"
 
 
 def render_html(report: Report, top: int = 20, timeline_notes: list[str] | None = None) -> str:

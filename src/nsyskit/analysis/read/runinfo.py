@@ -95,8 +95,8 @@ def _versions(nsys_versions: dict[int, str]) -> str:
 def _layout(record: RunRecord | None, ranks: int) -> str:
     nodes, per_node = (record.nodes, record.procs_per_node) if record else (None, None)
     if isinstance(nodes, int) and isinstance(per_node, int):
-        return f"{nodes} node(s) x {per_node} rank(s) = {nodes * per_node} ranks ({ranks} reports)"
-    return f"{ranks} rank(s)"
+        return f"{nodes:,} node(s) x {per_node:,} rank(s) = {nodes * per_node:,} ranks ({ranks:,} reports)"
+    return f"{ranks:,} rank(s)"
 
 
 def rank_reports(sources: dict[int, str], folder: Path) -> list[RankReport]:
