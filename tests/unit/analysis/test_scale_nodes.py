@@ -72,6 +72,7 @@ def test_4096_ranks_report_html_opens_with_the_findings_and_json_keeps_every_ran
     assert slow["step_mean_max_ns"] == pytest.approx(1.5 * slow["step_mean_median_ns"])
     text = html.decode()
     assert "Step time per node (its slowest rank)" in text and "GPU time breakdown per node" in text
+    assert "Reports of the 4,096 rank(s)</summary>" in text  # folded: after the findings
     assert "Nodes (each node&#39;s slowest and most idle rank)" in text and "nodes by the reports&#39; host names" in text
     nodes_table = text[text.index("Nodes (each node&#39;s slowest") :]
     shown = nodes_table[: nodes_table.index("</table>")]  # the rows shown first: the slow node among them
