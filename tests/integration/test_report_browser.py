@@ -18,11 +18,13 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "analysis"))
 
 from fabric_counters_run import write_run  # noqa: E402
+from scaled_runs import one_rank_with_counters, widened  # noqa: E402
 from test_report import make_run  # noqa: E402
 
 from nsyskit import hostpkgs  # noqa: E402
-from nsyskit.analysis import run_analysis  # noqa: E402
+from nsyskit.analysis import compose, run_analysis, summarize  # noqa: E402
 from nsyskit.analysis.outputs import analyze, write  # noqa: E402
+from nsyskit.analysis.present.report import write_report  # noqa: E402
 from nsyskit.analysis.present.timeline import write_timeline  # noqa: E402
 from nsyskit.analysis.request import AnalyzeRequest  # noqa: E402
 
@@ -169,10 +171,10 @@ def fabric_counters_report(tmp_path_factory) -> Path:
     return write(analyze([run], inputs=request.judge_inputs())).report_html
 
 
-@pytest.mark.parametrize("width", [1400, 1024, 640])  # 640: a window split in two, where wide tables must scroll
-def test_no_cell_breaks_a_word_and_no_column_is_cut_off(chromium, fabric_counters_report, tmp_path, width):
-    probed = tmp_path / "layout.html"
-    probed.write_text(fabric_counters_report.read_text().replace("</body>", LAYOUT + "</body>"))
+def layout(chromium: str, page: Path, width: int) -> dict:
+    """What the LAYOUT probe saw in a copy of `page` in a window `width` px wide."""
+    probed = page.with_name("layout.html")
+    probed.write_text(page.read_text().replace("</body>", LAYOUT + "</body>"))
     result = subprocess.run(
         [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", f"--window-size={width},1000",
          "--virtual-time-budget=10000", "--dump-dom", probed.as_uri()],
@@ -180,12 +182,29 @@ def test_no_cell_breaks_a_word_and_no_column_is_cut_off(chromium, fabric_counter
     )  # fmt: skip
     match = re.search(r'<pre id="layout">(.*?)</pre>', result.stdout, re.S)
     assert match, result.stderr[-2000:]
-    seen = json.loads(
+    return json.loads(
         match.group(1).replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")
     )
+
+
+@pytest.mark.parametrize("width", [1400, 1024, 640])  # 640: a window split in two, where wide tables must scroll
+def test_no_cell_breaks_a_word_and_no_column_is_cut_off(chromium, fabric_counters_report, tmp_path, width):
+    seen = layout(chromium, fabric_counters_report, width)
     assert seen["innerWidth"] == width and seen["scrollWidth"] <= width  # the page itself never scrolls sideways
     assert seen["cells"] > 100 and seen["tables"] >= 8  # the headers and names of every shown table were measured
     assert seen["broken"] == [], seen["broken"][:5]
     assert seen["cut"] == [], seen["cut"][:5]
     if width == 640:
         assert seen["scrolling"] >= 3  # wide tables scroll in their box (first column fixed) rather than squeeze
+
+
+def test_a_4096_rank_report_opens_with_its_findings_and_fits_1024px(chromium, tmp_path):
+    """4,096 ranks (copies of the real H100 DDP export, scaled_runs) with a column per node in the heat maps and the
+    Nodes table: the findings in the first screen, every chart decoded, no word broken or column cut at 1,024 px."""
+    analysis = widened(one_rank_with_counters(tmp_path, tmp_path), 4096, slow_rank=1234)
+    page = write_report(compose(analysis, summarize(analysis, tmp_path), tmp_path, logs=None))
+    seen = probe(chromium, page)
+    assert seen["errors"] == [] and seen["console"] == [] and seen["broken"] == [] and seen["images"] == 6
+    assert 0 < seen["findingsTop"] < 600 and seen["shownRows"] <= 40
+    fits = layout(chromium, page, 1024)
+    assert fits["scrollWidth"] <= 1024 and fits["broken"] == [] and fits["cut"] == [], (fits["broken"][:5], fits["cut"][:5])

@@ -82,4 +82,4 @@ def test_a_wide_run_names_its_ranks_in_one_short_line():
     assert ranks_text([2]) == "rank 2"
     assert ranks_text([0, 5]) == "ranks 0, 5"
     line = ranks_text(list(range(0, 1024, 2)), 1024)
-    assert line.startswith("512 of 1024 ranks (0, 2, 4, 6") and len(line) < 60
+    assert line.startswith("512 of 1,024 ranks (0, 2, 4, 6") and len(line) < 60

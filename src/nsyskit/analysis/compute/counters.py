@@ -17,6 +17,7 @@ import numpy as np
 from nsyskit.analysis.compute.intervals import covered, merge, union
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.read.counterread import EFA, NIC, Series
+from nsyskit.analysis.read.records import factorize
 from nsyskit.native import counterstats
 
 MAX_BINS = 64  # time bins per series and rank in the parts (the heat map's columns)
@@ -300,18 +301,25 @@ def step_totals(series: list[Series], steps: Table) -> Table:
     return _table(STEP_COLUMNS, rows)
 
 
-def heat_map(bins: Table, metric: str) -> tuple[list[str], int, np.ndarray]:
+def heat_map(bins: Table, metric: str, groups: tuple[np.ndarray, list[str]] | None = None
+             ) -> tuple[list[str], int, np.ndarray]:  # fmt: skip
     """(row labels 'rank R device', bin width, matrix of time-weighted means: NaN where nothing was sampled) of one
-    metric over every rank's bins, brought to the widest width (whole bins added: exact)."""
+    metric over every rank's bins, brought to the widest width (whole bins added: exact). With `groups` (an index
+    array from rank number to group, and each group's label), a row per group: the time-weighted mean of its ranks'
+    devices."""
     mine = bins.take(bins["metric"] == metric) if len(bins) else bins
     if not len(mine):
         return [], BASE_BIN_NS, np.empty((0, 0))
     width = int(mine["bin_ns"].max())
     column = mine["bin"] * mine["bin_ns"] // width  # a bin of width w lies whole inside bin (b * w) // width
-    labels = [f"rank {r} {d}" for r, d in zip(mine["rank"], mine["device"], strict=True)]
-    names = sorted(set(labels), key=lambda label: (int(label.split()[1]), label))
-    index = {name: i for i, name in enumerate(names)}
-    row = np.array([index[label] for label in labels], dtype=np.int64)
+    if groups is not None:
+        row, names = groups[0][mine["rank"]], groups[1]
+    else:  # a row per rank and device, by rank, then device name: keys made of codes, a label per row drawn
+        devices, code = factorize(mine["device"].tolist())
+        by_name = np.argsort(np.argsort(np.array(devices, dtype=str), kind="stable"))  # each device's place by name
+        keys, row = np.unique(mine["rank"].astype(np.int64) * len(devices) + by_name[code], return_inverse=True)
+        device_of = np.array(devices, dtype=object)[np.argsort(by_name)]
+        names = [f"rank {k // len(devices)} {device_of[k % len(devices)]}" for k in keys.tolist()]
     shape = (len(names), int(column.max()) + 1)
     value, covered = np.zeros(shape), np.zeros(shape)
     np.add.at(value, (row, column), mine["value_ns"])

@@ -18,6 +18,7 @@ from nsyskit.analysis.compute.metrics import RunView
 from nsyskit.analysis.compute.nccl import NCCL_KERNEL
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.judge.finding import Finding, document, ranks_text
+from nsyskit.analysis.read.records import factorize
 
 TENSOR_ACTIVE_PCT = 10.0  # tensor cores active, % of the time the GPU's kernels run ...
 TENSOR_MATRIX_PCT = 50.0  # ... while matrix math (GEMM/convolution kernels) holds this much of the compute kernels' time
@@ -121,15 +122,13 @@ def line_rate_bytes() -> float:
 
 def _devices(rows: Table, column: str) -> Table:
     """Per rank and device, the busiest byte-rate metric's `column` (its busiest direction) and the bytes moved."""
-    keys = list(dict.fromkeys(zip(rows["rank"].tolist(), rows["device"].tolist(), strict=True)))
-    busiest, moved = [], []
-    for rank, device in keys:
-        mine = (rows["rank"] == rank) & (rows["device"] == device)
-        busiest.append(float(np.nanmax(rows[column][mine])) if np.isfinite(rows[column][mine]).any() else np.nan)
-        moved.append(float(np.nansum(rows["total"][mine])))
+    keys, codes = factorize(list(zip(rows["rank"].tolist(), rows["device"].tolist(), strict=True)))
+    busiest = np.full(len(keys), np.nan)
+    np.fmax.at(busiest, codes, rows[column].astype(np.float64))  # fmax skips NaN: NaN only where all are
+    moved = np.bincount(codes, weights=np.nan_to_num(rows["total"].astype(np.float64)), minlength=len(keys))
     return Table({"rank": np.array([k[0] for k in keys], dtype=np.int64),
                   "device": np.array([k[1] for k in keys], dtype=object),
-                  "rate": np.array(busiest), "bytes": np.array(moved)})  # fmt: skip
+                  "rate": busiest, "bytes": moved})  # fmt: skip
 
 
 def nic_under_line_rate(view: RunView) -> Finding | None:

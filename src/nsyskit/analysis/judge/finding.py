@@ -64,8 +64,8 @@ def ranks_text(ranks: tuple[int, ...] | list[int], total: int | None = None) -> 
         return f"rank {ranks[0]}"
     if len(ranks) <= RANKS_SHOWN:
         return "ranks " + ", ".join(map(str, ranks))
-    of = f" of {total}" if total else ""
-    return f"{len(ranks)}{of} ranks ({', '.join(map(str, ranks[:RANKS_SHOWN // 2]))}, ...)"
+    of = f" of {total:,}" if total else ""
+    return f"{len(ranks):,}{of} ranks ({', '.join(map(str, ranks[:RANKS_SHOWN // 2]))}, ...)"
 
 
 def _finite(value: Any) -> Any:

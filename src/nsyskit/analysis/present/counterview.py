@@ -15,6 +15,8 @@ from nsyskit.analysis.compute import units
 from nsyskit.analysis.compute.counters import heat_map
 from nsyskit.analysis.compute.result import Analysis
 from nsyskit.analysis.compute.table import Table
+from nsyskit.analysis.present.pernode import Nodes
+from nsyskit.analysis.read.records import factorize
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -37,11 +39,15 @@ MAX_MAP_ROWS = 64  # devices drawn per heat map; the others are in the bins of a
 
 def _key_order(table: Table) -> np.ndarray:
     """Network counters first, then the metrics the maps draw, then the rest; by rank and device within."""
-    first = np.array([0 if kind != "gpu" else 1 for kind in table["kind"]])
-    mapped = np.array(
-        [next((i for i, p in enumerate(MAPPED) if re.search(p, m)), len(MAPPED)) for m in table["metric"]]
-    )
+    first = (table["kind"] == "gpu").astype(np.int64)
+    metrics, code = factorize(table["metric"].tolist())  # each distinct metric matched once, not each row
+    mapped = np.array([_mapped_place(m) for m in metrics], dtype=np.int64)[code] if len(code) else code
     return np.lexsort((table["metric"].astype(str), table["device"].astype(str), table["rank"], mapped, first))
+
+
+def _mapped_place(metric: str) -> int:
+    """The metric's place among MAPPED (len(MAPPED) for one no map draws)."""
+    return next((i for i, pattern in enumerate(MAPPED) if re.search(pattern, metric)), len(MAPPED))
 
 
 def summary(table: Table) -> Table:
@@ -65,10 +71,12 @@ def device_bytes(table: Table) -> Table:
     """Per rank and network device (EFA, NIC): the bytes its byte-rate counters moved in the window, all directions."""
     keep = np.isin(table["kind"], ("efa", "nic")) & np.isin(table["total_unit"], ("B", "bytes", "Bytes", "byte"))
     mine = table.take(keep)
-    keys = list(dict.fromkeys(zip(mine["rank"].tolist(), mine["kind"].tolist(), mine["device"].tolist(), strict=True)))
-    moved = [float(mine["total"][(mine["rank"] == r) & (mine["device"] == d)].sum()) for r, _k, d in keys]
+    keys, codes = factorize(
+        list(zip(mine["rank"].tolist(), mine["kind"].tolist(), mine["device"].tolist(), strict=True))
+    )
+    moved = np.bincount(codes, weights=mine["total"].astype(np.float64), minlength=len(keys))
     return Table({"rank": np.array([k[0] for k in keys], dtype=np.int64), "kind": np.array([k[1] for k in keys], dtype=object),
-                  "device": np.array([k[2] for k in keys], dtype=object), "bytes": np.array(moved)})  # fmt: skip
+                  "device": np.array([k[2] for k in keys], dtype=object), "bytes": moved})  # fmt: skip
 
 
 def in_units(table: Table) -> Table:
@@ -112,10 +120,8 @@ def _shown(table: Table, columns: list[str]) -> list[str]:
 
 def _key_order_summary(table: Table) -> np.ndarray:
     """The per-metric rows: network counters first, then the mapped metrics, then the rest."""
-    first = np.array([0 if kind != "gpu" else 1 for kind in table["kind"]])
-    mapped = np.array(
-        [next((i for i, p in enumerate(MAPPED) if re.search(p, m)), len(MAPPED)) for m in table["metric"]]
-    )
+    first = (table["kind"] == "gpu").astype(np.int64)
+    mapped = np.array([_mapped_place(m) for m in table["metric"].tolist()], dtype=np.int64)
     return np.lexsort((table["metric"].astype(str), mapped, first))
 
 
@@ -150,12 +156,20 @@ def left_out_line(flat: dict[str, float], table: Table) -> str:
     return f"Not drawn, the same value on every device over the whole window: {named}."
 
 
-def counter_png(bins: Table, metric: str, unit: str) -> bytes | None:
-    """One metric over time: a heat map of its devices, or a line plot where there is one device (a one-rank run)."""
-    names, _width, _means = heat_map(bins, metric)
-    if len(names) == 1:
+def counter_png(bins: Table, metric: str, unit: str, nodes: Nodes | None = None) -> bytes | None:
+    """One metric over time: a heat map of its devices (with `nodes`, a row per node), or a line plot where there is
+    one device (a one-rank run)."""
+    if nodes is None and len(heat_map(bins, metric)[0]) == 1:
         return line_plot_png(bins, metric, unit)
-    return heat_map_png(bins, metric, unit)
+    return heat_map_png(bins, metric, unit, nodes)
+
+
+def node_rows(nodes: Nodes) -> tuple[np.ndarray, list[str]]:
+    """heat_map's groups for a row per node (or group of nodes): each row labelled with its first node's name."""
+    first = {}
+    for node, cell in zip(nodes.node.tolist(), nodes.cell.tolist(), strict=True):
+        first.setdefault(cell, nodes.names[node])
+    return nodes.cell_of_rank(), [first[cell] for cell in range(nodes.cells)]
 
 
 def line_plot_png(bins: Table, metric: str, unit: str) -> bytes | None:
@@ -177,9 +191,10 @@ def line_plot_png(bins: Table, metric: str, unit: str) -> bytes | None:
     return plots.png_of(fig)
 
 
-def heat_map_png(bins: Table, metric: str, unit: str) -> bytes | None:
-    """One metric's heat map: a row per rank and device (at most MAX_MAP_ROWS), time along x."""
-    names, width, means = heat_map(bins, metric)
+def heat_map_png(bins: Table, metric: str, unit: str, nodes: Nodes | None = None) -> bytes | None:
+    """One metric's heat map: a row per rank and device (at most MAX_MAP_ROWS), or with `nodes` a row per node (the
+    mean over its devices, every node), time along x."""
+    names, width, means = heat_map(bins, metric, node_rows(nodes) if nodes is not None else None)
     if not names:
         return None
     import io
@@ -188,15 +203,20 @@ def heat_map_png(bins: Table, metric: str, unit: str) -> bytes | None:
 
     plt = plots.plt
     multiplier, label = units.axis(np.nanmax(means) if np.isfinite(means).any() else None, unit)
-    shown = means[:MAX_MAP_ROWS] * multiplier
+    shown = (means if nodes is not None else means[:MAX_MAP_ROWS]) * multiplier
     fig, ax = plt.subplots(figsize=(plots.WIDTH_IN, min(1.2 + 0.22 * len(shown), 8.0)))
     seconds = width * shown.shape[1] / 1e9
     image = ax.imshow(np.ma.masked_invalid(shown), aspect="auto", cmap="viridis", interpolation="nearest",
                       extent=(0, seconds, len(shown) - 0.5, -0.5))  # fmt: skip
-    ax.set_yticks(range(len(shown)), names[:MAX_MAP_ROWS] if len(shown) <= 32 else [""] * len(shown))
-    more = f" (first {MAX_MAP_ROWS} of {len(names)} devices)" if len(names) > MAX_MAP_ROWS else ""
+    if len(shown) <= 32:
+        ax.set_yticks(range(len(shown)), names[: len(shown)])
+    else:  # row names too small to read: the rows' order (rank order) says which is which
+        ax.set_yticks([] if nodes is not None else range(len(shown)), [] if nodes is not None else [""] * len(shown))
+    more = f" (first {MAX_MAP_ROWS} of {len(names)} devices)" if nodes is None and len(names) > MAX_MAP_ROWS else ""
     ax.set_xlabel(f"time into each rank's window (s), bins of {width / 1e6:g} ms{more}")
-    ax.set_title(metric)
+    if nodes is not None:
+        ax.set_ylabel(f"{len(shown):,} rows in rank order, a row per {nodes.label()}", fontsize=8)
+    ax.set_title(metric if nodes is None else f"{metric} per {nodes.one_cell()}: the mean over its devices")
     fig.colorbar(image, ax=ax, label=label)
     buffer = io.BytesIO()
     fig.tight_layout()
@@ -205,8 +225,9 @@ def heat_map_png(bins: Table, metric: str, unit: str) -> bytes | None:
     return buffer.getvalue()
 
 
-def section(analysis: Analysis, data: Callable[[], dict]):
-    """The counters section: the terminal table, report.html's heat maps and tables, analysis.json's tables."""
+def section(analysis: Analysis, data: Callable[[], dict], nodes: Nodes | None = None):
+    """The counters section: the terminal table, report.html's heat maps (with `nodes`, a row per node) and tables,
+    analysis.json's tables."""
     from nsyskit.analysis.present.sections import Section, figure, table_data
 
     table = analysis.counters if analysis.counters is not None else Table({})
@@ -231,20 +252,21 @@ def section(analysis: Analysis, data: Callable[[], dict]):
         flat = flat_metrics(table, analysis.counter_bins)
         for index, metric in enumerate(mapped_metrics(table, set(flat))):
             unit = str(table["unit"][np.flatnonzero(table["metric"] == metric)[0]])
-            png = counter_png(analysis.counter_bins, metric, unit)
-            figures += figure(f"{metric} over time per device", png, folder, f"counters_{index}.png")
+            png = counter_png(analysis.counter_bins, metric, unit, nodes)
+            per = f"{nodes.one_cell()} (the mean over its devices)" if nodes is not None else "device"
+            figures += figure(f"{metric} over time per {per}", png, folder, f"counters_{index}.png")
         ordered = table.take(_key_order(table))
-        tables = [table_data(in_units(ordered), _shown(table, SHOWN), top, title="Per device (time-weighted)")]
+        tables = [table_data(ordered, _shown(table, SHOWN), top, title="Per device (time-weighted)", cells=in_units)]
         whole = summary(table)
         if len(table) > top and len(whole) < len(table):  # several devices per metric: their spread first
             spread = in_units(whole.take(_key_order_summary(whole)))
             tables.insert(0, table_data(spread, _shown(whole, SUMMARY_SHOWN), top, title="Per metric, over every device"))
         moved = device_bytes(table)
         if len(moved):
-            tables.append(table_data(in_units(moved), None, top,
+            tables.append(table_data(moved, None, top, cells=in_units,
                                      title="Bytes each network device moved in the window (all directions)"))  # fmt: skip
         if steps is not None and len(steps):
-            tables.append(table_data(in_units(steps), _shown(steps, STEP_SHOWN), top,
+            tables.append(table_data(steps, _shown(steps, STEP_SHOWN), top, cells=in_units,
                                      title="What each network device moved per step"))  # fmt: skip
         return {"figures": figures, "figures_note": left_out_line(flat, table), "tables": tables}
 

@@ -14,6 +14,7 @@ MATTERS = {
               ("gpu_busy_pct", "low", "most idle")],
     "breakdown": [("idle_pct", "high", "most idle"), ("exposed_comm_pct", "high", "most exposed communication")],
     "memcpy": [("bytes", "high", "largest copies"), ("bandwidth_gbps", "low", "slowest copies")],
+    "nodes": [("step_mean_max_ns", "high", "slowest"), ("idle_max_pct", "high", "most idle")],
 }  # fmt: skip
 
 
@@ -55,7 +56,8 @@ def spread_line(table: Table, kind: str) -> str:
         shown = [fmt(float(v), column) for v in np.percentile(values, [0, 50, 95, 100])]
         parts.append(f"{header(column)} {shown[0]} / {shown[1]} / {shown[2]} / {shown[3]}")
     count = len(np.unique(table["rank"])) if "rank" in table else len(table)
-    return f"across {count:,} ranks (min / median / p95 / max): " + "; ".join(parts) if parts else ""
+    what = "nodes" if kind == "nodes" else "ranks"
+    return f"across {count:,} {what} (min / median / p95 / max): " + "; ".join(parts) if parts else ""
 
 
 def more_note(table: Table, shown: Table, why: str) -> str:

@@ -1,7 +1,8 @@
-"""The report's figures as PNG bytes (matplotlib, headless), readable from 2 to 1024 ranks.
+"""The report's figures as PNG bytes (matplotlib, headless), readable from 2 to 16,384 ranks.
 
 Up to PER_RANK_LIMIT ranks a chart draws one bar or line per rank; beyond, it draws a heatmap (ranks along x), so
-the chart keeps its size and an outlier rank still stands out. Durations use the unit that fits (ns/us/ms/s).
+the chart keeps its size and an outlier rank still stands out; beyond pernode.PER_NODE_FROM ranks, a column per node
+(its slowest rank's step time, its median GPU's breakdown). Durations use the unit that fits (ns/us/ms/s).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from nsyskit.analysis.compute import units  # noqa: E402
 from nsyskit.analysis.compute.analyzers import SIZE_BUCKETS, UNKNOWN_SIZE  # noqa: E402
 from nsyskit.analysis.compute.nccldigest import NcclRollup, bucket_durations, histogram  # noqa: E402
 from nsyskit.analysis.compute.table import Table  # noqa: E402
+from nsyskit.analysis.present.pernode import Nodes, per_cell  # noqa: E402
 
 CATEGORY_COLORS = {"compute": "#4C72B0", "exposed comm": "#DD8452", "memory only": "#55A868", "idle": "#C8C8C8"}
 PER_RANK_LIMIT = 16  # more ranks than this: heatmaps instead of one bar/line per rank
@@ -43,8 +45,18 @@ def _shares(breakdown: Table) -> dict[str, np.ndarray]:
     return {name: v * 100.0 / span for name, v in zip(CATEGORY_COLORS, values, strict=True)}
 
 
-def breakdown_per_rank(breakdown: Table | None) -> bytes | None:
-    """Compute / exposed communication / memory only / idle (% of the window) per GPU: stacked bars or a heatmap."""
+def breakdown_grid(breakdown: Table, nodes: Nodes | None = None) -> np.ndarray:
+    """The breakdown heatmap's matrix: a row per category (CATEGORY_COLORS), a column per GPU in rank order, or with
+    `nodes` a column per node (or group of nodes): its GPUs' median share."""
+    order = np.lexsort((breakdown["device"], breakdown["rank"]))
+    breakdown = breakdown.take(order)
+    grid = np.vstack(list(_shares(breakdown).values()))
+    return grid if nodes is None else per_cell(grid, nodes.cell_of_rank()[breakdown["rank"]], "median")
+
+
+def breakdown_per_rank(breakdown: Table | None, nodes: Nodes | None = None) -> bytes | None:
+    """Compute / exposed communication / memory only / idle (% of the window) per GPU: stacked bars or a heatmap
+    (with `nodes`, a column per node)."""
     if breakdown is None or not len(breakdown):
         return None
     order = np.lexsort((breakdown["device"], breakdown["rank"]))
@@ -55,12 +67,14 @@ def breakdown_per_rank(breakdown: Table | None) -> bytes | None:
     ]
     if len(labels) > PER_RANK_LIMIT:
         fig, ax = plt.subplots(figsize=(WIDTH_IN, 3.2))
-        grid = np.vstack(list(shares.values()))
+        grid = breakdown_grid(breakdown, nodes)
         image = ax.imshow(grid, aspect="auto", cmap="viridis", vmin=0, vmax=100, interpolation="nearest")
         ax.set_yticks(range(len(shares)), list(shares))
-        ax.set_xlabel(f"GPU (rank order, {len(labels)} GPUs)")
+        _name_axes(ax, nodes, grid.shape[1], f"{len(labels):,} GPUs",
+                   (f"GPU (rank order, {len(labels)} GPUs)", "GPU time breakdown per GPU"),
+                   f"GPU time breakdown per {nodes.one_cell() if nodes else 'node'}: its median GPU "
+                   "(the Nodes table names its most idle rank)")  # fmt: skip
         fig.colorbar(image, ax=ax, label="% of profiled window")
-        ax.set_title("GPU time breakdown per GPU")
         return png_of(fig)
     fig, ax = plt.subplots(figsize=(min(WIDTH_IN, max(6.0, 0.55 * len(labels) + 4)), 3.8))
     bottom = np.zeros(len(labels))
@@ -76,8 +90,27 @@ def breakdown_per_rank(breakdown: Table | None) -> bytes | None:
     return png_of(fig)
 
 
-def step_times_per_rank(steps: Table | None, window: Table | None = None) -> bytes | None:
-    """Step time over the steps: a line per rank (profiled window shaded, warm-up off the scale) or a heatmap."""
+def _name_axes(ax, nodes: Nodes | None, columns: int, whole: str, per_rank: tuple[str, str], per_node: str) -> None:
+    """A heatmap's x label and title: `per_rank` (label, title) with a column per rank, else the nodes' label, the
+    columns drawn for the `whole` ('4,096 ranks') and the `per_node` title."""
+    label, title = per_rank if nodes is None else (f"{nodes.label()}: {columns:,} columns for {whole}", per_node)
+    ax.set_xlabel(label)
+    ax.set_title(title)
+
+
+def step_grid(steps: Table, nodes: Nodes | None = None) -> np.ndarray:
+    """The step-time heatmap's matrix (ns): a row per step from the first, a column per rank in rank order, or with
+    `nodes` a column per node (or group of nodes): its slowest rank's step time; NaN where no rank has the step."""
+    ranks = np.unique(steps["rank"])
+    first, last = int(steps["step"].min()), int(steps["step"].max())
+    grid = np.full((last - first + 1, len(ranks)), np.nan)
+    grid[steps["step"] - first, np.searchsorted(ranks, steps["rank"])] = steps["duration_ns"]
+    return grid if nodes is None else per_cell(grid, nodes.cell_of_rank()[ranks], "max")
+
+
+def step_times_per_rank(steps: Table | None, window: Table | None = None, nodes: Nodes | None = None) -> bytes | None:
+    """Step time over the steps: a line per rank (profiled window shaded, warm-up off the scale) or a heatmap (with
+    `nodes`, a column per node: its slowest rank)."""
     if steps is None or not len(steps):
         return None
     window = window if window is not None and len(window) else steps
@@ -86,20 +119,23 @@ def step_times_per_rank(steps: Table | None, window: Table | None = None) -> byt
     low, high = int(window["step"].min()), int(window["step"].max())
     if len(ranks) > PER_RANK_LIMIT:
         first, last = int(steps["step"].min()), int(steps["step"].max())
-        grid = np.full((last - first + 1, len(ranks)), np.nan)
-        column = np.searchsorted(ranks, steps["rank"])
-        grid[steps["step"] - first, column] = steps["duration_ns"] / scale
+        grid = step_grid(steps, nodes) / scale
         fig, ax = plt.subplots(figsize=(WIDTH_IN, 3.8))
-        top = np.nanpercentile(window["duration_ns"] / scale, 99)
+        # Colors capped so that warm-up steps do not wash out the window: at its 99th percentile per rank; per node
+        # at the window's slowest node (one slow node among 512 lies above any percentile a cap could take)
+        in_window = grid[low - first : high - first + 1]
+        top = np.nanpercentile(window["duration_ns"] / scale, 99) if nodes is None else np.nanmax(in_window)
         image = ax.imshow(grid, aspect="auto", cmap="magma_r", vmax=top, interpolation="nearest",
-                          extent=(-0.5, len(ranks) - 0.5, last + 0.5, first - 0.5))  # fmt: skip
+                          extent=(-0.5, grid.shape[1] - 0.5, last + 0.5, first - 0.5))  # fmt: skip
         ax.axhspan(low - 0.5, high + 0.5, fill=False, edgecolor="#2a7", linewidth=1.5, label="profiled window")
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel(f"rank ({len(ranks)} ranks)")
         ax.set_ylabel("step")
         fig.colorbar(image, ax=ax, label=f"step time ({unit})")
         ax.legend(loc="lower right", fontsize=8)
-        ax.set_title("Step time per rank and step (colors capped at the window's 99th percentile)")
+        _name_axes(ax, nodes, grid.shape[1], f"{len(ranks):,} ranks",
+                   (f"rank ({len(ranks)} ranks)", "Step time per rank and step (colors capped at the window's 99th percentile)"),
+                   f"Step time per {nodes.one_cell() if nodes else 'node'} and step: its slowest rank "
+                   "(the Nodes table names it)")  # fmt: skip
         return png_of(fig)
     fig, ax = plt.subplots(figsize=(min(WIDTH_IN, 9.0), 3.8))
     for rank in ranks:

@@ -24,6 +24,7 @@ from nsyskit.analysis.compute.result import Analysis
 from nsyskit.analysis.judge.summary import Summary
 from nsyskit.analysis.present import counterview, sections
 from nsyskit.analysis.present.grouping import grouped
+from nsyskit.analysis.present.pernode import PER_NODE_FROM, Nodes, nodes_of
 from nsyskit.analysis.present.sections import Section
 from nsyskit.errors import NsyskitError
 
@@ -91,19 +92,27 @@ def compose(analysis: Analysis, summary: Summary, folder: Path, full_names: bool
     sampled counters, and the NCCL logs' section when the run folder holds NCCL logs (`logs`: nccl_logs' result,
     when already read)."""
     data = functools.cache(analysis.to_json)  # computed once, and only when JSON is written
+    nodes = run_nodes(analysis, summary)
     shown = [
         sections.findings(summary),
         sections.kernels(analysis, data, full_names),
-        sections.breakdown(analysis, data),
+        sections.breakdown(analysis, data, nodes),
         sections.nvtx(analysis, data),
         sections.communication(analysis, data, summary.view.inputs.get("fabric")),
-        sections.ranks(analysis, summary, data),
-        counterview.section(analysis, data),
+        sections.ranks(analysis, summary, data, nodes),
+        counterview.section(analysis, data, nodes),
     ]
     logs = nccl_logs(analysis, folder) if logs is UNREAD else logs
     if logs is not None:
         shown.append(sections.nccl_log(logs))
     return Report(analysis, summary, Path(folder), shown, data)
+
+
+def run_nodes(analysis: Analysis, summary: Summary) -> Nodes | None:
+    """The run's nodes when it has more than PER_NODE_FROM ranks (its heat maps then draw nodes), else None."""
+    if analysis.ranks is None or len(analysis.ranks) <= PER_NODE_FROM:
+        return None
+    return nodes_of(analysis.ranks, summary.header.ranks_per_node)
 
 
 def print_report(report: Report, console: Console, top: int = 15) -> None:
@@ -133,7 +142,7 @@ def window_description(view) -> str:
     shown = f"steps {steps['step'].min()}-{steps['step'].max()}"
     if len(every) != len(steps):
         shown += f" of {every['step'].min()}-{every['step'].max()}"
-    return f"{shown} on {ranks} rank(s) ({view.window_source})"
+    return f"{shown} on {ranks:,} rank(s) ({view.window_source})"
 
 
 def render_html(report: Report, top: int = 20, timeline_notes: list[str] | None = None) -> str:

@@ -21,6 +21,7 @@ from nsyskit.analysis.compute.result import Analysis
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.judge.finding import ranks_text
 from nsyskit.analysis.judge.summary import Summary, print_findings, stake_text
+from nsyskit.analysis.present.pernode import Nodes, node_table
 from nsyskit.analysis.present.perrank import more_note, ranks_that_matter, spread_line
 from nsyskit.analysis.present.terminal import BREAKDOWN_SHOWN, TEXT_COLUMNS, displayed, fmt, header, rich_table
 
@@ -43,6 +44,9 @@ NO_COLLECTIVES = ("none in these reports: one rank, or no NCCL kernels and no NC
                   "(record with nsys -t cuda,nvtx; NCCL marks its calls with NVTX from 2.x)")
 NO_GPU = "no GPU activity in these reports (CPU-only capture): kernel, breakdown and memcpy tables are empty"
 NCCL_LOG_TITLE = "NCCL log analysis (NCCL_DEBUG=INFO)"
+NODES_TITLE = "Nodes (each node's slowest and most idle rank)"
+NODE_COLUMNS = ["node", "rank_range", "slowest_rank", "step_mean_max_ns", "step_mean_median_ns", "most_idle_rank",
+                "idle_max_pct"]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -60,18 +64,20 @@ class Section:
 
 def table_data(
     table: Table | None, columns: list[str] | None = None, limit: int = HTML_ROWS, title: str = "", empty: str = "",
-    per_rank: str = "", caption: str = "",
+    per_rank: str = "", caption: str = "", cells: Callable[[Table], Table] | None = None,
 ) -> dict:
     """A Table as template data: headers, formatted rows (at most `limit`: for a `per_rank` kind, the ranks that
     matter and the spread) and, when rows were left out, the whole table one click away (up to FULL_ROWS rows;
     beyond, analysis.json); an empty table says `empty` (why, and what to do) instead. `caption`: how to read the
-    table (units, formulas), in small text under it."""
+    table (units, formulas), in small text under it. `cells`: the rows as a person reads them (counters in their
+    units), applied to the rows shown only (147,456 counter rows at 16,384 ranks: formatting them all took ~15 s)."""
     if table is None or not len(table):
         return {"title": title, "headers": [], "rows": [], "more": "", "empty": empty, "caption": ""}
     shown = displayed(table, columns)  # kernel names short, the full one as the cell's title (shown on hover)
     heads = [{"label": header(c), "cls": _html_class(c)} for c, _ in shown]
 
     def rows_of(part: Table, count: int) -> list[dict]:
+        part = part.take(slice(0, count)) if cells is None else cells(part.take(slice(0, count)))
         return [
             {
                 "cells": [fmt(row[values], c) for c, values in shown],
@@ -201,8 +207,9 @@ def kernels(analysis: Analysis, data: Callable[[], dict], full_names: bool = Fal
     return Section("kernels", "Kernels", terminal, html, _tables(data, "kernel_summary", "top_kernels"))
 
 
-def breakdown(analysis: Analysis, data: Callable[[], dict]) -> Section:
-    """Compute, communication, memory and idle time per GPU, their overlaps, and the memcpy kinds."""
+def breakdown(analysis: Analysis, data: Callable[[], dict], nodes: Nodes | None = None) -> Section:
+    """Compute, communication, memory and idle time per GPU, their overlaps, and the memcpy kinds (with `nodes`, the
+    heatmap draws a column per node)."""
 
     def terminal(console: Console, top: int) -> None:
         if analysis.has_gpu:
@@ -215,9 +222,9 @@ def breakdown(analysis: Analysis, data: Callable[[], dict]) -> Section:
             return {"note": NO_GPU}
         from nsyskit.analysis.present import plots
 
-        png = plots.breakdown_per_rank(analysis.breakdown)
+        png = plots.breakdown_per_rank(analysis.breakdown, nodes)
         return {
-            "figures": figure("GPU time breakdown per rank", png, folder, "breakdown.png"),
+            "figures": figure(f"GPU time breakdown per {nodes.one_cell() if nodes else 'rank'}", png, folder, "breakdown.png"),
             "tables": [
                 table_data(analysis.breakdown, BREAKDOWN_COLUMNS, title="Time breakdown per GPU (% of its window)",
                            per_rank="breakdown"),
@@ -305,22 +312,31 @@ def communication(analysis: Analysis, data: Callable[[], dict], fabric=None) -> 
                    _tables(data, "nccl_sizes"))  # fmt: skip
 
 
-def ranks(analysis: Analysis, summary: Summary, data: Callable[[], dict]) -> Section:
-    """Step time per rank and the slow ranks (stragglers)."""
+def ranks(analysis: Analysis, summary: Summary, data: Callable[[], dict], nodes: Nodes | None = None) -> Section:
+    """Step time per rank and the slow ranks (stragglers); with `nodes` (a run of thousands of ranks), the heatmap
+    draws a column per node and report.html's Nodes table names each node's slowest and most idle rank (in
+    analysis.json: 'nodes')."""
+    per_node = node_table(nodes, analysis.ranks, analysis.breakdown) if nodes is not None and analysis.ranks is not None else None
 
-    def terminal(console: Console, top: int) -> None:
+    def terminal(console: Console, top: int) -> None:  # (no Nodes table: the ranks shown carry their host)
         _print_per_rank(console, "Ranks (stragglers in red)", analysis.ranks, None, "ranks", top)
 
     def html(folder: Path, top: int) -> dict:
         from nsyskit.analysis.present import plots
 
-        png = plots.step_times_per_rank(analysis.steps, summary.view.steps)
-        return {
-            "figures": figure("Step time per rank", png, folder, "step_times.png"),
-            "tables": [table_data(analysis.ranks, per_rank="ranks")],
-        }
+        png = plots.step_times_per_rank(analysis.steps, summary.view.steps, nodes)
+        tables = [table_data(analysis.ranks, per_rank="ranks")]
+        if per_node is not None:
+            tables.append(table_data(per_node, NODE_COLUMNS, title=NODES_TITLE, per_rank="nodes",
+                                     caption=f"nodes {nodes.source}"))  # fmt: skip
+        title = f"Step time per {nodes.one_cell()} (its slowest rank)" if nodes is not None else "Step time per rank"
+        return {"figures": figure(title, png, folder, "step_times.png"), "tables": tables}
 
-    return Section("ranks", "Ranks", terminal, html, _tables(data, "steps", "ranks"))
+    def json() -> dict:
+        tables = _tables(data, "steps", "ranks")()
+        return tables if per_node is None else {**tables, "nodes": per_node.to_json(), "nodes_are": nodes.source}
+
+    return Section("ranks", "Ranks", terminal, html, json)
 
 
 def nccl_log(logs: NcclLogAnalysis) -> Section:

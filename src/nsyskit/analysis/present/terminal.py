@@ -19,7 +19,7 @@ BREAKDOWN_SHOWN = [
     "rank", "device", "window_ns", "busy_pct", "compute_pct", "comm_pct", "memory_pct", "idle_pct",
     "compute_comm_overlap_pct", "compute_memory_overlap_pct", "comm_memory_overlap_pct", "exposed_comm_pct",
 ]  # fmt: skip
-TEXT_COLUMNS = ("name", "kind", "op", "bucket", "host", "origin", "metric")
+TEXT_COLUMNS = ("name", "kind", "op", "bucket", "host", "origin", "metric", "node", "rank_range")
 SIZE_COLUMNS = ("bytes", "avg_bytes", "size_bytes")
 
 

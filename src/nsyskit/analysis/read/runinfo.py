@@ -42,6 +42,7 @@ class RunHeader:
     unprofiled_ranks: list[int] = field(default_factory=list)  # ranks that ran without the profiler
     not_profiled: str = ""  # 'ranks 1,3 were not profiled (PROFILE_RANKS=local0)'
     incomplete: list[str] = field(default_factory=list)  # reports left out of this analysis, each with why
+    ranks_per_node: int | None = None  # run.json's procs_per_node: how heat maps group ranks into nodes at scale
 
     @property
     def open_together(self) -> str:
@@ -94,8 +95,8 @@ def _versions(nsys_versions: dict[int, str]) -> str:
 def _layout(record: RunRecord | None, ranks: int) -> str:
     nodes, per_node = (record.nodes, record.procs_per_node) if record else (None, None)
     if isinstance(nodes, int) and isinstance(per_node, int):
-        return f"{nodes} node(s) x {per_node} rank(s) = {nodes * per_node} ranks ({ranks} reports)"
-    return f"{ranks} rank(s)"
+        return f"{nodes:,} node(s) x {per_node:,} rank(s) = {nodes * per_node:,} ranks ({ranks:,} reports)"
+    return f"{ranks:,} rank(s)"
 
 
 def rank_reports(sources: dict[int, str], folder: Path) -> list[RankReport]:
@@ -130,4 +131,5 @@ def run_header(analysis, folder: Path, window: str) -> RunHeader:
         unprofiled_ranks=record.unprofiled() if record else [],
         not_profiled=record.unprofiled_line() if record else "",
         incomplete=list(getattr(analysis, "incomplete", [])),
+        ranks_per_node=record.procs_per_node if record and isinstance(record.procs_per_node, int) else None,
     )
