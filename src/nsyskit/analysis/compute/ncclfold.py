@@ -69,15 +69,17 @@ class DurationFold:
         self._push(mine[cell], durations, counts)
 
     def _push(self, cell: np.ndarray, durations: np.ndarray, counts: np.ndarray | None) -> None:
+        fits = None if durations.dtype == np.uint32 else (durations >= 0) & (durations <= DURATION_MASK)  # uint32 fit
         durations = durations.astype(np.int64, copy=False)
-        fits = (durations >= 0) & (durations <= DURATION_MASK)
-        if not fits.all():  # a negative or an over-long duration: kept apart, folded when read
+        if fits is not None and not fits.all():  # a negative or an over-long duration: kept apart, folded when read
             out = ~fits
             ones = np.ones(int(out.sum()), dtype=np.int64)
             self.apart.append((cell[out], durations[out], ones if counts is None else counts[out]))
             cell, durations = cell[fits], durations[fits]
             counts = None if counts is None else counts[fits]
-        self.pending.append(((cell << DURATION_BITS) | durations, counts))
+        cell <<= DURATION_BITS  # (a fresh array: the digest's lookup, or a copy)
+        cell |= durations
+        self.pending.append((cell, counts))
         self.pending_size += len(cell)
         if self.pending_size >= PENDING_KEYS:
             self._fold()
@@ -88,7 +90,7 @@ class DurationFold:
             return
         keys = np.concatenate([keys for keys, _counts in self.pending])
         if all(counts is None for _keys, counts in self.pending):
-            keys.sort()
+            keys.sort()  # numpy's (SIMD) sort: a C radix sort measured 2-6x slower here
             counts = None
         else:
             counts = np.concatenate([np.ones(len(k), dtype=np.int64) if c is None else c for k, c in self.pending])
