@@ -30,7 +30,7 @@ def random_ops(rng, count: int) -> Table:
 
 def multiset(cells: Table, cell: np.ndarray, durations: np.ndarray, counts: np.ndarray) -> dict:
     """(op, origin, bucket, size, nranks, gpu) -> {duration: count} of a fold's cells()."""
-    keys = ncclfold._keys_of(cells)
+    keys = ncclfold.keys_of(cells)
     found: dict = {}
     for c, d, n in zip(cell.tolist(), durations.tolist(), counts.tolist(), strict=True):
         found.setdefault(keys[c], {})[d] = found.get(keys[c], {}).get(d, 0) + n

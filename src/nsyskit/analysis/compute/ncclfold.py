@@ -65,7 +65,7 @@ class DurationFold:
         """Fold in another fold's cells() (a partial merge's, read back from its file)."""
         if not len(cell):
             return
-        mine = np.asarray([self._cell(key) for key in _keys_of(cells)], dtype=np.int64)
+        mine = np.asarray([self._cell(key) for key in keys_of(cells)], dtype=np.int64)
         self._push(mine[cell], durations, counts)
 
     def _push(self, cell: np.ndarray, durations: np.ndarray, counts: np.ndarray | None) -> None:
@@ -123,10 +123,11 @@ class DurationFold:
             cell, durations, counts = cell[order], durations[order], counts[order]
             starts = np.flatnonzero(np.r_[True, (np.diff(cell) != 0) | (np.diff(durations) != 0)])
             cell, durations, counts = cell[starts], durations[starts], np.add.reduceat(counts, starts)
-        return _cell_table(self.cell_keys), cell, durations, counts
+        return cell_table(self.cell_keys), cell, durations, counts
 
 
-def _cell_table(keys: list[tuple]) -> Table:
+def cell_table(keys: list[tuple]) -> Table:
+    """The cells' CELL_COLUMNS from their keys (a size unknown is None in a key, NaN in the table)."""
     columns = list(zip(*keys, strict=True)) if keys else [()] * len(CELL_COLUMNS)
     return Table({
         "op": np.asarray(columns[0], dtype=object), "origin": np.asarray(columns[1], dtype=object),
@@ -136,7 +137,8 @@ def _cell_table(keys: list[tuple]) -> Table:
     })  # fmt: skip
 
 
-def _keys_of(cells: Table) -> list[tuple]:
+def keys_of(cells: Table) -> list[tuple]:
+    """The cells' keys (plain Python values: JSON can hold them) from their CELL_COLUMNS."""
     sizes = cells["size_bytes"].tolist()
     return [(str(op), str(origin), str(bucket), None if size != size else size, int(n), int(gpu))
             for op, origin, bucket, size, n, gpu in zip(cells["op"], cells["origin"], cells["bucket"], sizes,

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from nsyskit.analysis.compute.nccldigest import NcclDigest
-from nsyskit.analysis.compute.ncclfold import CELL_COLUMNS
+from nsyskit.analysis.compute.ncclfold import cell_table, keys_of
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.trace import TABLE_KEYS
 
@@ -20,7 +20,6 @@ NCCL_KINDS, NCCL_KIND_CODES = "nccl_kinds", "nccl_kind_codes"
 KIND_COLUMNS = ("size_bytes", "nranks", "gpu")  # NcclDigest.kinds (numbers exact as float64: sizes, ranks, 0/1)
 # A partial merge's NCCL durations, folded over its ranks (ncclfold.DurationFold): the cells, and per distinct duration
 FOLD_CELLS, FOLD_CELL, FOLD_DURATIONS, FOLD_COUNTS = "nccl_fold_cells", "nccl_fold_cell", "nccl_fold_steps", "nccl_fold_counts"
-TEXT_CELL_COLUMNS = CELL_COLUMNS[:3]  # op, origin, bucket; then size_bytes, nranks, gpu
 COLUMNS = "columns"  # every numeric column of the part's tables, packed (partpack.Packer)
 
 
@@ -115,9 +114,7 @@ def encode_fold(cells: Table, cell: np.ndarray, durations: np.ndarray, counts: n
     keys as JSON, and per distinct duration its cell, the duration as a step from the one before in its cell, and
     its count."""
     per_cell = np.bincount(cell, minlength=len(cells)) if len(cell) else np.zeros(len(cells), dtype=np.int64)
-    sizes = [None if size != size else size for size in cells["size_bytes"].tolist()]  # an unknown size: null
-    keys = [[*(str(cells[c][row]) for c in TEXT_CELL_COLUMNS), sizes[row], int(cells["nranks"][row]),
-             int(cells["gpu"][row])] for row in range(len(cells))]  # fmt: skip
+    keys = keys_of(cells)
     return {FOLD_CELLS: np.asarray(json.dumps(keys)), FOLD_CELL: cell.astype(np.int32),
             FOLD_DURATIONS: _steps(durations, per_cell), FOLD_COUNTS: counts}  # fmt: skip
 
@@ -126,13 +123,7 @@ def decode_fold(data: Any) -> tuple[Table, np.ndarray, np.ndarray, np.ndarray] |
     """The folded durations encode_fold wrote (None in a file without them: a part)."""
     if FOLD_CELLS not in data:
         return None
-    keys = json.loads(str(data[FOLD_CELLS]))
-    columns = list(zip(*keys, strict=True)) if keys else [()] * len(CELL_COLUMNS)
-    cells = Table({
-        **{c: np.asarray(columns[i], dtype=object) for i, c in enumerate(TEXT_CELL_COLUMNS)},
-        "size_bytes": np.asarray([np.nan if s is None else s for s in columns[3]], dtype=np.float64),
-        "nranks": np.asarray(columns[4], dtype=np.int64), "gpu": np.asarray(columns[5], dtype=np.int64),
-    })  # fmt: skip
+    cells = cell_table([tuple(key) for key in json.loads(str(data[FOLD_CELLS]))])
     cell = data[FOLD_CELL].astype(np.int64)
     per_cell = np.bincount(cell, minlength=len(cells)) if len(cell) else np.zeros(len(cells), dtype=np.int64)
     return cells, cell, _unsteps(data[FOLD_DURATIONS], per_cell), data[FOLD_COUNTS]
