@@ -45,7 +45,8 @@ def test_run_medians_are_those_of_every_duration_whichever_way_they_are_folded(p
     assert len(even) % 2 == 0 and next(nccldigest.size_summary(total_even).rows())["median_ns"] == float(
         np.median(even)
     )
-    kept = [nccldigest.digest(ops(r, d, np.full(len(d), 4096.0)), no_steps()).durations.dtype for r, d in enumerate(per_rank)]
+    kept = [nccldigest.digest(ops(r, d, np.full(len(d), 4096.0)), no_steps()).durations.dtype
+            for r, d in enumerate(per_rank)]  # fmt: skip
     assert kept[:-1] == [np.dtype(np.uint32)] * 5 and kept[-1] == np.dtype(np.int64)
 
 

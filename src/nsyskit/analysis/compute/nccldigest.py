@@ -264,8 +264,9 @@ class Folded:
         pieces = [slice(self.firsts[c], self.firsts[c + 1]) for c in cells]
         if len(pieces) == 1:
             return self.durations[pieces[0]], self.counts[pieces[0]]
-        return (np.concatenate([self.durations[p] for p in pieces]) if pieces else np.empty(0, dtype=np.int64),
-                np.concatenate([self.counts[p] for p in pieces]) if pieces else np.empty(0, dtype=np.int64))  # fmt: skip
+        if not pieces:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+        return np.concatenate([self.durations[p] for p in pieces]), np.concatenate([self.counts[p] for p in pieces])
 
     def by_group(self) -> dict[tuple[str, str, str], list[int]]:
         """(op, origin, bucket) -> its cells, in the order the groups first came."""

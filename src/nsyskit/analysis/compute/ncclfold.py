@@ -146,7 +146,7 @@ def keys_of(cells: Table) -> list[tuple]:
 
 
 def order_statistics(values: np.ndarray, counts: np.ndarray, ranks: list[int]) -> list:
-    """The `ranks`-th smallest (0-based) of the multiset where values[i] occurs counts[i] times (values in any order)."""
+    """The `ranks`-th smallest (0-based) of the multiset where values[i] occurs counts[i] times (in any order)."""
     order = np.argsort(values, kind="stable")
     ends = np.cumsum(counts[order])
     return [values[order[int(np.searchsorted(ends, rank, side="right"))]] for rank in ranks]

@@ -54,9 +54,10 @@ def merge_block(
 
     The partial keeps each part's header and results as they are (the final merge numbers the ranks over every
     part, as a merge of the parts themselves does) but for the ranks' NCCL durations, which it holds folded over
-    the block (compute.ncclfold: what the run's tables read, exactly), the reports' listings, the timelines when every part has one,
-    and why a part could not be read: a failed map's error stays in its header, and an unreadable or damaged part
-    is named, so the final merge leaves the same ranks out with the same lines. `strict` stops at the first.
+    the block (compute.ncclfold: what the run's tables read, exactly), the reports' listings, the timelines when
+    every part has one, and why a part could not be read: a failed map's error stays in its header, and an
+    unreadable or damaged part is named, so the final merge leaves the same ranks out with the same lines.
+    `strict` stops at the first.
     """
     if (index is None) != (size is None) or (size is not None and not 0 <= index < size):
         raise UsageError(f"--array-index {index} of --array-size {size}", fix="give both, with 0 <= index < size")

@@ -19,7 +19,8 @@ NCCL_GROUPS, NCCL_DURATIONS = "nccl_groups", "nccl_durations"
 NCCL_KINDS, NCCL_KIND_CODES = "nccl_kinds", "nccl_kind_codes"
 KIND_COLUMNS = ("size_bytes", "nranks", "gpu")  # NcclDigest.kinds (numbers exact as float64: sizes, ranks, 0/1)
 # A partial merge's NCCL durations, folded over its ranks (ncclfold.DurationFold): the cells, and per distinct duration
-FOLD_CELLS, FOLD_CELL, FOLD_DURATIONS, FOLD_COUNTS = "nccl_fold_cells", "nccl_fold_cell", "nccl_fold_steps", "nccl_fold_counts"
+FOLD_CELLS, FOLD_CELL = "nccl_fold_cells", "nccl_fold_cell"
+FOLD_DURATIONS, FOLD_COUNTS = "nccl_fold_steps", "nccl_fold_counts"
 COLUMNS = "columns"  # every numeric column of the part's tables, packed (partpack.Packer)
 
 

@@ -44,7 +44,8 @@ from nsyskit.errors import AnalysisError, NsyskitError, PartialAnalysis, UsageEr
 # duration's kind (message and communicator size: the bandwidths); 6: each rank's sampled counters: their stats,
 # time-bin sums and per-step totals (compute.counters); 7: the numeric columns packed in one array (partpack.Packer);
 # 8: the run's report list in its own member, named in the header by its hash (LISTING); 9: a partial merge, the
-# parts of a block in one file (PARTIAL); 10: a partial merge's NCCL durations folded over its ranks (partpack.encode_fold)
+# parts of a block in one file (PARTIAL); 10: a partial merge's NCCL durations folded over its ranks
+# (partpack.encode_fold)
 PART_FORMAT = 10
 SUFFIX = ".part.npz"
 HEADER = "header"
