@@ -5,7 +5,8 @@ Side by side, with ratios:
   ranges, NCCL kernels of 5 us - 2 ms with nearly every duration distinct) inside a process that maps several ranks one after another, as a job-array element does (start-up paid
   once, so the per-rank time is what 1,024 ranks wait for) vs `nsys stats -r gpukernsum` alone on the same file;
 - the merge of 1,024 parts of realistic ranks (copies of one realistic rank's part under rank names, each its own
-  rank): wall time and peak memory in a fresh process (goal: < 10 s and < 1 GB), and the part size per rank; with
+  rank): wall time and peak memory in a fresh process (goal: < 10 s and < 1 GB), the NCCL sizes table's time
+  alone, and the part size per rank; with
   --parts 4096 16384 those merges beside it, each in its own process, and the time per part against 1,024's
   (issue 41's goals: 4,096 in < 10 s and < 1 GB, 16,384 in < 40 s and < 2 GB, within 1.3x per part);
 - with --tree N: each count's merge as a tree (issue 41): N partial merges of its blocks (the slowest and their sum:
@@ -81,13 +82,18 @@ def child_partials(folder: str, blocks: int) -> None:
 
 def child_merge(folder: str) -> None:
     """Run in a child process: merge the parts of `folder`; print wall time, peak RSS and the ranks merged."""
+    from nsyskit.analysis.compute.nccldigest import size_summary
     from nsyskit.analysis.mapreduce.parts import merge_parts
 
     start = time.perf_counter()
     analysis, _facts = merge_parts(Path(folder))
     wall = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"wall_s": wall, "maxrss_kb": peak, "ranks": len(analysis.ranks)}))
+    start = time.perf_counter()  # the NCCL sizes table again, alone: it grew faster than the ranks before the fold
+    size_summary(analysis.nccl)
+    sizes_s = time.perf_counter() - start
+    print(json.dumps({"wall_s": wall, "maxrss_kb": peak, "ranks": len(analysis.ranks), "sizes_s": sizes_s,
+                      "load": os.getloadavg()[0]}))  # fmt: skip
 
 
 def projection(map_s: float, merge_s: float, ranks: int, cores: int) -> None:
@@ -199,7 +205,7 @@ def tree_table(merges: dict[int, dict], blocks: int) -> None:
 def merge_table(merges: dict[int, dict]) -> None:
     """The merges side by side: time, peak memory, time per part against the reference count's, and the goals."""
     reference = merges[REFERENCE_PARTS]["wall_s"] / REFERENCE_PARTS
-    print(f"\n{'merge of parts':>15} {'wall s':>8} {'peak MB':>8} {'ms/part':>8} {'vs 1,024':>8}   goal")
+    print(f"\n{'merge of parts':>15} {'wall s':>8} {'peak MB':>8} {'ms/part':>8} {'vs 1,024':>8} {'sizes s':>8} {'load':>5}   goal")
     for count, merged in merges.items():
         per_part = merged["wall_s"] / count
         goal_s, goal_mb = MERGE_GOALS.get(count, (float("inf"), float("inf")))
@@ -207,7 +213,9 @@ def merge_table(merges: dict[int, dict]) -> None:
         ok = ok and (count < 16384 or per_part / reference <= PER_PART_GOAL)
         goal = f"< {goal_s:.0f} s, < {goal_mb:,} MB" + (f", <= {PER_PART_GOAL}x per part" if count >= 16384 else "")
         print(f"{count:>15,} {merged['wall_s']:8.2f} {merged['maxrss_kb'] / 1024:8.0f} {per_part * 1000:8.2f} "
-              f"{per_part / reference:7.2f}x   {goal if count in MERGE_GOALS else '-'}: {'PASS' if ok else 'FAIL'}")  # fmt: skip
+              f"{per_part / reference:7.2f}x {merged['sizes_s']:8.2f} {merged['load']:5.1f}   {goal if count in MERGE_GOALS else '-'}: "
+              f"{'PASS' if ok else 'FAIL'}")  # fmt: skip
+    print("(sizes s: the NCCL sizes table computed again from the merged run, alone; load: the 1-minute load average as the merge ended)")
 
 
 if __name__ == "__main__":

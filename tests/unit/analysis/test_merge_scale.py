@@ -1,5 +1,5 @@
-"""The merge at thousands of ranks: parts are read and folded one at a time (counted, not timed), and the reports
-left out are named in one line with their ranks as ranges."""
+"""The merge at thousands of ranks: parts are read and folded one at a time, their NCCL durations too (counted, not
+timed), and the reports left out are named in one line with their ranks as ranges."""
 
 from __future__ import annotations
 
@@ -17,18 +17,25 @@ RANKS = 2048
 # 37 reports without a part, in runs and alone, as a node lost mid-run and a few single ranks leave them
 LOST = [*range(96, 128), 1500, *range(1700, 1704)]
 HELD_PARTS = JOINED_RANKS + 1  # parts whose tables are alive at once: the chunk being joined and the one just read
+HELD_DURATIONS = 2  # ranks whose NCCL durations are alive at once: the one being folded and the one just read
 
 
 @pytest.fixture(scope="module")
 def one_part(tmp_path_factory, real_exports_dir):
-    """The part of the smallest one-rank real export this checkout has."""
+    """The part of the smallest one-rank real export this checkout has, one with NCCL operations where one has them
+    (their durations are what grows per rank)."""
     folder = tmp_path_factory.mktemp("one")
+    found = []
     for name in sorted((n for n in NAMES if n in PACKED), key=lambda n: decompress(n, real_exports_dir).stat().st_size):
         written = mapreduce_parts.map_reports([decompress(name, real_exports_dir)], folder / name)
         header, results = mapreduce_parts.read_part(written[0])
         if len(results) == 1 and not header["error"]:
-            return written[0]
-    pytest.skip("no one-rank real export")
+            if results[0]["nccl"].sums["count"]:
+                return written[0]
+            found.append(written[0])
+    if not found:
+        pytest.skip("no one-rank real export")
+    return found[0]
 
 
 def test_rank_ranges_join_consecutive_ranks():
@@ -40,6 +47,10 @@ def test_a_merge_of_2048_parts_holds_a_bounded_number_of_parts_at_once(one_part,
     copy_part(one_part, RANKS, tmp_path / "parts")
     alive: set[int] = set()  # parts some of whose decoded tables are still referenced
     most = [0]
+    durations_alive, most_durations = [0], [0]  # ranks whose NCCL durations are still referenced
+
+    def durations_gone():
+        durations_alive[0] -= 1
     read_results = mapreduce_parts.read_results
 
     def counted(path):
@@ -55,6 +66,10 @@ def test_a_merge_of_2048_parts_holds_a_bounded_number_of_parts_at_once(one_part,
 
         for table in tables:
             weakref.finalize(table, gone)
+        for result in results:
+            weakref.finalize(result["nccl"].durations, durations_gone)
+            durations_alive[0] += 1
+            most_durations[0] = max(most_durations[0], durations_alive[0])
         alive.add(key)
         most[0] = max(most[0], len(alive))
         return results
@@ -63,6 +78,8 @@ def test_a_merge_of_2048_parts_holds_a_bounded_number_of_parts_at_once(one_part,
     merged, facts = mapreduce_parts.merge_parts(tmp_path / "parts")
     assert len(merged.ranks) == RANKS and facts["parts"] == RANKS and merged.incomplete == []
     assert 1 <= most[0] <= HELD_PARTS, f"{most[0]} parts' tables held at once"
+    # the durations are folded as they come (compute.ncclfold): not one array per rank until the sizes table
+    assert 1 <= most_durations[0] <= HELD_DURATIONS, f"{most_durations[0]} ranks' NCCL durations held at once"
 
 
 def test_37_missing_parts_of_2048_are_named_in_one_line_as_ranges(one_part, tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nsyskit.analysis.compute import nccldigest
+from nsyskit.analysis.compute import nccldigest, ncclfold
 from nsyskit.analysis.compute.nccl import size_buckets
 from nsyskit.analysis.compute.table import Table
 
@@ -25,13 +25,13 @@ def no_steps() -> Table:
     return Table({n: np.empty(0, dtype=np.int64) for n in ("rank", "step", "start_ns", "duration_ns")})
 
 
-@pytest.mark.parametrize("search", [False, True], ids=["joined", "searched"])
-def test_run_medians_are_those_of_every_duration_whichever_way_they_are_found(search, monkeypatch):
-    if search:  # the way of a 1,024-rank merge: no array of all the values
-        monkeypatch.setattr(nccldigest, "CONCAT_BYTES", 0)
+@pytest.mark.parametrize("pending", [1 << 22, 7], ids=["one-fold", "many-folds"])
+def test_run_medians_are_those_of_every_duration_whichever_way_they_are_folded(pending, monkeypatch):
+    monkeypatch.setattr(ncclfold, "PENDING_KEYS", pending)  # 7: a fold every rank or two, as at 16,384 ranks
     rng = np.random.default_rng(7)
     per_rank = [rng.integers(1_000, 5_000_000, size=n) for n in (1, 2, 999, 1000, 4096)]
-    per_rank.append(np.asarray([1 << 33, 5, 5, 7]))  # one rank's durations beyond uint32: kept as int64
+    # one rank's durations beyond uint32 (kept as int64) and beyond the fold's 40 bits (folded apart)
+    per_rank.append(np.asarray([1 << 33, 5, 5, 7, (1 << 41) + 3, (1 << 41) + 3]))
     total = nccldigest.rollup_of_ops(
         Table({k: np.concatenate([ops(r, d, np.full(len(d), 4096.0))[k] for r, d in enumerate(per_rank)])
                for k in ops(0, [1], [1.0]).names}), no_steps())  # fmt: skip
@@ -45,7 +45,8 @@ def test_run_medians_are_those_of_every_duration_whichever_way_they_are_found(se
     assert len(even) % 2 == 0 and next(nccldigest.size_summary(total_even).rows())["median_ns"] == float(
         np.median(even)
     )
-    kept = [d.durations.dtype for d in total.digests]
+    kept = [nccldigest.digest(ops(r, d, np.full(len(d), 4096.0)), no_steps()).durations.dtype
+            for r, d in enumerate(per_rank)]  # fmt: skip
     assert kept[:-1] == [np.dtype(np.uint32)] * 5 and kept[-1] == np.dtype(np.int64)
 
 
@@ -70,11 +71,12 @@ def test_window_sums_count_the_operations_that_start_inside_a_step():
     assert (one.sums["window_known_ns"], one.sums["window_small_ns"]) == (12, 5)
 
 
-def test_the_histogram_counts_as_numpy_does_over_every_value():
+def test_the_histogram_of_folded_durations_counts_as_numpy_does_over_every_value():
     rng = np.random.default_rng(3)
-    arrays = [np.sort(rng.integers(100, 10_000_000, size=n)) for n in (10, 500, 3333)]
+    arrays = [np.sort(rng.integers(100, 10_000, size=n)) for n in (10, 500, 3333)]  # repeats: counts above 1
     every = np.concatenate(arrays) / 1e3
-    counts, edges = nccldigest.histogram(arrays, 1e3, 17)
+    values, times = np.unique(np.concatenate(arrays), return_counts=True)
+    counts, edges = ncclfold.histogram(values, times, 1e3, 17)
     expected, expected_edges = np.histogram(every, bins=17)
     assert counts.tolist() == expected.tolist() and np.array_equal(edges, expected_edges)
 

@@ -12,19 +12,22 @@ build the same digests, so both give the same numbers.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from nsyskit.analysis.compute import ncclfold
 from nsyskit.analysis.compute.nccl import NO_NRANKS, SIZE_BUCKETS, UNKNOWN_SIZE, distinct_sizes
 from nsyskit.analysis.compute.ncclbandwidth import (
     BANDWIDTH_COLUMNS,
+    QUANTILES,
     WorldSize,
     bandwidths,
     bus_factor,
     communicator_sizes,
-    quantiles,
 )
+from nsyskit.analysis.compute.ncclfold import DurationFold
 from nsyskit.analysis.compute.table import Table, rows_by_rank
 from nsyskit.analysis.read.records import factorize
 
@@ -50,17 +53,9 @@ class NcclDigest:
     kinds: Table = field(default_factory=lambda: _kinds([], [], []))
     kind_codes: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.uint8))
 
-    def group_durations(self) -> list[np.ndarray]:
-        """Each group's sorted durations."""
-        return self._split(self.durations)
-
-    def group_kinds(self) -> list[np.ndarray]:
-        """Each group's kind codes, aligned with group_durations."""
-        return self._split(self.kind_codes)
-
-    def _split(self, values: np.ndarray) -> list[np.ndarray]:
-        ends = np.cumsum(self.groups["count"]) if len(self.groups) else np.empty(0, dtype=np.int64)
-        return np.split(values, ends[:-1]) if len(ends) else []
+    def without_durations(self) -> NcclDigest:
+        """The digest once its durations are folded (compute.ncclfold): its groups, sums and kinds."""
+        return NcclDigest(self.groups, self.durations[:0], self.sums, self.kinds, self.kind_codes[:0])
 
 
 def _inside(starts: np.ndarray, steps: Table) -> np.ndarray:
@@ -190,46 +185,104 @@ def _groups(op, origin, bucket, count, total, nbytes, known) -> Table:
 
 
 @dataclass
+class GroupSums:
+    """A group's (op, origin, bucket) sums over the ranks: each rank's total, operations of known size and bytes,
+    in the ranks' order (a float sum's order is part of its value), with the rank each came from."""
+
+    ranks: array = field(default_factory=lambda: array("q"))
+    total_ns: array = field(default_factory=lambda: array("q"))
+    known: array = field(default_factory=lambda: array("q"))
+    bytes: array = field(default_factory=lambda: array("d"))
+
+    def in_rank_order(self, name: str) -> np.ndarray:
+        values = np.frombuffer(getattr(self, name), dtype=np.int64 if name != "bytes" else np.float64)
+        return values[np.argsort(np.frombuffer(self.ranks, dtype=np.int64), kind="stable")]
+
+
+@dataclass
 class NcclRollup:
-    """A run's NCCL digests added up: the sums of SUMS over all ranks and per rank, and the digests' groups."""
+    """A run's NCCL digests added up: the sums of SUMS over all ranks and per rank, each group's per-rank sums, and
+    every rank's durations folded (compute.ncclfold: per group and kind, the distinct durations with counts)."""
 
     sums: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SUMS, 0))
     by_rank: dict[int, dict[str, int]] = field(default_factory=dict)
-    digests: list[NcclDigest] = field(default_factory=list)
+    groups: dict[tuple[str, str, str], GroupSums] = field(default_factory=dict)
+    fold: DurationFold = field(default_factory=DurationFold)
     world: WorldSize | None = None  # the communicator size where a report states none (set by the merge)
     logged: dict[tuple[str, float], int] = field(default_factory=dict)  # (op, bytes) -> n the NCCL log states
 
     def add(self, rank: int, part: NcclDigest) -> None:
-        """Add one rank's digest."""
+        """Add one rank's digest (its durations folded in; a digest whose durations were folded already adds its
+        sums and groups)."""
         self.by_rank[rank] = part.sums
         for key in SUMS:
             self.sums[key] += part.sums.get(key, 0)  # (a part written before a key was counted: 0)
-        if part.sums["count"]:
-            self.digests.append(part)
+        if not part.sums["count"]:
+            return
+        groups = part.groups
+        for row, key in enumerate(zip(*(groups[k].tolist() for k in GROUP_KEYS), strict=True)):
+            found = self.groups.get(key)
+            if found is None:
+                found = self.groups[key] = GroupSums()
+            found.ranks.append(rank)
+            found.total_ns.append(int(groups["total_ns"][row]))
+            found.known.append(int(groups["known"][row]))
+            found.bytes.append(float(groups["bytes"][row]))
+        self.fold.add_digest(part)
+
+    def renumbered(self, ranks: dict[int, int]) -> NcclRollup:
+        """The roll-up with each rank r given as ranks[r] (the merge numbers ranks once every part is in)."""
+        self.by_rank = {ranks[rank]: sums for rank, sums in sorted(self.by_rank.items(), key=lambda i: ranks[i[0]])}
+        for found in self.groups.values():
+            found.ranks = array("q", (ranks[rank] for rank in found.ranks))
+        return self
 
     def window_ns(self, rank: int) -> int:
         """The rank's NCCL time inside the window's steps (0 for a rank without operations)."""
         return self.by_rank.get(rank, {}).get("window_ns", 0)
 
-    def grouped(self) -> dict[tuple[str, str, str], list[tuple[NcclDigest, int, np.ndarray]]]:
-        """(op, origin, bucket) -> [(digest, row, sorted durations)] over every rank, in rank order."""
-        return {key: [member[:3] for member in members] for key, members in self.grouped_with_kinds().items()}
+    def folded(self) -> Folded:
+        """The folded durations, cell by cell (read once every rank is in)."""
+        return Folded(*self.fold.cells())
 
-    def grouped_with_kinds(self) -> dict[tuple[str, str, str], list[tuple[NcclDigest, int, np.ndarray, np.ndarray]]]:
-        """As grouped(), each member with its durations' kind codes too."""
-        found: dict[tuple[str, str, str], list] = {}
-        for part in self.digests:
-            keys = zip(*(part.groups[k] for k in GROUP_KEYS), strict=True)
-            for row, (values, codes, key) in enumerate(
-                zip(part.group_durations(), part.group_kinds(), keys, strict=True)
-            ):
-                found.setdefault(key, []).append((part, row, values, codes))
+
+@dataclass
+class Folded:
+    """The run's folded durations: `cells` (ncclfold.CELL_COLUMNS) and, per cell, its distinct durations and their
+    counts: durations[firsts[c] : firsts[c + 1]] (ascending) for cell c."""
+
+    cells: Table
+    cell: np.ndarray
+    durations: np.ndarray
+    counts: np.ndarray
+
+    def __post_init__(self) -> None:
+        self.firsts = np.searchsorted(self.cell, np.arange(len(self.cells) + 1))
+
+    def of(self, cells: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """(durations, counts) of these cells together (not sorted across cells)."""
+        pieces = [slice(self.firsts[c], self.firsts[c + 1]) for c in cells]
+        if len(pieces) == 1:
+            return self.durations[pieces[0]], self.counts[pieces[0]]
+        if not pieces:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+        return np.concatenate([self.durations[p] for p in pieces]), np.concatenate([self.counts[p] for p in pieces])
+
+    def by_group(self) -> dict[tuple[str, str, str], list[int]]:
+        """(op, origin, bucket) -> its cells, in the order the groups first came."""
+        found: dict[tuple[str, str, str], list[int]] = {}
+        for cell, key in enumerate(zip(*(self.cells[k].tolist() for k in GROUP_KEYS), strict=True)):
+            found.setdefault(key, []).append(cell)
         return found
 
+    def sizes(self, op: str, world: WorldSize, logged: dict) -> tuple[np.ndarray, list[str]]:
+        """(n, where n comes from) of every cell, as for an operation `op` (ncclbandwidth.communicator_sizes)."""
+        return communicator_sizes(self.cells, op, world, logged)
 
-def rollup(digests: dict[int, NcclDigest]) -> NcclRollup:
-    """The roll-up of the ranks' digests (rank -> digest)."""
-    total = NcclRollup()
+
+def rollup(digests: dict[int, NcclDigest], fold: DurationFold | None = None) -> NcclRollup:
+    """The roll-up of the ranks' digests (rank -> digest); `fold`: their durations, folded already as they came."""
+    total = NcclRollup() if fold is None else NcclRollup(fold=fold)
     for rank in sorted(digests):
         total.add(rank, digests[rank])
     return total
@@ -244,39 +297,15 @@ def rollup_of_ops(ops: Table | None, window_steps: Table) -> NcclRollup:
                    for rank, rows in rows_by_rank(ops["rank"]).items()})  # fmt: skip
 
 
-CONCAT_BYTES = 256 << 20  # a group's durations up to this size are joined for the median; larger ones are searched
-
-
-def median_of(arrays: list[np.ndarray]) -> float:
-    """The median of several sorted arrays' values together (a group's durations over every rank), exactly."""
-    count = sum(len(a) for a in arrays)
-    return _middle([a for a in arrays if len(a)], count) if count else float("nan")
-
-
-def _middle(arrays: list[np.ndarray], count: int) -> float:
-    """The median of the values of several sorted arrays (count in all), exactly as of one sorted array of them."""
-    low, high = (count - 1) // 2, count // 2
-    if sum(a.nbytes for a in arrays) <= CONCAT_BYTES:
-        values = np.partition(np.concatenate(arrays), [low, high])  # uint32 and int64 arrays join as int64
-        first, second = int(values[low]), int(values[high])
-    else:  # at 1,024 ranks: no copy of tens of millions of values
-        first = _kth(arrays, low)
-        second = first if high == low else _kth(arrays, high)
-    return (float(first) + float(second)) / 2.0
-
-
-def _kth(arrays: list[np.ndarray], k: int) -> int:
-    """The k-th smallest (0-based) value of several sorted arrays: a binary search on the value, counting with
-    searchsorted in each (no array of all the values is made)."""
-    low = min(int(a[0]) for a in arrays)
-    high = max(int(a[-1]) for a in arrays)
-    while low < high:
-        middle = (low + high) // 2
-        if sum(int(np.searchsorted(a, middle, side="right")) for a in arrays) > k:
-            high = middle
-        else:
-            low = middle + 1
-    return low
+def group_medians(total: NcclRollup) -> dict[tuple[str, str, str], tuple[float, np.ndarray, np.ndarray]]:
+    """(op, origin, bucket) -> (the median over every rank and kind, the durations, their counts), groups in the
+    order they first came."""
+    folded = total.folded()
+    found = {}
+    for key, cells in folded.by_group().items():
+        durations, counts = folded.of(cells)
+        found[key] = (ncclfold.median(durations, counts), durations, counts)
+    return found
 
 
 SIZE_COLUMNS = ("op", "origin", "bucket", "nranks", "n_source", "count", "total_ns", "avg_ns", "median_ns", "bytes",
@@ -289,31 +318,18 @@ def size_summary(total: NcclRollup, world: WorldSize | None = None) -> Table:
     `world`'s; by default the number of ranks): count, total/average/median duration, total bytes, and the p10,
     median and p90 of the algbw and busbw of the operations timed on the GPU (bw_count of them), in GB/s."""
     world = world or total.world or WorldSize(max(1, len(total.by_rank)), "rank reports")
-    found = total.grouped_with_kinds()
+    folded = total.folded()
     rows: dict[str, list] = {c: [] for c in SIZE_COLUMNS}
     bucket_rank = {label: i for i, (label, _, _) in enumerate(SIZE_BUCKETS)}
-    kinds = _AllKinds(total.digests)
-    sizes_of: dict[tuple[int, str], tuple] = {}  # (id(digest), op) -> (n, source) per kind, and the one pair or None
-    for key in sorted(found, key=lambda k: (k[0], k[1], bucket_rank.get(k[2], 99))):
-        by_n: dict[tuple[int, str], list] = {}
-        for part, row, values, codes in found[key]:
-            if (id(part), key[0]) not in sizes_of:
-                n_kind, source_kind = communicator_sizes(part.kinds, key[0], world, total.logged)
-                pairs = set(zip(n_kind.tolist(), source_kind, strict=True))
-                sizes_of[id(part), key[0]] = n_kind, source_kind, next(iter(pairs)) if len(pairs) == 1 else None
-            n_kind, source_kind, only = sizes_of[id(part), key[0]]
-            if only is not None:  # the usual rank: every operation's n from one place
-                by_n.setdefault(only, []).append((part, row, values, codes, None))
-                continue
-            used = np.flatnonzero(np.bincount(codes, minlength=len(part.kinds))) if len(codes) else np.empty(0, int)
-            pairs = sorted({(int(n_kind[k]), source_kind[k]) for k in used.tolist()})
-            for n, source in pairs:
-                kinds_here = [k for k in used.tolist() if (int(n_kind[k]), source_kind[k]) == (n, source)]
-                mask = None if len(pairs) == 1 else np.isin(codes, kinds_here)
-                by_n.setdefault((n, source), []).append((part, row, values, codes, mask))
-        whole = len(by_n) == 1 and all(m[4] is None for m in next(iter(by_n.values())))
-        for (n, source), members in sorted(by_n.items()):
-            _size_row(rows, key, n, source, members, whole, kinds)
+    by_group = folded.by_group()
+    sizes_of = {op: folded.sizes(op, world, total.logged) for op in {key[0] for key in by_group}}
+    for key in sorted(by_group, key=lambda k: (k[0], k[1], bucket_rank.get(k[2], 99))):
+        n_of, source_of = sizes_of[key[0]]
+        by_n: dict[tuple[int, str], list[int]] = {}
+        for cell in by_group[key]:
+            by_n.setdefault((int(n_of[cell]), source_of[cell]), []).append(cell)
+        for (n, source), cells in sorted(by_n.items()):
+            _size_row(rows, key, n, source, cells, total.groups[key] if len(by_n) == 1 else None, folded)
     return Table({
         **{k: np.asarray(rows[k], dtype=object) for k in TEXT_KEYS},
         **{k: np.asarray(rows[k], dtype=np.int64) for k in ("nranks", "count", "total_ns", "bw_count")},
@@ -321,71 +337,47 @@ def size_summary(total: NcclRollup, world: WorldSize | None = None) -> Table:
     })  # fmt: skip
 
 
-class _AllKinds:
-    """Every digest's kinds in one table (each digest's codes shifted by its offset): one lookup per batch of ranks
-    of a row of the sizes table, not one per rank."""
-
-    BATCH = 64  # ranks whose operations are looked up together (bounds the copies a 1,024-rank row makes)
-
-    def __init__(self, digests: list[NcclDigest]) -> None:
-        counts = [len(d.kinds) for d in digests]
-        self.offset = dict(zip(map(id, digests), np.cumsum([0, *counts])[:-1].astype(np.int64).tolist(), strict=True))
-        self.size = np.concatenate([d.kinds["size_bytes"] for d in digests]) if digests else np.empty(0)
-        gpu = np.concatenate([d.kinds["gpu"] for d in digests]) if digests else np.empty(0, dtype=np.int64)
-        self.timed = (gpu == 1) & ~np.isnan(self.size)  # a bandwidth needs a known size and the GPU's time
-
-    def batches(self, members: list):
-        """(durations, kind codes into this table) of the members (masked where they are), BATCH ranks at a time."""
-        for start in range(0, len(members), self.BATCH):
-            chunk = [(values, codes) if mask is None else (values[mask], codes[mask])
-                     for _p, _r, values, codes, mask in members[start:start + self.BATCH]]  # fmt: skip
-            offsets = [self.offset[id(member[0])] for member in members[start : start + self.BATCH]]
-            yield (np.concatenate([values for values, _codes in chunk]).astype(np.int64),
-                   np.concatenate([codes.astype(np.int64) + at for (_v, codes), at in zip(chunk, offsets, strict=True)]))  # fmt: skip
-
-
 def _size_row(
-    rows: dict[str, list], key: tuple, n: int, source: str, members: list, whole: bool, kinds: _AllKinds
+    rows: dict[str, list], key: tuple, n: int, source: str, cells: list[int], whole: GroupSums | None, folded: Folded
 ) -> None:
-    """Append the row of one (op, origin, bucket) and communicator size: `members` are (digest, row, durations, kind
-    codes, mask of those of this n or None for all); `whole`: every operation of the group is this row's."""
-    arrays = [values if mask is None else values[mask] for _part, _row, values, _codes, mask in members]
-    count = sum(map(len, arrays))
-    nanos, known, nbytes, pieces = 0, 0, 0.0, []
-    for durations, codes in kinds.batches(members):
-        sizes = kinds.size[codes]
-        if not whole:
-            nanos, known = nanos + int(durations.sum()), known + int((~np.isnan(sizes)).sum())
-            nbytes += float(np.nansum(sizes))
-        timed = kinds.timed[codes] & (durations > 0)
-        pieces.append(bandwidths(key[0], n, sizes[timed], durations[timed], bus=False)[0])
-    if whole:  # the group's own sums, as the digests added them in the operations' order
-        nanos = sum(int(part.groups["total_ns"][row]) for part, row, *_rest in members)
-        known = sum(int(part.groups["known"][row]) for part, row, *_rest in members)
-        nbytes = float(np.sum([part.groups["bytes"][row] for part, row, *_rest in members]))
-    algbw = np.concatenate(pieces) if pieces else np.empty(0)
-    del pieces
-    timed_count = len(algbw)
-    alg = quantiles([algbw], in_place=True)  # busbw is algbw times one positive factor per row: its quantiles too
-    values_of = (*key, n, source, count, nanos, nanos / count, _middle(arrays, count), nbytes if known else np.nan,
-                 timed_count, *alg, *(q * bus_factor(key[0], n) for q in alg))  # fmt: skip
+    """Append the row of one (op, origin, bucket) and communicator size n: its cells; `whole`: the group's per-rank
+    sums when every operation of the group is this row's (then its sums are the digests', added in rank order)."""
+    durations, counts = folded.of(cells)
+    count = int(counts.sum())
+    if whole is not None:
+        nanos, known = int(whole.in_rank_order("total_ns").sum()), int(whole.in_rank_order("known").sum())
+        nbytes = float(np.sum(whole.in_rank_order("bytes")))
+    else:  # sums of whole numbers: exact in any order (bytes below 2^53 in all)
+        nanos, known, nbytes = 0, 0, 0.0
+        for cell in cells:
+            values, times = folded.of([cell])
+            size, weight = float(folded.cells["size_bytes"][cell]), int(times.sum())
+            nanos += int((values * times).sum())
+            if size == size:
+                known, nbytes = known + weight, nbytes + size * weight
+    speeds, weights = [], []
+    for cell in cells:
+        size = float(folded.cells["size_bytes"][cell])
+        if folded.cells["gpu"][cell] != 1 or size != size:  # a bandwidth needs a known size and the GPU's time
+            continue
+        values, times = folded.of([cell])
+        timed = values > 0
+        speeds.append(bandwidths(key[0], n, np.full(int(timed.sum()), size), values[timed], bus=False)[0])
+        weights.append(times[timed])
+    speeds_all = np.concatenate(speeds) if speeds else np.empty(0)
+    weights_all = np.concatenate(weights) if weights else np.empty(0, dtype=np.int64)
+    alg = ncclfold.quantiles(speeds_all, weights_all, [q for _name, q in QUANTILES])
+    values_of = (*key, n, source, count, nanos, nanos / count, ncclfold.median(durations, counts),
+                 nbytes if known else np.nan, int(weights_all.sum()), *alg,
+                 *(q * bus_factor(key[0], n) for q in alg))  # fmt: skip
     for column, value in zip(SIZE_COLUMNS, values_of, strict=True):
         rows[column].append(value)
 
 
-def bucket_durations(total: NcclRollup) -> dict[str, list[np.ndarray]]:
-    """Size bucket -> the sorted durations of its operations, one array per rank and group (never joined)."""
-    found: dict[str, list[np.ndarray]] = {}
-    for key, members in total.grouped().items():
-        found.setdefault(key[2], []).extend(values for _part, _row, values in members)
-    return found
-
-
-def histogram(arrays: list[np.ndarray], scale: float, bins: int) -> tuple[np.ndarray, np.ndarray]:
-    """(counts, edges) of the values of sorted `arrays` divided by `scale`, in `bins` equal bins from the least to the
-    greatest, as numpy's histogram of all of them at once gives; one array at a time."""
-    least = min(float(a[0]) for a in arrays) / scale
-    greatest = max(float(a[-1]) for a in arrays) / scale
-    edges = np.histogram_bin_edges(np.asarray([least, greatest]), bins=bins)
-    counts = sum(np.histogram(a / scale, bins=edges)[0] for a in arrays)
-    return counts, edges
+def bucket_durations(total: NcclRollup) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Size bucket -> the distinct durations of its operations (per group and kind) and their counts."""
+    folded = total.folded()
+    cells: dict[str, list[int]] = {}
+    for cell, bucket in enumerate(folded.cells["bucket"].tolist()):
+        cells.setdefault(bucket, []).append(cell)
+    return {bucket: folded.of(members) for bucket, members in cells.items()}

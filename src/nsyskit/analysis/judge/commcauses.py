@@ -1,7 +1,7 @@
 """Rules about how a run communicates, beyond how much: collectives far slower than their kind's median, and
 communication kernels that cannot overlap compute.
 
-nccl_outlier counts exactly from the ranks' NCCL digests (each group's sorted durations, merged across ranks) and
+nccl_outlier counts exactly from the ranks' NCCL durations folded across ranks (compute.ncclfold) and
 takes when the slowest ran from each rank's evidence (compute.commcauses); serialized_streams reads the per-GPU
 breakdown and each rank's stream evidence.
 """
@@ -14,7 +14,7 @@ from nsyskit.analysis.compute import units
 from nsyskit.analysis.compute.commcauses import OUTLIER_MIN_NS, OUTLIER_X, SEPARATOR, SERIAL_OVERLAP_PCT
 from nsyskit.analysis.compute.evidence import pivot
 from nsyskit.analysis.compute.metrics import RunView
-from nsyskit.analysis.compute.nccldigest import median_of
+from nsyskit.analysis.compute.nccldigest import group_medians
 from nsyskit.analysis.judge.finding import Finding, document
 
 OUTLIERS = document(
@@ -31,20 +31,15 @@ def nccl_outlier(view: RunView) -> Finding | None:
     if view.nccl is None:
         return None
     groups = []
-    for key, members in view.nccl.grouped().items():  # the median over every rank and communicator size
-        median = median_of([values for _part, _row, values in members])
+    for key, (median, durations, counts) in group_medians(view.nccl).items():  # over every rank and kind
         if not median or median != median:
             continue
         threshold = max(OUTLIER_X * median, median + OUTLIER_MIN_NS)
-        count = excess = 0.0
-        worst = 0.0
-        for _part, _row, values in members:  # each rank's sorted durations
-            over = values[int(np.searchsorted(values, threshold, side="right")):].astype(np.float64)
-            count += len(over)
-            excess += float((over - median).sum())
-            worst = max(worst, float(over[-1])) if len(over) else worst
-        if count:
-            groups.append((excess, key, int(count), worst, median))
+        over = durations > threshold
+        count = int(counts[over].sum())
+        if count:  # whole numbers and halves: the excess is exact in any order
+            excess = float(np.sum((durations[over] - median) * counts[over]))
+            groups.append((excess, key, count, float(durations[over].max()), median))
     if not groups:
         return None
     groups.sort(key=lambda g: -g[0])

@@ -11,9 +11,11 @@ from typing import Any
 import numpy as np
 
 from nsyskit import __version__
+from nsyskit.analysis.compute.ncclfold import DurationFold
 from nsyskit.analysis.mapreduce import parts
-from nsyskit.analysis.mapreduce.partpack import encode_results
+from nsyskit.analysis.mapreduce.partpack import encode_fold, encode_results
 from nsyskit.analysis.mapreduce.parts import SUFFIX, part_headers, read_headers, read_listings, results_of
+from nsyskit.analysis.mapreduce.reduce import FOLD
 from nsyskit.analysis.mapreduce.timelines import TIMELINE, read_timelines
 from nsyskit.analysis.process import keep_freed_memory
 from nsyskit.errors import AnalysisError, UsageError
@@ -34,6 +36,16 @@ def _by_number(path: Path) -> list:
     return [int(piece) if piece.isdigit() else piece for piece in re.split(r"(\d+)", path.name)]
 
 
+def _folded(fold: DurationFold, result: dict[str, Any]) -> dict[str, Any]:
+    """The rank's result with its NCCL durations folded into the block's `fold` (and those a partial merge's first
+    rank carries)."""
+    fold.add_digest(result["nccl"])
+    if FOLD in result:
+        fold.add_cells(*result.pop(FOLD))
+    result["nccl"] = result["nccl"].without_durations()
+    return result
+
+
 def merge_block(
     folder: Path, out: Path, index: int | None = None, size: int | None = None, strict: bool = False
 ) -> Path:  # fmt: skip
@@ -41,9 +53,11 @@ def merge_block(
     `size` runs of consecutive files, sizes differing by one at most) into one partial merge in `out`; its path.
 
     The partial keeps each part's header and results as they are (the final merge numbers the ranks over every
-    part, as a merge of the parts themselves does), the reports' listings, the timelines when every part has one,
-    and why a part could not be read: a failed map's error stays in its header, and an unreadable or damaged part
-    is named, so the final merge leaves the same ranks out with the same lines. `strict` stops at the first.
+    part, as a merge of the parts themselves does) but for the ranks' NCCL durations, which it holds folded over
+    the block (compute.ncclfold: what the run's tables read, exactly), the reports' listings, the timelines when
+    every part has one, and why a part could not be read: a failed map's error stays in its header, and an
+    unreadable or damaged part is named, so the final merge leaves the same ranks out with the same lines.
+    `strict` stops at the first.
     """
     if (index is None) != (size is None) or (size is not None and not 0 <= index < size):
         raise UsageError(f"--array-index {index} of --array-size {size}", fix="give both, with 0 <= index < size")
@@ -56,6 +70,7 @@ def merge_block(
     listings: dict[str, dict[str, list]] = {}
     unreadable: dict[str, str] = {}
     results: list[dict[str, Any]] = []
+    fold = DurationFold()  # the block's NCCL durations, folded as its ranks come: the partial holds no rank's own
     timelines: list | None = []
     where = str(folder)
     for path, header in read_headers(block, strict, unreadable):
@@ -74,7 +89,7 @@ def merge_block(
                 mine = []
             if "damaged" not in own:
                 own["first"], own["count"] = len(results), len(mine)
-                results += mine
+                results += [_folded(fold, result) for result in mine]
             if part.get("error"):
                 pass  # a failed map's part: no ranks, no timeline (left out of the final merge's, as of a merge's)
             elif ranks is None:
@@ -90,7 +105,7 @@ def merge_block(
     if timelines is None:
         for own in kept:
             own.pop(TIMELINE, None)
-    arrays = encode_results(results)
+    arrays = encode_results(results) | encode_fold(*fold.cells())
     arrays[parts.LISTING] = np.asarray(json.dumps(listings))
     if timelines is not None:
         arrays[TIMELINE] = np.asarray(json.dumps([[t.rank, t.events, t.total, t.note] for t in timelines]))

@@ -7,7 +7,8 @@ report list, so that a merge refuses parts of another version and names the rank
 Statistics that do not merge by sums (medians, standard deviations) are per rank in every table, so the part
 keeps them whole; the run-level tables (top kernels, NCCL sizes, ranks) are computed from the per-rank rows at
 the merge, exactly as in one process. NCCL operations travel as each rank's digest: sums per group, and the sorted
-durations the run-level medians need (nsyskit.analysis.compute.nccldigest).
+durations the run-level medians need (nsyskit.analysis.compute.nccldigest), which the merge folds across ranks as
+they come (a partial merge carries its ranks' folded, compute.ncclfold).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from nsyskit import __version__
 from nsyskit.analysis.compute.ncclbandwidth import world_size
 from nsyskit.analysis.compute.result import Analysis
 from nsyskit.analysis.mapreduce.leftout import NO_PART, left_out_lines
-from nsyskit.analysis.mapreduce.partpack import decode_results, encode_results
+from nsyskit.analysis.mapreduce.partpack import decode_fold, decode_results, encode_results
+from nsyskit.analysis.mapreduce.reduce import FOLD
 from nsyskit.analysis.mapreduce.timelines import TIMELINE, report_timelines
 from nsyskit.analysis.present.timeline import RankTimeline
 from nsyskit.analysis.process import keep_freed_memory
@@ -42,8 +44,9 @@ from nsyskit.errors import AnalysisError, NsyskitError, PartialAnalysis, UsageEr
 # duration's kind (message and communicator size: the bandwidths); 6: each rank's sampled counters: their stats,
 # time-bin sums and per-step totals (compute.counters); 7: the numeric columns packed in one array (partpack.Packer);
 # 8: the run's report list in its own member, named in the header by its hash (LISTING); 9: a partial merge, the
-# parts of a block in one file (PARTIAL)
-PART_FORMAT = 9
+# parts of a block in one file (PARTIAL); 10: a partial merge's NCCL durations folded over its ranks
+# (partpack.encode_fold)
+PART_FORMAT = 10
 SUFFIX = ".part.npz"
 HEADER = "header"
 # The run's reports, their ranks and whether each rank is named, as the map saw them: the same in every part of a map,
@@ -178,9 +181,14 @@ def read_header(path: Path) -> dict[str, Any]:
 
 
 def read_results(path: Path) -> list[dict[str, Any]]:
-    """The per-rank results of a part whose header read_header took."""
+    """The per-rank results of a part whose header read_header took (a partial merge's folded NCCL durations ride
+    on its first rank's, under reduce.FOLD)."""
     with _opened(path) as data:
-        return decode_results(data, json.loads(str(data["results"])))
+        results = decode_results(data, json.loads(str(data["results"])))
+        fold = decode_fold(data)
+    if fold is not None and results:
+        results[0][FOLD] = fold
+    return results
 
 
 @contextmanager

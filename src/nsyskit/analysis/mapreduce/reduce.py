@@ -13,10 +13,13 @@ from nsyskit.analysis.compute.metrics import comm_share_by_rank, per_rank, view_
 from nsyskit.analysis.compute.result import Analysis, combine_kernel_summaries, concat
 from nsyskit.analysis.compute.table import Table
 
+FOLD = "nccl_fold"  # a partial merge's folded NCCL durations (ncclfold.DurationFold.cells()), on its first rank
+
 # The per-rank tables of trace.analyze_file's results (all but the kernel summary carry a rank column).
 TABLE_KEYS = ("kernel_summary", "breakdown", "memcpy", "nvtx", "nvtx_gpu", "steps", "evidence",
               *counters.TABLES)  # and "nccl": its NcclDigest  # fmt: skip
 RANKED_KEYS = TABLE_KEYS[1:]
+NCCL_KEYS = ("nccl", FOLD)  # a rank's digest; and, on a partial merge's first rank, the block's folded durations
 JOINED_RANKS = 64  # ranks whose tables the merge holds apart before joining them (a part's tables die once joined)
 
 
@@ -42,7 +45,7 @@ def merge(
     analysis.top_kernels = combine_kernel_summaries(analysis.kernel_summaries)
     for name in RANKED_KEYS:
         setattr(analysis, name, folded.table(name))
-    analysis.nccl = nccldigest.rollup({result["rank"]: result["nccl"] for result in results})
+    analysis.nccl = folded.nccl.renumbered({position: result["rank"] for position, result in enumerate(results)})
     # n where a report states none: run.json's world size when the caller read one, else the ranks analyzed
     analysis.nccl.world = world or ncclbandwidth.WorldSize(max(1, len(results)), "rank reports")
     analysis.nccl_sizes = nccldigest.size_summary(analysis.nccl)
@@ -59,9 +62,18 @@ def merge(
     return analysis
 
 
+def add_nccl(total: nccldigest.NcclRollup, rank: int, result: dict[str, Any]) -> None:
+    """Add a rank's NCCL digest to the roll-up (its durations folded in), and the folded durations of a partial
+    merge's ranks where the result carries them."""
+    total.add(rank, result["nccl"])
+    if FOLD in result:
+        total.fold.add_cells(*result[FOLD])
+
+
 class _Fold:
-    """The ranks' results as they come: what stays per rank (source, summary, kernel summary, NCCL digest) in a
-    list, and the ranked tables joined every JOINED_RANKS ranks, with each rank's row count to renumber them by.
+    """The ranks' results as they come: what stays per rank (source, summary, kernel summary) in a list, the ranked
+    tables joined every JOINED_RANKS ranks, with each rank's row count to renumber them by, and the NCCL digests
+    added up as they come (their durations folded: no rank's durations outlive its fold).
 
     When a file held several ranks, every rank is renumbered 0..N-1 in file order (as 'invoke analyze' numbers
     them); that is known only once every file is in, so the rank columns are rewritten at the end."""
@@ -72,6 +84,7 @@ class _Fold:
         self.chunks: dict[str, list[Table]] = {name: [] for name in RANKED_KEYS}
         self.rows: dict[str, list[int]] = {name: [] for name in RANKED_KEYS}
         self.renumber = False
+        self.nccl = nccldigest.NcclRollup()  # by each rank's place in the list until finish() numbers them
 
     def add(self, results: list[dict[str, Any]]) -> None:
         self.renumber = self.renumber or len(results) != 1
@@ -80,7 +93,8 @@ class _Fold:
                 table = result[name]
                 self.pending[name].append(table)
                 self.rows[name].append(len(table) if table is not None else 0)
-            self.kept.append({key: value for key, value in result.items() if key not in RANKED_KEYS})
+            add_nccl(self.nccl, len(self.kept), result)
+            self.kept.append({key: value for key, value in result.items() if key not in (*RANKED_KEYS, *NCCL_KEYS)})
             if len(self.pending[RANKED_KEYS[0]]) >= JOINED_RANKS:
                 self._join()
 

@@ -20,7 +20,8 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from nsyskit.analysis.compute import units  # noqa: E402
 from nsyskit.analysis.compute.analyzers import SIZE_BUCKETS, UNKNOWN_SIZE  # noqa: E402
-from nsyskit.analysis.compute.nccldigest import NcclRollup, bucket_durations, histogram  # noqa: E402
+from nsyskit.analysis.compute.nccldigest import NcclRollup, bucket_durations  # noqa: E402
+from nsyskit.analysis.compute.ncclfold import histogram  # noqa: E402
 from nsyskit.analysis.compute.table import Table  # noqa: E402
 from nsyskit.analysis.present.pernode import Nodes, per_cell  # noqa: E402
 
@@ -159,8 +160,8 @@ def step_times_per_rank(steps: Table | None, window: Table | None = None, nodes:
 
 
 def nccl_size_histograms(total: NcclRollup | None) -> bytes | None:
-    """One histogram of NCCL operation durations per message-size bucket (as in the AWS nsys guide), counted one
-    rank's durations at a time (a run of 1,024 ranks has tens of millions)."""
+    """One histogram of NCCL operation durations per message-size bucket (as in the AWS nsys guide), counted from the
+    run's folded durations (a run of 1,024 ranks has tens of millions of operations)."""
     by_bucket = bucket_durations(total) if total is not None else {}
     if not by_bucket:
         return None
@@ -168,10 +169,10 @@ def nccl_size_histograms(total: NcclRollup | None) -> bytes | None:
     present = [label for label in labels if label in by_bucket]
     fig, axes = plt.subplots(1, len(present), figsize=(min(WIDTH_IN, 3.2 * len(present) + 1), 3.2), squeeze=False)
     for ax, label in zip(axes[0], present, strict=True):
-        arrays = by_bucket[label]
-        count = sum(len(a) for a in arrays)
-        scale, unit = units.duration_axis(float(max(int(a[-1]) for a in arrays)))
-        counts, edges = histogram(arrays, scale, min(30, max(5, int(np.sqrt(count)))))
+        durations, times = by_bucket[label]
+        count = int(times.sum())
+        scale, unit = units.duration_axis(float(durations.max()))
+        counts, edges = histogram(durations, times, scale, min(30, max(5, int(np.sqrt(count)))))
         ax.hist(edges[:-1], bins=edges, weights=counts, color="#DD8452")
         ax.set_title(f"{label} ({count:,} ops)", fontsize=9)
         ax.set_xlabel(f"duration ({unit})")
