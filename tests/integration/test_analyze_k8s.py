@@ -28,17 +28,24 @@ def nsyskit(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)  # fmt: skip
 
 
-def test_indexed_job_maps_and_the_merge_job_waits_then_makes_what_analyze_makes(kit_image, tmp_path):
+def shared_run(tmp_path: Path, name: str, ranks: int, kit_image: str) -> tuple[Path, Path, Path, dict[str, str]]:
+    """A claim's folder holding a run of `ranks` copies of the real H100 export, a login node's project folder, and
+    the settings that point analyze --k8s at both: (shared, project, run, settings)."""
     shared, project = tmp_path / "fsx", tmp_path / "login-node"
-    run = shared / "runs" / "wide"
+    run = shared / "runs" / name
     run.mkdir(parents=True)
     project.mkdir()
     data = lzma.decompress(H100_EXPORT.read_bytes())
-    for rank in range(RANKS):
+    for rank in range(ranks):
         (run / f"nsyskit_node_{rank // 4}_rank_{rank}.sqlite").write_bytes(data)
     image, _sep, tag = kit_image.rpartition(":")
     settings = {"NSYSKIT_K8S_REPORT_PVC": "fsx-claim", "NSYSKIT_K8S_SHARED_DIR": str(shared),
                 "NSYSKIT_IMAGE": image, "NSYSKIT_TAG": tag}  # fmt: skip
+    return shared, project, run, settings
+
+
+def test_indexed_job_maps_and_the_merge_job_waits_then_makes_what_analyze_makes(kit_image, tmp_path):
+    shared, project, run, settings = shared_run(tmp_path, "wide", RANKS, kit_image)
     rendered = nsyskit(project, "analyze", str(run), "--k8s", "--dry-run", "--slurm-max-parallel", "4", **settings)
     assert rendered.returncode == 0, rendered.stderr
     manifest = run / "analysis-jobs" / "k8s-jobs.yaml"
@@ -67,16 +74,7 @@ def test_indexed_job_maps_and_the_merge_job_waits_then_makes_what_analyze_makes(
 def test_past_the_tree_threshold_the_partial_indexed_job_merges_blocks_and_the_merge_takes_those(kit_image, tmp_path):
     """--tree-ranks below the run's ranks: three Jobs applied at once; the partial merges' pods wait for the map's
     parts, the merge's pod for the partial merges, and the result is what one merge here makes."""
-    shared, project = tmp_path / "fsx", tmp_path / "login-node"
-    run = shared / "runs" / "tree"
-    run.mkdir(parents=True)
-    project.mkdir()
-    data = lzma.decompress(H100_EXPORT.read_bytes())
-    for rank in range(6):
-        (run / f"nsyskit_node_{rank // 4}_rank_{rank}.sqlite").write_bytes(data)
-    image, _sep, tag = kit_image.rpartition(":")
-    settings = {"NSYSKIT_K8S_REPORT_PVC": "fsx-claim", "NSYSKIT_K8S_SHARED_DIR": str(shared),
-                "NSYSKIT_IMAGE": image, "NSYSKIT_TAG": tag}  # fmt: skip
+    shared, project, run, settings = shared_run(tmp_path, "tree", 6, kit_image)
     rendered = nsyskit(project, "analyze", str(run), "--k8s", "--dry-run", "--tree-ranks", "4", **settings)
     assert rendered.returncode == 0, rendered.stderr
     map_job, partial_job, merge_job = yaml.safe_load_all((run / "analysis-jobs" / "k8s-jobs.yaml").read_text())
