@@ -102,12 +102,15 @@ def _steps(durations: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 
 def _unsteps(steps: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """The durations of _steps (each group's running sum), in their dtype."""
+    """The durations of _steps (each group's running sum), in their dtype: summed in it, wrapping, since a
+    duration fits its dtype, the running sum minus the one before its group is exact modulo 2**bits (a uint32
+    sum moves half an int64's bytes: 0.9 -> 0.3 ms a rank of 80k durations)."""
     if len(steps) == 0:
         return steps
-    sums = np.cumsum(steps, dtype=np.int64)
-    before = np.r_[0, sums[np.cumsum(counts)[:-1] - 1]]  # the running sum before each group
-    return (sums - np.repeat(before, counts)).astype(steps.dtype)
+    sums = np.cumsum(steps, dtype=steps.dtype)
+    before = np.r_[np.zeros(1, dtype=steps.dtype), sums[np.cumsum(counts)[:-1] - 1]]  # the sum before each group
+    sums -= np.repeat(before, counts)
+    return sums
 
 
 def encode_fold(cells: Table, cell: np.ndarray, durations: np.ndarray, counts: np.ndarray) -> dict[str, np.ndarray]:
