@@ -355,3 +355,21 @@ def test_gpu_idle_names_the_causes_that_explain_it_and_what_stays_unexplained():
     assert told.title == "GPUs idle 40.0%; per step, explained by data_loading 2.00 ms, sync_stall 1.50 ms; 500 us unexplained"
     assert told.evidence["idle_unexplained_ns_per_step"] == 0.5 * MS
     assert findings.explain_idle(idle, [idle, other]) == idle  # no cause found: as it was
+
+
+def test_the_rules_and_the_summary_compute_the_per_rank_table_once_per_view(monkeypatch):
+    # At 16,384 ranks the per-rank pass took most of the findings' 12.6 s, once per rule that asked for it (five times)
+    from nsyskit.analysis.compute import metrics
+
+    passes = []
+    monkeypatch.setattr(metrics, "_per_rank", lambda made, real=metrics._per_rank: passes.append(made) or real(made))
+    slow = gpu_view([{"rank": r, "window_ns": 40 * MS, "busy_ns": 36 * MS, "compute_ns": c * MS,
+                      "comm_ns": (36 - c) * MS} for r, c in ((0, 20), (1, 20), (2, 32), (3, 20))])  # fmt: skip
+    passes.clear()  # the helper's ranks table made its own view's
+    found = findings.find(slow)
+    metrics_once = run_metrics(slow)
+    assert len(passes) == 1 and passes[0] is slow
+    assert any(f.rule == "straggler" and "rank 2" in f.title for f in found)  # the rules still read it
+    assert metrics_once["step_time_slowest_rank"] == float(per_rank(slow)["step_ns"].max())
+    run_metrics(slow)["step_time"] = -1.0  # a caller's copy: the next caller gets the view's own numbers
+    assert run_metrics(slow)["step_time"] == metrics_once["step_time"]

@@ -49,17 +49,25 @@ class DurationFold:
             return
         groups, kinds = digest.groups, digest.kinds
         width = max(1, len(kinds))
-        local = np.repeat(np.arange(len(groups), dtype=np.int64) * width, groups["count"]) + digest.kind_codes
-        present = np.flatnonzero(np.bincount(local))  # the (group, kind) pairs the rank has: a few hundred at most
+        local = np.repeat(np.arange(len(groups), dtype=np.int64) * width, groups["count"])
+        local += digest.kind_codes
+        seen = np.zeros(len(groups) * width, dtype=bool)
+        seen[local] = True  # the (group, kind) pairs the rank has: a few hundred at most (a mark, not a bincount)
         sizes = kinds["size_bytes"].tolist()
-        lookup = np.zeros(int(present[-1]) + 1, dtype=np.int64)
-        for code in present.tolist():
+        lookup = np.zeros(len(seen), dtype=np.int64)
+        for code in np.flatnonzero(seen).tolist():
             row, kind = divmod(code, width)
             size = sizes[kind]
             lookup[code] = self._cell((str(groups["op"][row]), str(groups["origin"][row]), str(groups["bucket"][row]),
                                        None if size != size else size, int(kinds["nranks"][kind]),
                                        int(kinds["gpu"][kind])))  # fmt: skip
-        self._push(lookup[local], durations, None)
+        if durations.dtype != np.uint32:  # may not fit DURATION_BITS: _push keeps those apart
+            self._push(lookup[local], durations, None)
+            return
+        lookup <<= DURATION_BITS  # every uint32 fits: the keys straight from the lookup, one pass fewer per rank
+        keys = lookup[local]
+        keys |= durations
+        self._pend(keys, None)
 
     def add_cells(self, cells: Table, cell: np.ndarray, durations: np.ndarray, counts: np.ndarray) -> None:
         """Fold in another fold's cells() (a partial merge's, read back from its file)."""
@@ -79,9 +87,16 @@ class DurationFold:
             counts = None if counts is None else counts[fits]
         cell <<= DURATION_BITS  # (a fresh array: the digest's lookup, or a copy)
         cell |= durations
-        self.pending.append((cell, counts))
-        self.pending_size += len(cell)
-        if self.pending_size >= PENDING_KEYS:
+        self._pend(cell, counts)
+
+    def _pend(self, keys: np.ndarray, counts: np.ndarray | None) -> None:
+        """Keep folded keys (cell << DURATION_BITS | duration) until enough are pending for one sort."""
+        self.pending.append((keys, counts))
+        self.pending_size += len(keys)
+        # Real ranks' durations differ (jitter), so the folded keys grow with the ranks: folding fixed batches into
+        # them would copy them every time (quadratic). Batches of half what is folded copy each key a logarithmic
+        # number of times (bench/ncclfold_bench.py, 4,096 jittered ranks: 50.7 -> 30.6 s, 1.03 -> 1.21 GB).
+        if self.pending_size >= max(PENDING_KEYS, len(self.keys) // 2):
             self._fold()
 
     def _fold(self) -> None:

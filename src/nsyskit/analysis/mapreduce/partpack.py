@@ -4,6 +4,7 @@ of analyze_file encoded into that array and a JSON index, and decoded back."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from typing import Any
@@ -48,9 +49,15 @@ class Packer:
 def unpack(blob: np.ndarray, place: list) -> np.ndarray:
     """The array add() placed at `place` in `blob`, copied out (a view would keep every part's whole blob alive
     through the merge: 1.3 GB instead of 0.8 at 1,024 parts)."""
-    dtype, shape, offset = np.dtype(place[0]), tuple(place[1]), place[2]
-    count = math.prod(shape)  # 1 for a scalar's shape ()
-    return np.frombuffer(blob, dtype=dtype, count=count, offset=offset).reshape(shape).copy()
+    dtype, shape, offset = _dtype(place[0]), tuple(place[1]), place[2]
+    size = math.prod(shape) * dtype.itemsize  # a scalar's shape () holds one
+    return blob[offset : offset + size].view(dtype).reshape(shape).copy()
+
+
+@functools.cache
+def _dtype(name: str) -> np.dtype:
+    """numpy's dtype of a place's name, parsed once (a merge unpacks ~110 arrays a rank: 0.44 -> 0.32 ms)."""
+    return np.dtype(name)
 
 
 def encode_results(results: list[dict[str, Any]]) -> dict[str, np.ndarray]:
@@ -102,12 +109,15 @@ def _steps(durations: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 
 def _unsteps(steps: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """The durations of _steps (each group's running sum), in their dtype."""
+    """The durations of _steps (each group's running sum), in their dtype: summed in it, wrapping, since a
+    duration fits its dtype, the running sum minus the one before its group is exact modulo 2**bits (a uint32
+    sum moves half an int64's bytes: 0.9 -> 0.3 ms a rank of 80k durations)."""
     if len(steps) == 0:
         return steps
-    sums = np.cumsum(steps, dtype=np.int64)
-    before = np.r_[0, sums[np.cumsum(counts)[:-1] - 1]]  # the running sum before each group
-    return (sums - np.repeat(before, counts)).astype(steps.dtype)
+    sums = np.cumsum(steps, dtype=steps.dtype)
+    before = np.r_[np.zeros(1, dtype=steps.dtype), sums[np.cumsum(counts)[:-1] - 1]]  # the sum before each group
+    sums -= np.repeat(before, counts)
+    return sums
 
 
 def encode_fold(cells: Table, cell: np.ndarray, durations: np.ndarray, counts: np.ndarray) -> dict[str, np.ndarray]:
