@@ -19,6 +19,7 @@ from pathlib import Path
 
 from nsyskit import runrecord
 from nsyskit.assets import PACKAGED
+from nsyskit.ranks import nsysargs
 
 IMAGE_WRAPPER = "/usr/local/bin/nsys-profile"  # in the image (its library copy has no _kit/)
 CHECKOUT_WRAPPER = PACKAGED / "Container-Root" / "usr" / "local" / "bin" / "nsys-profile"  # a checkout or pip install
@@ -91,8 +92,8 @@ def settings(flags: argparse.Namespace, env: dict[str, str]) -> dict[str, str]:
     _check(values)
     if "NSYSKIT_CAPTURE" not in env:
         gpu = os.path.isdir(GPU_FOLDER) and bool(os.listdir(GPU_FOLDER))
-        window = values["NSYSKIT_PROFILE_STEPS"] and values["NSYSKIT_STEP_HOOK"] == "1"
-        values["NSYSKIT_CAPTURE"] = "cudaProfilerApi" if gpu and window else "none"
+        values["NSYSKIT_CAPTURE"] = nsysargs.capture_mode("command", "", bool(values["NSYSKIT_PROFILE_STEPS"]), gpu,
+                                                          values["NSYSKIT_STEP_HOOK"] == "1")  # fmt: skip
         timed = [flag for flag, variable in TIME_WINDOW if int(values[variable])]
         if timed and values["NSYSKIT_CAPTURE"] != "none":  # nsys takes a capture range or a time window, not both
             raise WrapUsageError(f"{timed[0]} gives a time window, but --profile-steps on a GPU machine opens nsys' "
