@@ -27,10 +27,10 @@ def no_steps() -> Table:
 
 @pytest.mark.parametrize("pending", [1 << 22, 7], ids=["one-fold", "many-folds"])
 def test_run_medians_are_those_of_every_duration_whichever_way_they_are_folded(pending, monkeypatch):
-    monkeypatch.setattr(ncclfold, "PENDING_KEYS", pending)  # 7: a fold every rank or two, as at 16,384 ranks
+    monkeypatch.setattr(ncclfold, "PENDING_DURATIONS", pending)  # 7: a fold every rank or two, as at 16,384 ranks
     rng = np.random.default_rng(7)
     per_rank = [rng.integers(1_000, 5_000_000, size=n) for n in (1, 2, 999, 1000, 4096)]
-    # one rank's durations beyond uint32 (kept as int64) and beyond the fold's 40 bits (folded apart)
+    # one rank's durations beyond uint32 (kept as int64) and beyond 2**40
     per_rank.append(np.asarray([1 << 33, 5, 5, 7, (1 << 41) + 3, (1 << 41) + 3]))
     total = nccldigest.rollup_of_ops(
         Table({k: np.concatenate([ops(r, d, np.full(len(d), 4096.0))[k] for r, d in enumerate(per_rank)])
@@ -109,7 +109,8 @@ def test_a_digest_of_coded_columns_is_that_of_the_text_columns():
 
 
 def test_durations_sorted_within_groups_as_a_lexsort_sorts_them():
-    """The packed sort and the lexsort it falls back to (negative or huge durations) give a lexsort's order."""
+    """The packed sort and the lexsort it falls back to (negative or huge durations) give a lexsort's order: by
+    group, then kind, then duration (each group and kind one sorted run: what the fold takes as it is)."""
     rng = np.random.default_rng(5)
     for low, high in [(0, 1 << 20), (-1000, 1000), (0, 1 << 62), (1 << 40, (1 << 40) + 9)]:
         for _ in range(50):
@@ -118,6 +119,6 @@ def test_durations_sorted_within_groups_as_a_lexsort_sorts_them():
             expected = durations[np.lexsort((durations, group))]
             kind = rng.integers(0, 300, len(group))
             assert nccldigest._sorted_in_groups(group, durations)[0].tolist() == expected.tolist()
-            order = np.lexsort((kind, durations, group))  # each kind travels with its duration
+            order = np.lexsort((durations, kind, group))  # each kind travels with its duration
             got_durations, got_kinds = nccldigest._sorted_in_groups(group, durations, kind)
             assert got_durations.tolist() == durations[order].tolist() and got_kinds.tolist() == kind[order].tolist()

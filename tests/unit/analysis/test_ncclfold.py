@@ -48,7 +48,7 @@ def expected(table: Table) -> dict:
 
 @pytest.mark.parametrize("pending", [1 << 22, 5])
 def test_the_fold_of_any_split_in_any_order_is_the_multiset_of_every_duration(pending, monkeypatch):
-    monkeypatch.setattr(ncclfold, "PENDING_KEYS", pending)
+    monkeypatch.setattr(ncclfold, "PENDING_DURATIONS", pending)
     rng = np.random.default_rng(1)
     table = random_ops(rng, 4000)
     steps = Table({"start_ns": np.empty(0, dtype=np.int64), "duration_ns": np.empty(0, dtype=np.int64)})
@@ -67,6 +67,64 @@ def test_the_fold_of_any_split_in_any_order_is_the_multiset_of_every_duration(pe
     assert multiset(*one.cells()) == multiset(*other.cells()) == expected(table)
     _cells, cell, durations, _counts = one.cells()
     assert len(durations) <= 300 * len(_cells) and np.all(np.diff(cell) >= 0)  # bounded by the values, sorted by cell
+
+
+def test_a_rank_whose_kinds_interleave_inside_a_group_is_one_sorted_run_per_kind_and_folds_each_apart():
+    """One collective, origin and bucket whose operations alternate between two message sizes and GPU/CPU timing,
+    their durations interleaved (each kind's between the other's): the digest lays out each kind's durations as one
+    sorted run, and the fold counts each kind's apart, cells numbered as they came."""
+    count = 400
+    sizes = np.where(np.arange(count) % 2 == 0, 4096.0, 8192.0)  # both <64KB: one group, two sizes
+    table = Table({
+        "op": np.full(count, "AllReduce", dtype=object), "origin": np.full(count, "nccl-nvtx", dtype=object),
+        "start_ns": np.arange(count) * 10, "duration_ns": (np.arange(count) * 7919) % 1000,  # interleaved kinds
+        "size_bytes": sizes, "bucket": size_buckets(sizes),
+        "source": np.where(np.arange(count) % 3 == 0, "gpu", "nvtx").astype(object), "nranks": np.full(count, 8),
+    })  # fmt: skip
+    steps = Table({"start_ns": np.empty(0, dtype=np.int64), "duration_ns": np.empty(0, dtype=np.int64)})
+    digest = nccldigest.digest(table, steps)
+    assert len(digest.groups) == 1 and len(digest.kinds) == 4
+    codes, durations = digest.kind_codes.astype(np.int64), digest.durations.astype(np.int64)
+    assert np.all(np.diff(codes) >= 0)  # one run per kind, in code order
+    for code in range(4):
+        run = durations[codes == code]
+        assert len(run) and np.all(np.diff(run) >= 0)  # each sorted
+    fold = ncclfold.DurationFold()
+    fold.add_digest(digest)
+    cells, cell, folded, counts = fold.cells()
+    assert multiset(cells, cell, folded, counts) == expected(table)
+    kinds = list(zip(digest.kinds["size_bytes"].tolist(), digest.kinds["gpu"].tolist(), strict=True))
+    assert list(zip(cells["size_bytes"].tolist(), cells["gpu"].tolist(), strict=True)) == kinds  # order of arrival
+    assert np.all(np.diff(cell) >= 0) and all(np.all(np.diff(folded[cell == c]) > 0) for c in range(4))
+
+
+@pytest.mark.parametrize("pending", [1 << 22, 3])
+def test_int64_durations_past_uint32_and_below_zero_fold_per_cell_with_the_uint32_ones(pending, monkeypatch):
+    """Durations of 2**32 ns and more (past the uint32 a digest keeps where it can), past 2**41, and negative ones (a
+    clock that stepped back) fold exactly, in the cells where uint32 ranks' durations are, in either order and
+    through a partial merge's fold."""
+    monkeypatch.setattr(ncclfold, "PENDING_DURATIONS", pending)
+    rng = np.random.default_rng(8)
+    steps = Table({"start_ns": np.empty(0, dtype=np.int64), "duration_ns": np.empty(0, dtype=np.int64)})
+    small = random_ops(rng, 500)
+    wide = random_ops(rng, 500)
+    wide = Table({**wide.columns, "duration_ns": rng.choice([-5, -1, 0, 7, 299, 1 << 32, (1 << 41) + 3, 1 << 50], 500)})
+    digests = [nccldigest.digest(small, steps), nccldigest.digest(wide, steps)]
+    assert digests[0].durations.dtype == np.uint32 and digests[1].durations.dtype == np.int64
+    both = Table({k: np.concatenate([small[k], wide[k]]) for k in small.names})
+    for order in ([0, 1], [1, 0]):
+        fold = ncclfold.DurationFold()
+        for index in order:
+            fold.add_digest(digests[index])
+        cells, cell, durations, counts = fold.cells()
+        assert durations.dtype == np.int64 and multiset(cells, cell, durations, counts) == expected(both)
+        assert np.all((np.diff(cell) > 0) | ((np.diff(cell) == 0) & (np.diff(durations) > 0)))  # by cell, duration
+        again = ncclfold.DurationFold()  # a partial merge's fold, folded into a rank's
+        again.add_digest(digests[order[0]])
+        block = ncclfold.DurationFold()
+        block.add_digest(digests[order[1]])
+        again.add_cells(*block.cells())
+        assert multiset(*again.cells()) == expected(both)
 
 
 def test_the_folds_quantiles_and_median_are_numpys_of_the_whole_array_bit_for_bit():

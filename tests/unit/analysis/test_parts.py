@@ -241,19 +241,28 @@ def test_the_commands_on_a_cut_export_name_its_rank_and_exit_4_or_stop_with_stri
 
 @pytest.mark.parametrize("dtype", [np.uint32, np.int64])
 def test_a_digests_durations_travel_as_steps_and_come_back_whole(dtype):
-    """Each group's sorted durations are stored as their rises (a part 30x smaller): read back, the same values and
-    dtype, whatever the groups' sizes and values (group starts lower than the group before them; sums that wrap
-    the dtype: uint32 near its top, int64 folds' durations below zero)."""
+    """Each group's durations (its kinds one after another, each kind's sorted) are stored as their rises (a part 30x
+    smaller): read back, the same values and dtype, whatever the groups' sizes and values (group starts, and kind
+    starts inside a group, lower than the duration before them; sums that wrap the dtype: uint32 near its top,
+    int64 folds' durations below zero)."""
     from nsyskit.analysis.mapreduce.partpack import _steps, _unsteps
 
     rng = np.random.default_rng(6)
     high = np.iinfo(np.uint32).max if dtype == np.uint32 else 1 << 45
+    low = -high if dtype == np.int64 else 0
+    falls = 0
     for _ in range(300):
         counts = rng.integers(1, 30, rng.integers(0, 8))
-        durations = np.concatenate([np.sort(rng.integers(-high if dtype == np.int64 else 0, high, c, dtype=np.int64)) for c in counts] or [np.empty(0, np.int64)])
-        durations = durations.astype(dtype)
+        groups = []
+        for count in counts:  # a group: 1-3 kinds, each a sorted run of its own
+            cuts = np.sort(rng.integers(0, count + 1, rng.integers(0, 3)))
+            runs = [np.sort(run) for run in np.split(rng.integers(low, high, count, dtype=np.int64), cuts)]
+            falls += sum(int(a[-1] > b[0]) for a, b in zip(runs[:-1], runs[1:], strict=True) if len(a) and len(b))
+            groups.extend(runs)
+        durations = np.concatenate(groups or [np.empty(0, np.int64)]).astype(dtype)
         back = _unsteps(_steps(durations, counts), counts)
         assert back.dtype == durations.dtype and back.tolist() == durations.tolist()
+    assert falls > 100  # kinds that begin below the duration before them, inside a group
 
 
 def unranked_run(folder, real_exports_dir, count: int = 8):

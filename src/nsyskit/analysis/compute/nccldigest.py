@@ -44,8 +44,9 @@ SUMS = ("count", "small_count", "small_ns", "known_ns",  # every operation
 @dataclass
 class NcclDigest:
     """One rank's NCCL operations: per group (op, origin, bucket) count, total_ns, bytes, known (sizes known) and the
-    sorted durations, one group after another in `durations`; the sums of SUMS; and each duration's kind: its index
-    in `kinds` (size_bytes, nranks: NO_NRANKS where the report does not say, gpu: 1 when timed by its kernels)."""
+    durations, one group after another in `durations`, within a group one kind after another, each kind's sorted;
+    the sums of SUMS; and each duration's kind: its index in `kinds` (size_bytes, nranks: NO_NRANKS where the
+    report does not say, gpu: 1 when timed by its kernels)."""
 
     groups: Table
     durations: np.ndarray
@@ -162,16 +163,17 @@ def _code_dtype(count: int) -> type:
 def _sorted_in_groups(
     group: np.ndarray, durations: np.ndarray, kind: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The durations in group order, each group's sorted, and their kinds in that order: one sort of (group, duration,
-    kind) packed into an int64 where they fit, else a lexsort."""
+    """The durations in group order, within a group by kind, each (group, kind)'s sorted, and their kinds in that
+    order: one sort of (group, kind, duration) packed into an int64 where they fit, else a lexsort. Each (group,
+    kind) is then one sorted run, which the fold (compute.ncclfold) takes as it is."""
     group = group.astype(np.int64)
     kind = np.zeros(len(durations), dtype=np.int64) if kind is None else kind.astype(np.int64)
     low, high = (int(durations.min()), int(durations.max())) if len(durations) else (0, 0)
     bits, kind_bits = max(1, high.bit_length()), max(1, int(kind.max(initial=0)).bit_length())
     if low >= 0 and bits + kind_bits + max(1, int(group.max(initial=0)).bit_length()) <= 62:
-        packed = np.sort((((group << bits) | durations) << kind_bits) | kind)
-        return (packed >> kind_bits) & ((1 << bits) - 1), packed & ((1 << kind_bits) - 1)
-    order = np.lexsort((kind, durations, group))
+        packed = np.sort((((group << kind_bits) | kind) << bits) | durations)
+        return packed & ((1 << bits) - 1), (packed >> bits) & ((1 << kind_bits) - 1)
+    order = np.lexsort((durations, kind, group))
     return durations[order], kind[order]
 
 

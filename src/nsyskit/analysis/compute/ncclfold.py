@@ -16,129 +16,135 @@ import numpy as np
 
 from nsyskit.analysis.compute.table import Table
 
-DURATION_BITS = 40  # a folded key is cell << 40 | duration: durations of 0 - 18 minutes (longer ones kept apart)
-DURATION_MASK = (1 << DURATION_BITS) - 1
-PENDING_KEYS = 1 << 22  # keys gathered before one sort folds them in (32 MB: ~50 ranks of 80k operations)
+PENDING_DURATIONS = 1 << 22  # durations gathered over every cell before a batch folds them in (~50 ranks of 80k)
 CELL_COLUMNS = ("op", "origin", "bucket", "size_bytes", "nranks", "gpu")  # a cell: its group, then its kind
 
 
 class DurationFold:
     """Per cell (op, origin, bucket, size_bytes, nranks, gpu) the distinct durations and their counts, added to as
-    the ranks' digests (or other folds) come in; read with `cells()` once every rank is in."""
+    the ranks' digests (or other folds) come in; read with `cells()` once every rank is in.
+
+    Each cell keeps its own: its durations in their dtype (uint32 where every one fits: numpy sorts those twice as
+    fast as int64, and no cell number packed beside them limits a duration's range), so a batch sorts each cell's
+    pending runs apart and merges the distinct values into that cell's."""
 
     def __init__(self) -> None:
         self.cell_keys: list[tuple] = []  # each cell's CELL_COLUMNS (a size unknown is None), in order of arrival
         self.cell_of: dict[tuple, int] = {}
-        self.keys = np.empty(0, dtype=np.int64)  # folded: sorted, distinct cell << DURATION_BITS | duration
-        self.counts = np.empty(0, dtype=np.int64)
-        self.pending: list[tuple[np.ndarray, np.ndarray | None]] = []  # (keys, counts or None: one each)
+        self.values: list[np.ndarray] = []  # per cell: its distinct durations, ascending
+        self.counts: list[np.ndarray] = []  # per cell: how many operations took each (int64)
+        self.pending: list[list[tuple[np.ndarray, np.ndarray | None]]] = []  # per cell: (durations, counts or None)
         self.pending_size = 0
-        self.apart: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (cells, durations, counts) out of range
+        self.folded_size = 0  # distinct durations over every cell
 
     def _cell(self, key: tuple) -> int:
         found = self.cell_of.get(key)
         if found is None:
             found = self.cell_of[key] = len(self.cell_keys)
             self.cell_keys.append(key)
+            self.values.append(np.empty(0, dtype=np.uint32))
+            self.counts.append(np.empty(0, dtype=np.int64))
+            self.pending.append([])
         return found
 
     def add_digest(self, digest) -> None:
-        """Fold in one rank's digest (compute.nccldigest.NcclDigest): its sorted durations with their kinds."""
-        durations = digest.durations
-        if not len(durations):
+        """Fold in one rank's digest (compute.nccldigest.NcclDigest): its durations, one sorted run per group and
+        kind."""
+        if not len(digest.durations):
             return
+        # One copy the pending runs are views of: the digest's own array goes with the digest (a merge holds at
+        # most two ranks' digests' durations: tests/unit/analysis/test_merge_scale.py counts them).
+        durations, codes = digest.durations.copy(), digest.kind_codes
         groups, kinds = digest.groups, digest.kinds
-        width = max(1, len(kinds))
-        local = np.repeat(np.arange(len(groups), dtype=np.int64) * width, groups["count"])
-        local += digest.kind_codes
-        seen = np.zeros(len(groups) * width, dtype=bool)
-        seen[local] = True  # the (group, kind) pairs the rank has: a few hundred at most (a mark, not a bincount)
-        sizes = kinds["size_bytes"].tolist()
-        lookup = np.zeros(len(seen), dtype=np.int64)
-        for code in np.flatnonzero(seen).tolist():
-            row, kind = divmod(code, width)
-            size = sizes[kind]
-            lookup[code] = self._cell((str(groups["op"][row]), str(groups["origin"][row]), str(groups["bucket"][row]),
-                                       None if size != size else size, int(kinds["nranks"][kind]),
-                                       int(kinds["gpu"][kind])))  # fmt: skip
-        if durations.dtype != np.uint32:  # may not fit DURATION_BITS: _push keeps those apart
-            self._push(lookup[local], durations, None)
-            return
-        lookup <<= DURATION_BITS  # every uint32 fits: the keys straight from the lookup, one pass fewer per rank
-        keys = lookup[local]
-        keys |= durations
-        self._pend(keys, None)
+        ends = np.cumsum(groups["count"])
+        starts = np.union1d(np.flatnonzero(codes[1:] != codes[:-1]) + 1, ends[:-1])  # where a (group, kind) begins
+        starts = np.r_[0, starts[starts > 0]].astype(np.int64)
+        rows = np.searchsorted(ends, starts, side="right")
+        group_keys = list(zip(*(groups[k].tolist() for k in ("op", "origin", "bucket")), strict=True))
+        kind_keys = [(None if size != size else size, int(n), int(gpu))
+                     for size, n, gpu in zip(*(kinds[k].tolist() for k in ("size_bytes", "nranks", "gpu")), strict=True)]  # fmt: skip
+        bounds = np.r_[starts, len(durations)].tolist()
+        for index, (row, kind) in enumerate(zip(rows.tolist(), codes[starts].tolist(), strict=True)):
+            op, origin, bucket = group_keys[row]
+            cell = self._cell((str(op), str(origin), str(bucket), *kind_keys[kind]))
+            self.pending[cell].append((durations[bounds[index] : bounds[index + 1]], None))
+        self._pend(len(durations))
 
     def add_cells(self, cells: Table, cell: np.ndarray, durations: np.ndarray, counts: np.ndarray) -> None:
         """Fold in another fold's cells() (a partial merge's, read back from its file)."""
         if not len(cell):
             return
-        mine = np.asarray([self._cell(key) for key in keys_of(cells)], dtype=np.int64)
-        self._push(mine[cell], durations, counts)
+        mine = [self._cell(key) for key in keys_of(cells)]
+        if np.any(cell[1:] < cell[:-1]):  # cells() gives them ordered by cell; anything else is ordered here
+            order = np.argsort(cell, kind="stable")
+            cell, durations, counts = cell[order], durations[order], counts[order]
+        bounds = np.searchsorted(cell, np.arange(len(cells) + 1)).tolist()
+        for theirs, own in enumerate(mine):
+            if bounds[theirs + 1] > bounds[theirs]:
+                piece = slice(bounds[theirs], bounds[theirs + 1])
+                self.pending[own].append((durations[piece], counts[piece]))
+        self._pend(len(cell))
 
-    def _push(self, cell: np.ndarray, durations: np.ndarray, counts: np.ndarray | None) -> None:
-        fits = None if durations.dtype == np.uint32 else (durations >= 0) & (durations <= DURATION_MASK)  # uint32 fit
-        durations = durations.astype(np.int64, copy=False)
-        if fits is not None and not fits.all():  # a negative or an over-long duration: kept apart, folded when read
-            out = ~fits
-            ones = np.ones(int(out.sum()), dtype=np.int64)
-            self.apart.append((cell[out], durations[out], ones if counts is None else counts[out]))
-            cell, durations = cell[fits], durations[fits]
-            counts = None if counts is None else counts[fits]
-        cell <<= DURATION_BITS  # (a fresh array: the digest's lookup, or a copy)
-        cell |= durations
-        self._pend(cell, counts)
-
-    def _pend(self, keys: np.ndarray, counts: np.ndarray | None) -> None:
-        """Keep folded keys (cell << DURATION_BITS | duration) until enough are pending for one sort."""
-        self.pending.append((keys, counts))
-        self.pending_size += len(keys)
-        # Real ranks' durations differ (jitter), so the folded keys grow with the ranks: folding fixed batches into
-        # them would copy them every time (quadratic). Batches of half what is folded copy each key a logarithmic
+    def _pend(self, added: int) -> None:
+        """Count `added` durations as pending, and fold the batch in once it is large enough."""
+        self.pending_size += added
+        # Real ranks' durations differ (jitter), so the folded values grow with the ranks: folding fixed batches into
+        # them would copy them every time (quadratic). Batches of half what is folded copy each value a logarithmic
         # number of times (bench/ncclfold_bench.py, 4,096 jittered ranks: 50.7 -> 30.6 s, 1.03 -> 1.21 GB).
-        if self.pending_size >= max(PENDING_KEYS, len(self.keys) // 2):
+        if self.pending_size >= max(PENDING_DURATIONS, self.folded_size // 2):
             self._fold()
 
     def _fold(self) -> None:
-        """Fold the pending keys into the sorted distinct keys: one sort of the pending, one merge."""
-        if not self.pending:
-            return
-        keys = np.concatenate([keys for keys, _counts in self.pending])
-        if all(counts is None for _keys, counts in self.pending):
-            keys.sort()  # numpy's (SIMD) sort: a C radix sort measured 2-6x slower here
-            counts = None
-        else:
-            counts = np.concatenate([np.ones(len(k), dtype=np.int64) if c is None else c for k, c in self.pending])
-            order = np.argsort(keys)
-            keys, counts = keys[order], counts[order]
-        self.pending, self.pending_size = [], 0
-        starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]) if len(keys) else np.empty(0, dtype=np.int64)
-        distinct = keys[starts]
-        added = np.diff(np.r_[starts, len(keys)]) if counts is None else np.add.reduceat(counts, starts)
-        at = np.searchsorted(self.keys, distinct)
-        known = at < len(self.keys)
-        known[known] = self.keys[at[known]] == distinct[known]
-        self.counts[at[known]] += added[known]  # distinct keys: each place once
-        new = ~known
-        if new.any():
-            self.keys = np.insert(self.keys, at[new], distinct[new])
-            self.counts = np.insert(self.counts, at[new], added[new])
+        """Fold every cell's pending runs into its distinct durations: one sort of the cell's pending, one merge."""
+        for cell, runs in enumerate(self.pending):
+            if not runs:
+                continue
+            self.pending[cell] = []
+            self.folded_size -= len(self.values[cell])
+            self.values[cell], self.counts[cell] = _merged(self.values[cell], self.counts[cell], runs)
+            self.folded_size += len(self.values[cell])
+        self.pending_size = 0
 
     def cells(self) -> tuple[Table, np.ndarray, np.ndarray, np.ndarray]:
-        """(the cells' CELL_COLUMNS, and for every distinct duration of every cell: its cell, the duration, the
-        count), ordered by cell, then duration."""
+        """(the cells' CELL_COLUMNS, and for every distinct duration of every cell: its cell, the duration (int64),
+        the count), ordered by cell, then duration."""
         self._fold()
-        cell = self.keys >> DURATION_BITS
-        durations, counts = self.keys & DURATION_MASK, self.counts
-        if self.apart:
-            cell = np.concatenate([cell, *(c for c, _d, _n in self.apart)])
-            durations = np.concatenate([durations, *(d for _c, d, _n in self.apart)])
-            counts = np.concatenate([counts, *(n for _c, _d, n in self.apart)])
-            order = np.lexsort((durations, cell))
-            cell, durations, counts = cell[order], durations[order], counts[order]
-            starts = np.flatnonzero(np.r_[True, (np.diff(cell) != 0) | (np.diff(durations) != 0)])
-            cell, durations, counts = cell[starts], durations[starts], np.add.reduceat(counts, starts)
+        lengths = [len(values) for values in self.values]
+        cell = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+        durations = np.concatenate([np.empty(0, dtype=np.int64), *self.values]).astype(np.int64, copy=False)
+        counts = np.concatenate([np.empty(0, dtype=np.int64), *self.counts])
         return cell_table(self.cell_keys), cell, durations, counts
+
+
+def _merged(
+    values: np.ndarray, counts: np.ndarray, runs: list[tuple[np.ndarray, np.ndarray | None]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """One cell's distinct durations and counts with its pending runs (durations, counts or None: one each) added:
+    the runs sorted together in their dtype (uint32 stays uint32; int64, negative or past 2**32, sorts as int64)."""
+    pending = np.concatenate([durations for durations, _counts in runs])
+    if all(weights is None for _durations, weights in runs):
+        pending.sort()  # numpy's (SIMD) sort: a C radix sort measured 2-6x slower here
+        weights = None
+    else:
+        weights = np.concatenate([np.ones(len(d), dtype=np.int64) if w is None else w for d, w in runs])
+        order = np.argsort(pending)
+        pending, weights = pending[order], weights[order]
+    starts = np.flatnonzero(np.r_[True, pending[1:] != pending[:-1]])
+    distinct = pending[starts]
+    added = np.diff(np.r_[starts, len(pending)]) if weights is None else np.add.reduceat(weights, starts)
+    if not len(values):
+        return distinct, added.astype(np.int64, copy=False)
+    wide = np.result_type(values, distinct)  # a cell of uint32 durations meeting int64 ones holds int64 from then on
+    values, distinct = values.astype(wide, copy=False), distinct.astype(wide, copy=False)
+    at = np.searchsorted(values, distinct)
+    known = at < len(values)
+    known[known] = values[at[known]] == distinct[known]
+    counts[at[known]] += added[known]  # distinct durations: each place once
+    new = ~known
+    if new.any():
+        values = np.insert(values, at[new], distinct[new])
+        counts = np.insert(counts, at[new], added[new])
+    return values, counts
 
 
 def cell_table(keys: list[tuple]) -> Table:

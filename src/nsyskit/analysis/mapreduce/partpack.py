@@ -97,9 +97,10 @@ def encode_results(results: list[dict[str, Any]]) -> dict[str, np.ndarray]:
 
 
 def _steps(durations: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """A digest's durations (each group's sorted, one group after another) as steps: a group's first duration as it
-    is, each next one as its rise over the one before. Small numbers: the part compresses 30x better, in a tenth of
-    the time (the map waits for it)."""
+    """A digest's durations (one group after another, each group's kinds one after another, each sorted) as steps: a
+    group's first duration as it is, each next one as its rise over the one before (where a kind begins inside a
+    group, a fall: it wraps, and _unsteps' modular sum undoes it exactly). Small numbers: the part compresses 30x
+    better, in a tenth of the time (the map waits for it)."""
     if not len(durations):  # a digest whose durations were folded (a partial merge's ranks)
         return durations
     steps = np.diff(durations, prepend=np.zeros(1, dtype=durations.dtype))  # wraps at group starts: replaced below

@@ -45,8 +45,9 @@ from nsyskit.errors import AnalysisError, NsyskitError, PartialAnalysis, UsageEr
 # time-bin sums and per-step totals (compute.counters); 7: the numeric columns packed in one array (partpack.Packer);
 # 8: the run's report list in its own member, named in the header by its hash (LISTING); 9: a partial merge, the
 # parts of a block in one file (PARTIAL); 10: a partial merge's NCCL durations folded over its ranks
-# (partpack.encode_fold)
-PART_FORMAT = 10
+# (partpack.encode_fold); 11: a rank's NCCL durations ordered by group, kind, duration (not group, duration, kind): each
+# (group, kind) one sorted run, which the merge's fold takes as it is (compute.ncclfold)
+PART_FORMAT = 11
 SUFFIX = ".part.npz"
 HEADER = "header"
 # The run's reports, their ranks and whether each rank is named, as the map saw them: the same in every part of a map,
