@@ -127,6 +127,24 @@ def test_int64_durations_past_uint32_and_below_zero_fold_per_cell_with_the_uint3
         assert multiset(*again.cells()) == expected(both)
 
 
+def test_a_fold_read_then_added_to_keeps_what_it_gave_and_folds_on_exactly():
+    """cells() is read by several tables in turn (one result for all); ranks folded in after it change a later
+    cells(), never the arrays an earlier one returned."""
+    rng = np.random.default_rng(9)
+    steps = Table({"start_ns": np.empty(0, dtype=np.int64), "duration_ns": np.empty(0, dtype=np.int64)})
+    first, second = random_ops(rng, 2000), random_ops(rng, 2000)
+    fold = ncclfold.DurationFold()
+    fold.add_digest(nccldigest.digest(first, steps))
+    read = fold.cells()
+    kept = [np.array(part, copy=True) for part in read[1:]]
+    assert fold.cells() is read  # nothing added: the same result
+    fold.add_digest(nccldigest.digest(second, steps))
+    both = Table({k: np.concatenate([first[k], second[k]]) for k in first.names})
+    assert multiset(*fold.cells()) == expected(both)
+    assert all(np.array_equal(a, b) for a, b in zip(read[1:], kept, strict=True))
+    assert multiset(*read) == expected(first)
+
+
 def test_the_folds_quantiles_and_median_are_numpys_of_the_whole_array_bit_for_bit():
     rng = np.random.default_rng(5)
     for _ in range(2000):

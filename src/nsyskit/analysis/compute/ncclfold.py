@@ -10,6 +10,7 @@ all fold the same way, so they give the same numbers.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -36,12 +37,15 @@ class DurationFold:
         self.pending: list[list[tuple[np.ndarray, np.ndarray | None]]] = []  # per cell: (durations, counts or None)
         self.pending_size = 0
         self.folded_size = 0  # distinct durations over every cell
+        self.read: tuple[Table, np.ndarray, np.ndarray, np.ndarray] | None = None  # cells() since the last change
+        self.shared = False  # the cells' arrays are views of what a cells() returned
 
     def _cell(self, key: tuple) -> int:
         found = self.cell_of.get(key)
         if found is None:
             found = self.cell_of[key] = len(self.cell_keys)
             self.cell_keys.append(key)
+            self.read = None
             self.values.append(np.empty(0, dtype=np.uint32))
             self.counts.append(np.empty(0, dtype=np.int64))
             self.pending.append([])
@@ -100,8 +104,10 @@ class DurationFold:
             if not runs:
                 continue
             self.pending[cell] = []
+            counts = self.counts[cell].copy() if self.shared else self.counts[cell]  # what cells() gave stays as it was
+            self.read = None
             self.folded_size -= len(self.values[cell])
-            self.values[cell], self.counts[cell] = _merged(self.values[cell], self.counts[cell], runs)
+            self.values[cell], self.counts[cell] = _merged(self.values[cell], counts, runs)
             self.folded_size += len(self.values[cell])
         self.pending_size = 0
 
@@ -109,11 +115,20 @@ class DurationFold:
         """(the cells' CELL_COLUMNS, and for every distinct duration of every cell: its cell, the duration (int64),
         the count), ordered by cell, then duration."""
         self._fold()
+        if self.read is not None:  # the sizes table, the curve, the histograms read it in turn: one copy for all
+            return self.read
         lengths = [len(values) for values in self.values]
-        cell = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
-        durations = np.concatenate([np.empty(0, dtype=np.int64), *self.values]).astype(np.int64, copy=False)
+        places = [slice(a, b) for a, b in itertools.pairwise(np.r_[0, np.cumsum(lengths, dtype=np.int64)].tolist())]
+        # Each cell's arrays become views of what is returned, one array at a time: the fold is held once, not
+        # twice, and its peak is no higher than the packed keys' was (bench/ncclfold_bench.py)
+        durations = np.concatenate([np.empty(0, dtype=np.int64), *self.values], dtype=np.int64)
+        self.values = [durations[place] for place in places]
         counts = np.concatenate([np.empty(0, dtype=np.int64), *self.counts])
-        return cell_table(self.cell_keys), cell, durations, counts
+        self.counts = [counts[place] for place in places]
+        self.shared = True
+        cell = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+        self.read = (cell_table(self.cell_keys), cell, durations, counts)
+        return self.read
 
 
 def _merged(
