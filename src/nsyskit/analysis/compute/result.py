@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +25,7 @@ class Analysis:
 
     sources: dict[int, str]
     nsys_versions: dict[int, str]
-    kernel_summaries: dict[int, Table] = field(default_factory=dict)
+    kernel_summaries: Mapping[int, Table] = field(default_factory=dict)  # rank -> its table (a merge's: RankTables)
     top_kernels: Table | None = None
     breakdown: Table | None = None
     memcpy: Table | None = None
@@ -90,9 +91,34 @@ def concat(tables: list[Table | None]) -> Table | None:
     )
 
 
-def combine_kernel_summaries(summaries: dict[int, Table]) -> Table:
-    """Run-level kernel table: per name total, instances, average, min, max over all ranks, and in how many ranks."""
-    parts = [t for t in summaries.values() if len(t)]
+class RankTables(Mapping[int, Table]):
+    """Each rank's table as its slice of one table of every rank's rows, one rank after another: a merge of thousands
+    of ranks holds one table, not one per rank, and a rank's is cut out when read."""
+
+    def __init__(self, joined: Table | None, ranks: Sequence[int], rows: Sequence[int]) -> None:
+        self.joined = joined
+        stops = np.cumsum(np.asarray(rows, dtype=np.int64)).tolist()
+        self.spans = dict(zip(ranks, zip([0, *stops[:-1]], stops, strict=True), strict=True))
+
+    def __getitem__(self, rank: int) -> Table:
+        start, stop = self.spans[rank]
+        return self.joined.take(slice(start, stop))
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.spans)
+
+    def __len__(self) -> int:
+        return len(self.spans)
+
+    def __repr__(self) -> str:
+        return repr(dict(self.items()))
+
+
+def combine_kernel_summaries(summaries: Mapping[int, Table] | Table) -> Table:
+    """Run-level kernel table: per name total, instances, average, min, max over all ranks, and in how many ranks;
+    from each rank's table, or from one table of every rank's rows (a rank's names once each)."""
+    tables = [summaries] if isinstance(summaries, Table) else summaries.values()
+    parts = [t for t in tables if len(t)]
     columns = ("name", "short_name", "time_pct", "total_ns", "instances", "avg_ns", "min_ns", "max_ns", "ranks")
     if not parts:
         return Table({c: np.empty(0, dtype=object if c == "name" else np.int64) for c in columns})

@@ -29,8 +29,8 @@ from nsyskit import __version__
 from nsyskit.analysis.compute.ncclbandwidth import world_size
 from nsyskit.analysis.compute.result import Analysis
 from nsyskit.analysis.mapreduce.leftout import NO_PART, left_out_lines
-from nsyskit.analysis.mapreduce.partpack import decode_fold, decode_results, encode_results
-from nsyskit.analysis.mapreduce.reduce import FOLD
+from nsyskit.analysis.mapreduce.block import Block
+from nsyskit.analysis.mapreduce.partpack import decode_block, decode_results, encode_results
 from nsyskit.analysis.mapreduce.timelines import TIMELINE, report_timelines
 from nsyskit.analysis.present.timeline import RankTimeline
 from nsyskit.analysis.process import keep_freed_memory
@@ -45,8 +45,9 @@ from nsyskit.errors import AnalysisError, NsyskitError, PartialAnalysis, UsageEr
 # time-bin sums and per-step totals (compute.counters); 7: the numeric columns packed in one array (partpack.Packer);
 # 8: the run's report list in its own member, named in the header by its hash (LISTING); 9: a partial merge, the
 # parts of a block in one file (PARTIAL); 10: a partial merge's NCCL durations folded over its ranks
-# (partpack.encode_fold)
-PART_FORMAT = 10
+# (partpack.encode_fold); 11: a partial merge's ranks as a block (mapreduce.block.Block): its tables joined over the
+# block, each rank's row count beside, and per rank only what is per rank (partpack.encode_block)
+PART_FORMAT = 11
 SUFFIX = ".part.npz"
 HEADER = "header"
 # The run's reports, their ranks and whether each rank is named, as the map saw them: the same in every part of a map,
@@ -136,19 +137,20 @@ def part_headers(header: dict[str, Any]) -> list[dict[str, Any]]:
     return header.get(PARTIAL, [header])
 
 
-def results_of(path: Path, header: dict[str, Any], held: dict[Path, list]) -> list[dict[str, Any]]:
-    """The results of the part `header` names in `path`: a part's own, or its share of a partial merge's (whose
-    decoded results `held` keeps, read once for all its parts); a damaged part's is one AnalysisError."""
+def results_of(path: Path, header: dict[str, Any], held: dict[Path, Block]) -> list[dict[str, Any]] | Block:
+    """The results of the part `header` names in `path`: a part's own (its ranks' results), or its ranks of a partial
+    merge's block (read once for all its parts into `held`; the block's folded NCCL durations go with the first
+    ranks taken); a damaged part's is one AnalysisError."""
     if header.get("damaged"):
         message, _sep, fix = header["damaged"].partition("; fix: ")
         raise AnalysisError(path, f"holds a part that could not be read ({message})", fix)
     if "first" not in header:
         return read_results(path)
     if path not in held:
-        held[path] = read_results(path)
-    first, count = header["first"], header["count"]
-    taken = held[path][first : first + count]
-    held[path][first : first + count] = [None] * count  # the fold holds them now: dropped with it, not with the file
+        held[path] = read_block(path)
+    block = held[path]
+    taken = block.take(header["first"], header["count"])
+    taken.fold, block.fold = block.fold, None
     return taken
 
 
@@ -162,8 +164,10 @@ def write_npz(out, arrays: dict[str, np.ndarray]) -> None:
 
 
 def read_part(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(header, per-rank results) of a part; a truncated part, or one of another format or version, is one error."""
-    return read_header(path), read_results(path)
+    """(header, per-rank results) of a part (of a partial merge: its ranks' own results, their tables joined in its
+    block: read_block); a truncated part, or one of another format or version, is one error."""
+    header = read_header(path)
+    return header, read_block(path).results if PARTIAL in header else read_results(path)
 
 
 def read_header(path: Path) -> dict[str, Any]:
@@ -181,14 +185,15 @@ def read_header(path: Path) -> dict[str, Any]:
 
 
 def read_results(path: Path) -> list[dict[str, Any]]:
-    """The per-rank results of a part whose header read_header took (a partial merge's folded NCCL durations ride
-    on its first rank's, under reduce.FOLD)."""
+    """The per-rank results of a part whose header read_header took."""
     with _opened(path) as data:
-        results = decode_results(data, json.loads(str(data["results"])))
-        fold = decode_fold(data)
-    if fold is not None and results:
-        results[0][FOLD] = fold
-    return results
+        return decode_results(data, json.loads(str(data["results"])))
+
+
+def read_block(path: Path) -> Block:
+    """The ranks of a partial merge whose header read_header took, as the block it stores (joined tables)."""
+    with _opened(path) as data:
+        return decode_block(data)
 
 
 @contextmanager
@@ -328,25 +333,53 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
 
 def _streamed(
     parts: list[tuple[Path, dict[str, Any], list]], damaged: list[str], strict: bool
-) -> Iterator[list[dict[str, Any]]]:  # fmt: skip
-    """Each part's results, read when the reduce asks for them and given the rank the merge numbered; a part that
-    cannot be decoded is named in `damaged` (or stops the merge when `strict`)."""
-    held: dict[Path, list] = {}  # a partial merge's results, read once and dropped with its last part
+) -> Iterator[list[dict[str, Any]] | Block]:  # fmt: skip
+    """Each part's results, read when the reduce asks for them and given the rank the merge numbered; a partial
+    merge's consecutive parts as one block of its ranks (its tables sliced once, not per rank); a part that cannot be
+    decoded is named in `damaged` (or stops the merge when `strict`)."""
+    held: dict[Path, Block] = {}  # a partial merge's block, read once and dropped with its last part
     last = {path: index for index, (path, _header, _results) in enumerate(parts)}
-    for index, (path, header, _results) in enumerate(parts):
+    for run in _runs(parts):
+        path, headers = parts[run[0]][0], [parts[index][1] for index in run]
+        span = headers[0] if len(run) == 1 else {"first": headers[0]["first"], "count": sum(h["count"] for h in headers)}
         try:
-            results = results_of(path, header, held)
+            results = results_of(path, span, held)
         except AnalysisError as exc:
             if strict:
                 raise
-            line = header["damaged"] if header.get("damaged") else exc.one_line()
-            damaged.append(f"rank {header['rank']} left out: {line}")
+            for header in headers:
+                line = header["damaged"] if header.get("damaged") else exc.one_line()
+                damaged.append(f"rank {header['rank']} left out: {line}")
             continue
         finally:
-            if last[path] == index:
+            if last[path] == run[-1]:
                 held.pop(path, None)
-        _give_rank(header, results, header["rank"], renumber=True)
+        if isinstance(results, Block):
+            first = 0
+            for header in headers:
+                _give_rank(header, results.results[first : first + header["count"]], header["rank"], renumber=True)
+                first += header["count"]
+            results.one_rank_per_part = all(header["count"] == 1 for header in headers)
+        else:
+            _give_rank(headers[0], results, headers[0]["rank"], renumber=True)
         yield results
+
+
+def _runs(parts: list[tuple[Path, dict[str, Any], list]]) -> Iterator[list[int]]:
+    """The parts' indices in runs the reduce takes at once: a partial merge's parts that follow one another in the
+    merge's order and in its file (each a part of its own otherwise)."""
+    run: list[int] = []
+    for index, (path, header, _results) in enumerate(parts):
+        if run:
+            before_path, before = parts[run[-1]][0], parts[run[-1]][1]
+            if (path == before_path and "first" in header and "first" in before and not header.get("damaged")
+                    and header["first"] == before["first"] + before["count"]):  # fmt: skip
+                run.append(index)
+                continue
+            yield run
+        run = [index]
+    if run:
+        yield run
 
 
 def _listing(listing: dict[str, list]) -> list[tuple[str, int, bool]]:
@@ -363,4 +396,5 @@ def _give_rank(header: dict[str, Any], results: list[dict[str, Any]], rank: int,
     for offset, result in enumerate(results):
         result["rank"] = result["summary"]["rank"] = rank + offset
         for name in RANKED_KEYS:
-            result[name].columns["rank"] = np.full(len(result[name]), rank + offset, dtype=np.int64)
+            if name in result:  # (a block's ranks have no tables of their own: the reduce numbers its joined ones)
+                result[name].columns["rank"] = np.full(len(result[name]), rank + offset, dtype=np.int64)
