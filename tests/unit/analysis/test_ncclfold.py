@@ -12,8 +12,8 @@ from test_parts import real_run as real_run  # the run folder of every real expo
 from nsyskit.analysis.compute import nccldigest, ncclfold
 from nsyskit.analysis.compute.nccl import size_buckets
 from nsyskit.analysis.compute.table import Table
-from nsyskit.analysis.mapreduce.partial import merge_block
 from nsyskit.analysis.mapreduce.block import NCCL_SUMS
+from nsyskit.analysis.mapreduce.partial import merge_block
 from nsyskit.analysis.mapreduce.parts import map_reports, read_block, read_part
 
 

@@ -11,6 +11,7 @@ import numpy as np
 from nsyskit.analysis.compute.kernelnames import short_names
 from nsyskit.analysis.compute.nccldigest import SIZE_ORIGIN_SUMS, NcclRollup
 from nsyskit.analysis.compute.table import Table
+from nsyskit.analysis.read.records import factorize
 
 JSON_ROWS = 100  # rows per table in analysis.json / --json; the count of the rest is in "more_rows"
 TABLES = ("top_kernels", "breakdown", "memcpy", "nvtx", "nvtx_gpu", "steps", "nccl_sizes", "ranks", "counters",
@@ -122,8 +123,13 @@ def combine_kernel_summaries(summaries: Mapping[int, Table] | Table) -> Table:
     columns = ("name", "short_name", "time_pct", "total_ns", "instances", "avg_ns", "min_ns", "max_ns", "ranks")
     if not parts:
         return Table({c: np.empty(0, dtype=object if c == "name" else np.int64) for c in columns})
-    names = np.concatenate([t["name"] for t in parts]).astype(str)
-    unique, inverse = np.unique(names, return_inverse=True)
+    # np.unique's sorted names and each row's index among them, from a hash pass over the rows and a sort of the
+    # distinct names only (a sort of every rank's rows of strings took 0.45 s at 4,096 ranks)
+    distinct, first_seen = factorize(list(map(str, np.concatenate([t["name"] for t in parts]).tolist())))
+    order = sorted(range(len(distinct)), key=distinct.__getitem__)
+    place = np.empty(len(order), dtype=np.int64)
+    place[order] = np.arange(len(order))
+    unique, inverse = np.asarray([distinct[i] for i in order]), place[first_seen]
     n = len(unique)
 
     def column(name: str) -> np.ndarray:

@@ -28,13 +28,13 @@ import numpy as np
 from nsyskit import __version__
 from nsyskit.analysis.compute.ncclbandwidth import world_size
 from nsyskit.analysis.compute.result import Analysis
-from nsyskit.analysis.mapreduce.leftout import NO_PART, left_out_lines
 from nsyskit.analysis.mapreduce.block import Block
+from nsyskit.analysis.mapreduce.leftout import NO_PART, left_out_lines
 from nsyskit.analysis.mapreduce.partpack import decode_block, decode_results, encode_results
 from nsyskit.analysis.mapreduce.timelines import TIMELINE, report_timelines
 from nsyskit.analysis.present.timeline import RankTimeline
 from nsyskit.analysis.process import keep_freed_memory
-from nsyskit.analysis.read.discover import discover_named, number_reports
+from nsyskit.analysis.read.discover import discover_named, number_reports, report_stem
 from nsyskit.analysis.read.runinfo import not_profiled
 from nsyskit.analysis.trace import RANKED_KEYS, analyze_file, merge
 from nsyskit.errors import AnalysisError, NsyskitError, PartialAnalysis, UsageError
@@ -296,7 +296,7 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
     listed: dict[str, str] = {}  # every report some map listed, one per stem
     for listing in lists.values():
         for report in listing["reports"]:
-            listed.setdefault(str(Path(report).with_suffix("")), report)
+            listed.setdefault(report_stem(report), report)
     missing = sorted((report for report in listed.values() if ranks[report] not in by_rank), key=ranks.__getitem__)
     failed = [(header["rank"], header["report"], header["error"]) for _path, header, _r in parts if header.get("error")]
     left_out = sorted(
@@ -317,7 +317,7 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
     incomplete = left_out_lines(left_out, len(listed), Path(where.pop()) if len(where) == 1 else folder)
     # A file that is no listed report's part (a partial merge cut short): its ranks are named above as without a
     # part, and the file itself here with why, so no one looks for maps that ran
-    own = {part_name(Path(report)) for report in listed.values()}
+    own = {os.path.basename(report) + SUFFIX for report in listed.values()}  # part_name's, without a Path per report
     incomplete += [f"file left out: {why}" for name, why in sorted(unreadable.items()) if name not in own]
     damaged: list[str] = []  # parts whose header read but whose results do not (a damaged member): left out, named
     world = world_size(lists[first[LISTING]]["reports"], 0)  # run.json's, beside the reports; else the merge counts the ranks it takes
