@@ -184,3 +184,14 @@ def test_a_block_with_no_readable_part_writes_its_partial_and_the_final_merge_na
     merged = merge_parts(partials)
     same_merge(merge_parts(parts), merged)
     assert any(f"{cut}: is not a whole part file" in line for line in merged[0].incomplete)
+
+
+def test_partial_merges_of_unreadable_parts_alone_are_one_error_naming_a_part(mapped, tmp_path):
+    parts = tmp_path / "parts"
+    shutil.copytree(mapped, parts)
+    for part in parts.glob("*" + SUFFIX):
+        part.write_bytes(part.read_bytes()[:100])  # every part cut short: the partials hold none
+    partials = tree(parts, tmp_path / "partials", 2)
+    first = sorted(parts.glob("*" + SUFFIX))[0]
+    with pytest.raises(AnalysisError, match=rf"{first.name}: is not a whole part file .*; fix: map its report again"):
+        merge_parts(partials)

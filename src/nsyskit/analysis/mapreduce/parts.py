@@ -270,8 +270,11 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
     for path, header in read_headers(paths, strict, unreadable):  # the results are read as the reduce takes them
         parts += [(path, held, []) for held in part_headers(header)]
         where.add(header.get("parts_folder", str(folder)))
-    if not parts:
-        raise next(AnalysisError(p, unreadable[p.name].partition(": ")[2]) for p in paths)
+    if not parts:  # no file reads, or partial merges of parts none of which read: the first such file, with why
+        name = next((p.name for p in paths if p.name in unreadable), min(unreadable, default=""))
+        if not name:
+            raise AnalysisError(folder, "holds partial merges of no part", "map the reports first: 'invoke analyze-part'")
+        raise AnalysisError(folder / name, unreadable[name].partition(": ")[2])
     # Each part's rank in the run: a rank nothing names is numbered here over every part's reports (see number_reports)
     headers = [header for _path, header, _results in parts]
     lists: dict[str, dict[str, list]] = {}  # one per map: each part of a map lists the run, read once
