@@ -12,9 +12,9 @@ from test_parts import real_run as real_run  # the run folder of every real expo
 from nsyskit.analysis.compute import nccldigest, ncclfold
 from nsyskit.analysis.compute.nccl import size_buckets
 from nsyskit.analysis.compute.table import Table
-from nsyskit.analysis.mapreduce import reduce
+from nsyskit.analysis.mapreduce.block import NCCL_SUMS
 from nsyskit.analysis.mapreduce.partial import merge_block
-from nsyskit.analysis.mapreduce.parts import map_reports, read_part
+from nsyskit.analysis.mapreduce.parts import map_reports, read_block, read_part
 
 
 def random_ops(rng, count: int) -> Table:
@@ -164,10 +164,12 @@ def test_a_partial_merge_holds_its_ranks_durations_folded_not_each_ranks(real_ru
     sizes = {}
     for copies in (2, 8):
         copy_part(with_ops, copies, tmp_path / f"copies{copies}")
-        _header, results = read_part(merge_block(tmp_path / f"copies{copies}", tmp_path / f"partial{copies}"))
-        assert all(len(r["nccl"].durations) == 0 for r in results) and results[0]["nccl"].sums["count"] > 0
-        cells, cell, durations, counts = results[0][reduce.FOLD]
+        block = read_block(merge_block(tmp_path / f"copies{copies}", tmp_path / f"partial{copies}"))
+        # per rank its NCCL sums alone (the block holds no rank's durations), the block's fold beside them
+        assert all(set(r) - {"warnings"} == {"rank", "source", "nsys_version", "summary", NCCL_SUMS} for r in block.results)
+        assert block.results[0][NCCL_SUMS]["count"] > 0
+        cells, cell, durations, counts = block.fold
         sizes[copies] = (len(cells), len(durations))
-        per_rank = sum(r["nccl"].sums["count"] for r in results) // copies
+        per_rank = sum(r[NCCL_SUMS]["count"] for r in block.results) // copies
         assert int(counts.sum()) == per_rank * copies  # every operation of every rank, counted
     assert sizes[2] == sizes[8]  # four times the ranks, the same folded values

@@ -7,6 +7,7 @@ import functools
 import gzip
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,8 +15,9 @@ from part_copies import copy_part
 from test_parts import RUN, run_nsyskit, whole_json
 from test_parts import real_run as real_run  # the run folder of every real export: test_parts' fixture
 
+from nsyskit.analysis.mapreduce.block import JOINED_KEYS, TABLE_KEYS
 from nsyskit.analysis.mapreduce.partial import merge_block
-from nsyskit.analysis.mapreduce.parts import SUFFIX, map_reports, merge_parts, read_part
+from nsyskit.analysis.mapreduce.parts import SUFFIX, map_reports, merge_parts, read_block, read_part
 from nsyskit.analysis.mapreduce.timelines import merged_timelines
 from nsyskit.analysis.present.timeline import DEFAULT_MAX_EVENTS, write_trace
 from nsyskit.errors import AnalysisError, PartialAnalysis, UsageError
@@ -116,6 +118,14 @@ def test_a_partial_merge_says_what_it_holds_and_refuses_a_block_that_is_not_one(
     held = header["partial"]
     assert [h["count"] for h in held] and sum(h["count"] for h in held) == len(results)
     assert all(h["report"] and "rank" in h for h in held)
+    # its ranks' tables joined: one table per name over the block, each rank's row count beside, none per rank
+    block, parts = read_block(path), [read_part(mapped / (Path(h["report"]).name + SUFFIX))[1] for h in held]
+    ranks = [result for part in parts for result in part]
+    assert [r["rank"] for r in block.results] == [r["rank"] for r in ranks] and not set(TABLE_KEYS) & set(results[0])
+    for name in JOINED_KEYS:
+        own = [r["nccl"].groups if name == "nccl_groups" else r[name] for r in ranks]
+        assert block.row_counts(name).tolist() == [len(table) for table in own]
+        assert len(block.tables[name]) == sum(map(len, own))
     with pytest.raises(UsageError, match="--array-index 2 of --array-size 2"):
         merge_block(mapped, tmp_path, 2, 2)
     with pytest.raises(AnalysisError, match=r"holds no part files .*; fix: map the reports first"):
@@ -174,3 +184,14 @@ def test_a_block_with_no_readable_part_writes_its_partial_and_the_final_merge_na
     merged = merge_parts(partials)
     same_merge(merge_parts(parts), merged)
     assert any(f"{cut}: is not a whole part file" in line for line in merged[0].incomplete)
+
+
+def test_partial_merges_of_unreadable_parts_alone_are_one_error_naming_a_part(mapped, tmp_path):
+    parts = tmp_path / "parts"
+    shutil.copytree(mapped, parts)
+    for part in parts.glob("*" + SUFFIX):
+        part.write_bytes(part.read_bytes()[:100])  # every part cut short: the partials hold none
+    partials = tree(parts, tmp_path / "partials", 2)
+    first = sorted(parts.glob("*" + SUFFIX))[0]
+    with pytest.raises(AnalysisError, match=rf"{first.name}: is not a whole part file .*; fix: map its report again"):
+        merge_parts(partials)

@@ -134,34 +134,51 @@ def per_rank(view: RunView) -> Table:
 
 
 def _per_rank(view: RunView) -> Table:
-    ranks = view.ranks
-    rows: dict[str, list[float]] = {n: [] for n in ("step_ns", "comm_ns", "compute_ns", "host_ns", "work_ns", "steps")}
-    step_rows, gpu_rows, all_rows = (rows_by_rank(t["rank"]) if t is not None else {}
-                                     for t in (view.steps, view.breakdown if view.has_gpu else None, view.all_steps))  # fmt: skip
-    empty = np.empty(0, dtype=np.int64)
-    for rank in ranks:
-        mine = view.steps["duration_ns"][step_rows.get(int(rank), empty)]
-        count = len(mine)
-        step = float(np.median(mine)) if count else np.nan
-        comm = compute = busy = np.nan
-        if view.has_gpu and int(rank) in gpu_rows:
-            gpu = view.breakdown.take(gpu_rows[int(rank)])
-            all_count = max(len(all_rows.get(int(rank), empty)), 1)  # the breakdown spans every step
-            comm = float(gpu["comm_ns"].sum()) / all_count
-            compute = float(gpu["compute_ns"].sum()) / all_count
-            busy = float(gpu["busy_ns"].sum()) / all_count
-        elif view.has_window_ops and count:
-            comm = float(view.nccl.window_ns(int(rank))) / count
-        host = step - busy if not np.isnan(busy) else step - (0.0 if np.isnan(comm) else comm)
-        rows["steps"].append(count)
-        rows["step_ns"].append(step)
-        rows["comm_ns"].append(comm)
-        rows["compute_ns"].append(compute)
-        rows["host_ns"].append(max(host, 0.0) if not np.isnan(host) else np.nan)
-        rows["work_ns"].append(step - (0.0 if np.isnan(comm) else comm))
-    return Table(
-        {"rank": np.asarray(ranks, dtype=np.int64), **{k: np.asarray(v, dtype=np.float64) for k, v in rows.items()}}
-    )
+    """per_rank's table, every rank at once: each column from sums and order statistics over the rows sorted by rank
+    (a table cut out per rank cost ~0.1 ms a rank: 0.5 s of a 4,096-rank merge), with what a per-rank pass gave."""
+    ranks = np.asarray(view.ranks, dtype=np.int64)
+    count, _sums = _by_rank(ranks, view.steps, ())
+    step = _medians(ranks, view.steps["rank"], view.steps["duration_ns"], count)
+    comm = compute = busy = np.full(len(ranks), np.nan)
+    on_gpu = np.zeros(len(ranks), dtype=bool)
+    if view.has_gpu:
+        rows, sums = _by_rank(ranks, view.breakdown, ("comm_ns", "compute_ns", "busy_ns"))
+        all_count = np.maximum(_by_rank(ranks, view.all_steps, ())[0], 1)  # the breakdown spans every step
+        on_gpu = rows > 0
+        comm, compute, busy = (np.where(on_gpu, sums[name] / all_count, np.nan) for name in ("comm_ns", "compute_ns", "busy_ns"))
+    if view.has_window_ops:  # a rank without GPU rows: its window's NCCL time per step
+        window = np.fromiter((view.nccl.window_ns(rank) for rank in ranks.tolist()), dtype=np.float64, count=len(ranks))
+        comm = np.where(~on_gpu & (count > 0), window / np.maximum(count, 1), comm)
+    comm_or_0 = np.where(np.isnan(comm), 0.0, comm)
+    host = np.where(np.isnan(busy), step - comm_or_0, step - busy)
+    return Table({"rank": ranks, "step_ns": step, "comm_ns": comm, "compute_ns": compute,
+                  "host_ns": np.where(host < 0, 0.0, host), "work_ns": step - comm_or_0,
+                  "steps": count.astype(np.float64)})  # fmt: skip
+
+
+def _by_rank(ranks: np.ndarray, table: Table, columns: tuple[str, ...]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Each of `ranks`' (sorted) rows in `table` and the sums of `columns` over them (exact for integer ns: every sum
+    under 2**53), rows of other ranks left out."""
+    at = np.searchsorted(ranks, table["rank"]) if len(ranks) else np.zeros(len(table), dtype=np.int64)
+    mine = at < len(ranks)
+    mine[mine] = ranks[at[mine]] == table["rank"][mine]
+    at = at[mine]
+    rows = np.bincount(at, minlength=len(ranks))
+    return rows, {name: np.bincount(at, weights=table[name][mine].astype(np.float64), minlength=len(ranks))
+                  for name in columns}  # fmt: skip
+
+
+def _medians(ranks: np.ndarray, rank: np.ndarray, values: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """Each rank's median of `values` (np.median's: the middle value, or the mean of the two middle ones), NaN where
+    the rank has none."""
+    order = np.lexsort((values, rank))
+    rank, values = rank[order], values[order].astype(np.float64)
+    start = np.searchsorted(rank, ranks)
+    low, high = start + np.maximum(count - 1, 0) // 2, start + count // 2
+    some = count > 0
+    found = np.full(len(ranks), np.nan)
+    found[some] = (values[low[some]] + values[high[some]]) / 2
+    return found
 
 
 def _mean(values) -> float:
@@ -193,20 +210,18 @@ def small_message_share(view: RunView) -> float:
 def comm_share_by_rank(view: RunView) -> dict[int, float]:
     """Per rank, the comm share as run_metrics computes it for the run: communication time in % of GPU busy time
     (GPU runs) or of the window's step time (CPU runs: the NCCL-domain ranges the example marks on gloo too)."""
-    shares: dict[int, float] = {}
-    empty = np.empty(0, dtype=np.int64)
-    gpu_rows = rows_by_rank(view.breakdown["rank"]) if view.has_gpu else {}
-    step_rows = rows_by_rank(view.steps["rank"])
-    for rank in view.ranks:
-        if view.has_gpu:
-            gpu = view.breakdown.take(gpu_rows.get(int(rank), empty))
-            busy = float(gpu["busy_ns"].sum())
-            shares[int(rank)] = float(gpu["comm_ns"].sum()) * 100.0 / busy if busy else float("nan")
-            continue
-        steps = float(view.steps["duration_ns"][step_rows.get(int(rank), empty)].sum())
-        comm = float(view.nccl.window_ns(int(rank))) if view.has_window_ops else float("nan")
-        shares[int(rank)] = comm * 100.0 / steps if steps and not np.isnan(comm) else float("nan")
-    return shares
+    ranks = np.asarray(view.ranks, dtype=np.int64)
+    if view.has_gpu:
+        _rows, sums = _by_rank(ranks, view.breakdown, ("comm_ns", "busy_ns"))
+        busy = sums["busy_ns"]
+        share = np.where(busy != 0, sums["comm_ns"] * 100.0 / np.where(busy != 0, busy, 1), np.nan)
+    else:
+        _rows, sums = _by_rank(ranks, view.steps, ("duration_ns",))
+        steps = sums["duration_ns"]
+        comm = (np.fromiter((view.nccl.window_ns(rank) for rank in ranks.tolist()), dtype=np.float64, count=len(ranks))
+                if view.has_window_ops else np.full(len(ranks), np.nan))  # fmt: skip
+        share = np.where((steps != 0) & ~np.isnan(comm), comm * 100.0 / np.where(steps != 0, steps, 1), np.nan)
+    return dict(zip(ranks.tolist(), share.tolist(), strict=True))
 
 
 def run_metrics(view: RunView) -> dict[str, float]:

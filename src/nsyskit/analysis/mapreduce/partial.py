@@ -13,9 +13,9 @@ import numpy as np
 from nsyskit import __version__
 from nsyskit.analysis.compute.ncclfold import DurationFold
 from nsyskit.analysis.mapreduce import parts
-from nsyskit.analysis.mapreduce.partpack import encode_fold, encode_results
+from nsyskit.analysis.mapreduce.block import Block
+from nsyskit.analysis.mapreduce.partpack import encode_block, encode_fold
 from nsyskit.analysis.mapreduce.parts import SUFFIX, part_headers, read_headers, read_listings, results_of
-from nsyskit.analysis.mapreduce.reduce import FOLD
 from nsyskit.analysis.mapreduce.timelines import TIMELINE, read_timelines
 from nsyskit.analysis.process import keep_freed_memory
 from nsyskit.errors import AnalysisError, UsageError
@@ -36,14 +36,16 @@ def _by_number(path: Path) -> list:
     return [int(piece) if piece.isdigit() else piece for piece in re.split(r"(\d+)", path.name)]
 
 
-def _folded(fold: DurationFold, result: dict[str, Any]) -> dict[str, Any]:
-    """The rank's result with its NCCL durations folded into the block's `fold` (and those a partial merge's first
-    rank carries)."""
-    fold.add_digest(result["nccl"])
-    if FOLD in result:
-        fold.add_cells(*result.pop(FOLD))
-    result["nccl"] = result["nccl"].without_durations()
-    return result
+def _folded(fold: DurationFold, results: list[dict[str, Any]] | Block) -> Block:
+    """A part's ranks as a block, their NCCL durations folded into the block's `fold` (a partial merge's ranks come
+    as a block, their durations folded already: its fold is folded in)."""
+    if isinstance(results, Block):
+        if results.fold is not None:
+            fold.add_cells(*results.fold)
+        return results
+    for result in results:
+        fold.add_digest(result["nccl"])
+    return Block.of_results(results)
 
 
 def merge_block(
@@ -52,9 +54,10 @@ def merge_block(
     """Merge block `index` of `size` of the part files in `folder` (their names in order, numbers by value, cut into
     `size` runs of consecutive files, sizes differing by one at most) into one partial merge in `out`; its path.
 
-    The partial keeps each part's header and results as they are (the final merge numbers the ranks over every
-    part, as a merge of the parts themselves does) but for the ranks' NCCL durations, which it holds folded over
-    the block (compute.ncclfold: what the run's tables read, exactly), the reports' listings, the timelines when
+    The partial keeps each part's header, and its ranks' results as one block (mapreduce.block: the tables joined
+    over the block, each rank's row count beside; the final merge numbers the ranks over every part, as a merge of
+    the parts themselves does), the ranks' NCCL durations folded over the block (compute.ncclfold: what the run's
+    tables read, exactly), the reports' listings, the timelines when
     every part has one, and why a part could not be read: a failed map's error stays in its header, and an
     unreadable or damaged part is named, so the final merge leaves the same ranks out with the same lines.
     `strict` stops at the first.
@@ -69,27 +72,29 @@ def merge_block(
     kept: list[dict[str, Any]] = []
     listings: dict[str, dict[str, list]] = {}
     unreadable: dict[str, str] = {}
-    results: list[dict[str, Any]] = []
+    pieces: list[Block] = []
+    taken = 0  # the block's ranks so far: where the next part's lie among them
     fold = DurationFold()  # the block's NCCL durations, folded as its ranks come: the partial holds no rank's own
     timelines: list | None = []
     where = str(folder)
     for path, header in read_headers(block, strict, unreadable):
         listings.update(read_listings(path, header))
         where = header.get("parts_folder", where)  # a partial of partials names the parts' folder
-        held: dict[Path, list] = {}
+        held: dict[Path, Block] = {}
         ranks = read_timelines(path) if timelines is not None else None
         for part in part_headers(header):
             own = {key: value for key, value in part.items() if key not in PLACES}
             try:
-                mine = [] if part.get("error") else results_of(path, part, held)
+                mine = None if part.get("error") else _folded(fold, results_of(path, part, held))
             except AnalysisError as exc:
                 if strict:
                     raise
                 own["damaged"] = part.get("damaged") or exc.one_line()
-                mine = []
+                mine = None
             if "damaged" not in own:
-                own["first"], own["count"] = len(results), len(mine)
-                results += [_folded(fold, result) for result in mine]
+                own["first"], own["count"] = taken, len(mine.results) if mine else 0
+                taken += own["count"]
+                pieces += [mine] if mine else []
             if part.get("error"):
                 pass  # a failed map's part: no ranks, no timeline (left out of the final merge's, as of a merge's)
             elif ranks is None:
@@ -105,7 +110,7 @@ def merge_block(
     if timelines is None:
         for own in kept:
             own.pop(TIMELINE, None)
-    arrays = encode_results(results) | encode_fold(*fold.cells())
+    arrays = encode_block(Block.joined(pieces)) | encode_fold(*fold.cells())
     arrays[parts.LISTING] = np.asarray(json.dumps(listings))
     if timelines is not None:
         arrays[TIMELINE] = np.asarray(json.dumps([[t.rank, t.events, t.total, t.note] for t in timelines]))

@@ -14,15 +14,18 @@ import numpy as np
 from nsyskit.analysis.compute.nccldigest import NcclDigest
 from nsyskit.analysis.compute.ncclfold import cell_table, keys_of
 from nsyskit.analysis.compute.table import Table
-from nsyskit.analysis.trace import TABLE_KEYS
+from nsyskit.analysis.mapreduce.block import NCCL_GROUPS, TABLE_KEYS, Block
 
-NCCL_GROUPS, NCCL_DURATIONS = "nccl_groups", "nccl_durations"
+NCCL_DURATIONS = "nccl_durations"
 NCCL_KINDS, NCCL_KIND_CODES = "nccl_kinds", "nccl_kind_codes"
 KIND_COLUMNS = ("size_bytes", "nranks", "gpu")  # NcclDigest.kinds (numbers exact as float64: sizes, ranks, 0/1)
 # A partial merge's NCCL durations, folded over its ranks (ncclfold.DurationFold): the cells, and per distinct duration
 FOLD_CELLS, FOLD_CELL = "nccl_fold_cells", "nccl_fold_cell"
 FOLD_DURATIONS, FOLD_COUNTS = "nccl_fold_steps", "nccl_fold_counts"
 COLUMNS = "columns"  # every numeric column of the part's tables, packed (partpack.Packer)
+# A partial merge's joined tables (mapreduce.block.Block): per name, each rank's row count and the table's columns,
+# placed as a part's are; its "results" hold per rank only what is per rank.
+JOINED = "joined"
 
 
 class Packer:
@@ -76,24 +79,67 @@ def encode_results(results: list[dict[str, Any]]) -> dict[str, np.ndarray]:
             NCCL_KINDS: packed.add(np.column_stack([digest.kinds[c].astype(np.float64) for c in KIND_COLUMNS])),
         }
         for key, table in [*((k, result[k]) for k in TABLE_KEYS), (NCCL_GROUPS, digest.groups)]:
-            kinds = tables[key] = {}
-            for column, values in table.columns.items():
-                if values.dtype == object and not all(map(_hashable, values.tolist())):
-                    kinds[column] = {"json": [_plain(v) for v in values.tolist()]}
-                elif values.dtype == object:  # texts: each distinct value once, and a code per row
-                    vocabulary: dict[Any, int] = {}
-                    codes = np.fromiter((vocabulary.setdefault(_plain(v), len(vocabulary)) for v in values.tolist()),
-                                        dtype=np.int64, count=len(values))  # fmt: skip
-                    kinds[column] = {"codes": packed.add(codes.astype(np.int32 if len(vocabulary) > 250 else np.uint8)),
-                                     "values": list(vocabulary)}  # fmt: skip
-                else:
-                    kinds[column] = {"array": packed.add(values)}
+            tables[key] = _encode_table(packed, table)
         plain.append({
             "rank": result["rank"], "source": result["source"], "nsys_version": result["nsys_version"],
             "summary": result["summary"], "warnings": result.get("warnings"), "tables": tables, "nccl": digest.sums,
             "numbers": numbers,
         })  # fmt: skip
     return {"results": np.asarray(json.dumps(plain)), COLUMNS: packed.bytes()}
+
+
+def _encode_table(packed: Packer, table: Table) -> dict[str, dict[str, Any]]:
+    """A table's columns as the part stores them: numbers packed, texts as codes into their distinct values, and
+    values that are not hashable as JSON."""
+    kinds = {}
+    for column, values in table.columns.items():
+        if values.dtype == object and not all(map(_hashable, values.tolist())):
+            kinds[column] = {"json": [_plain(v) for v in values.tolist()]}
+        elif values.dtype == object:  # texts: each distinct value once, and a code per row
+            vocabulary: dict[Any, int] = {}
+            codes = np.fromiter((vocabulary.setdefault(_plain(v), len(vocabulary)) for v in values.tolist()),
+                                dtype=np.int64, count=len(values))  # fmt: skip
+            kinds[column] = {"codes": packed.add(codes.astype(np.int32 if len(vocabulary) > 250 else np.uint8)),
+                             "values": list(vocabulary)}  # fmt: skip
+        else:
+            kinds[column] = {"array": packed.add(values)}
+    return kinds
+
+
+def _decode_table(blob: np.ndarray, kinds: dict[str, dict[str, Any]]) -> Table:
+    """The table _encode_table stored."""
+    columns = {}
+    for column, stored in kinds.items():
+        if "json" in stored:
+            columns[column] = np.asarray(stored["json"], dtype=object)
+        elif "codes" in stored:
+            values = np.empty(len(stored["values"]), dtype=object)
+            values[:] = stored["values"]
+            columns[column] = values[unpack(blob, stored["codes"])]
+        else:
+            columns[column] = unpack(blob, stored["array"])
+    return Table(columns)
+
+
+def encode_block(block: Block) -> dict[str, np.ndarray]:
+    """A partial merge's ranks (mapreduce.block.Block) as a file's members: the per-rank results as JSON, and each
+    joined table once, its columns packed and each rank's row count beside."""
+    packed = Packer()
+    index = {name: {"rows": packed.add(block.row_counts(name)),
+                    "columns": None if table is None else _encode_table(packed, table)}
+             for name, table in block.tables.items()}  # fmt: skip
+    return {"results": np.asarray(json.dumps(block.results)), JOINED: np.asarray(json.dumps(index)),
+            COLUMNS: packed.bytes()}  # fmt: skip
+
+
+def decode_block(data: Any) -> Block:
+    """The block encode_block wrote, with the folded durations encode_fold wrote beside it."""
+    blob = data[COLUMNS]
+    index = json.loads(str(data[JOINED]))
+    tables = {name: None if stored["columns"] is None else _decode_table(blob, stored["columns"])
+              for name, stored in index.items()}  # fmt: skip
+    rows = {name: unpack(blob, stored["rows"]) for name, stored in index.items()}
+    return Block(json.loads(str(data["results"])), tables, rows, decode_fold(data))
 
 
 def _steps(durations: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -155,17 +201,7 @@ def decode_results(data: Any, plain: list[dict[str, Any]]) -> list[dict[str, Any
     for item in plain:
         result = {k: item[k] for k in ("rank", "source", "nsys_version", "summary")}
         for key, kinds in item["tables"].items():
-            columns = {}
-            for column, stored in kinds.items():
-                if "json" in stored:
-                    columns[column] = np.asarray(stored["json"], dtype=object)
-                elif "codes" in stored:
-                    values = np.empty(len(stored["values"]), dtype=object)
-                    values[:] = stored["values"]
-                    columns[column] = values[unpack(blob, stored["codes"])]
-                else:
-                    columns[column] = unpack(blob, stored["array"])
-            result[key] = Table(columns)
+            result[key] = _decode_table(blob, kinds)
         groups = result.pop(NCCL_GROUPS)
         numbers = item["numbers"]
         kinds = unpack(blob, numbers[NCCL_KINDS]).reshape(-1, len(KIND_COLUMNS))

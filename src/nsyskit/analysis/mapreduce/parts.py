@@ -28,13 +28,13 @@ import numpy as np
 from nsyskit import __version__
 from nsyskit.analysis.compute.ncclbandwidth import world_size
 from nsyskit.analysis.compute.result import Analysis
+from nsyskit.analysis.mapreduce.block import Block
 from nsyskit.analysis.mapreduce.leftout import NO_PART, left_out_lines
-from nsyskit.analysis.mapreduce.partpack import decode_fold, decode_results, encode_results
-from nsyskit.analysis.mapreduce.reduce import FOLD
+from nsyskit.analysis.mapreduce.partpack import decode_block, decode_results, encode_results
 from nsyskit.analysis.mapreduce.timelines import TIMELINE, report_timelines
 from nsyskit.analysis.present.timeline import RankTimeline
 from nsyskit.analysis.process import keep_freed_memory
-from nsyskit.analysis.read.discover import discover_named, number_reports
+from nsyskit.analysis.read.discover import discover_named, number_reports, report_stem
 from nsyskit.analysis.read.runinfo import not_profiled
 from nsyskit.analysis.trace import RANKED_KEYS, analyze_file, merge
 from nsyskit.errors import AnalysisError, NsyskitError, PartialAnalysis, UsageError
@@ -46,7 +46,9 @@ from nsyskit.errors import AnalysisError, NsyskitError, PartialAnalysis, UsageEr
 # 8: the run's report list in its own member, named in the header by its hash (LISTING); 9: a partial merge, the
 # parts of a block in one file (PARTIAL); 10: a partial merge's NCCL durations folded over its ranks
 # (partpack.encode_fold); 11: a rank's NCCL durations ordered by group, kind, duration (not group, duration, kind): each
-# (group, kind) one sorted run, which the merge's fold takes as it is (compute.ncclfold)
+# (group, kind) one sorted run, which the merge's fold takes as it is (compute.ncclfold); and a partial merge's ranks
+# as a block (mapreduce.block.Block): its tables joined over the block, each rank's row count beside, and per rank
+# only what is per rank (partpack.encode_block)
 PART_FORMAT = 11
 SUFFIX = ".part.npz"
 HEADER = "header"
@@ -137,19 +139,20 @@ def part_headers(header: dict[str, Any]) -> list[dict[str, Any]]:
     return header.get(PARTIAL, [header])
 
 
-def results_of(path: Path, header: dict[str, Any], held: dict[Path, list]) -> list[dict[str, Any]]:
-    """The results of the part `header` names in `path`: a part's own, or its share of a partial merge's (whose
-    decoded results `held` keeps, read once for all its parts); a damaged part's is one AnalysisError."""
+def results_of(path: Path, header: dict[str, Any], held: dict[Path, Block]) -> list[dict[str, Any]] | Block:
+    """The results of the part `header` names in `path`: a part's own (its ranks' results), or its ranks of a partial
+    merge's block (read once for all its parts into `held`; the block's folded NCCL durations go with the first
+    ranks taken); a damaged part's is one AnalysisError."""
     if header.get("damaged"):
         message, _sep, fix = header["damaged"].partition("; fix: ")
         raise AnalysisError(path, f"holds a part that could not be read ({message})", fix)
     if "first" not in header:
         return read_results(path)
     if path not in held:
-        held[path] = read_results(path)
-    first, count = header["first"], header["count"]
-    taken = held[path][first : first + count]
-    held[path][first : first + count] = [None] * count  # the fold holds them now: dropped with it, not with the file
+        held[path] = read_block(path)
+    block = held[path]
+    taken = block.take(header["first"], header["count"])
+    taken.fold, block.fold = block.fold, None
     return taken
 
 
@@ -163,8 +166,10 @@ def write_npz(out, arrays: dict[str, np.ndarray]) -> None:
 
 
 def read_part(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(header, per-rank results) of a part; a truncated part, or one of another format or version, is one error."""
-    return read_header(path), read_results(path)
+    """(header, per-rank results) of a part (of a partial merge: its ranks' own results, their tables joined in its
+    block: read_block); a truncated part, or one of another format or version, is one error."""
+    header = read_header(path)
+    return header, read_block(path).results if PARTIAL in header else read_results(path)
 
 
 def read_header(path: Path) -> dict[str, Any]:
@@ -182,14 +187,15 @@ def read_header(path: Path) -> dict[str, Any]:
 
 
 def read_results(path: Path) -> list[dict[str, Any]]:
-    """The per-rank results of a part whose header read_header took (a partial merge's folded NCCL durations ride
-    on its first rank's, under reduce.FOLD)."""
+    """The per-rank results of a part whose header read_header took."""
     with _opened(path) as data:
-        results = decode_results(data, json.loads(str(data["results"])))
-        fold = decode_fold(data)
-    if fold is not None and results:
-        results[0][FOLD] = fold
-    return results
+        return decode_results(data, json.loads(str(data["results"])))
+
+
+def read_block(path: Path) -> Block:
+    """The ranks of a partial merge whose header read_header took, as the block it stores (joined tables)."""
+    with _opened(path) as data:
+        return decode_block(data)
 
 
 @contextmanager
@@ -266,8 +272,11 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
     for path, header in read_headers(paths, strict, unreadable):  # the results are read as the reduce takes them
         parts += [(path, held, []) for held in part_headers(header)]
         where.add(header.get("parts_folder", str(folder)))
-    if not parts:
-        raise next(AnalysisError(p, unreadable[p.name].partition(": ")[2]) for p in paths)
+    if not parts:  # no file reads, or partial merges of parts none of which read: the first such file, with why
+        name = next((p.name for p in paths if p.name in unreadable), min(unreadable, default=""))
+        if not name:
+            raise AnalysisError(folder, "holds partial merges of no part", "map the reports first: 'invoke analyze-part'")
+        raise AnalysisError(folder / name, unreadable[name].partition(": ")[2])
     # Each part's rank in the run: a rank nothing names is numbered here over every part's reports (see number_reports)
     headers = [header for _path, header, _results in parts]
     lists: dict[str, dict[str, list]] = {}  # one per map: each part of a map lists the run, read once
@@ -292,7 +301,7 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
     listed: dict[str, str] = {}  # every report some map listed, one per stem
     for listing in lists.values():
         for report in listing["reports"]:
-            listed.setdefault(str(Path(report).with_suffix("")), report)
+            listed.setdefault(report_stem(report), report)
     missing = sorted((report for report in listed.values() if ranks[report] not in by_rank), key=ranks.__getitem__)
     failed = [(header["rank"], header["report"], header["error"]) for _path, header, _r in parts if header.get("error")]
     left_out = sorted(
@@ -313,7 +322,7 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
     incomplete = left_out_lines(left_out, len(listed), Path(where.pop()) if len(where) == 1 else folder)
     # A file that is no listed report's part (a partial merge cut short): its ranks are named above as without a
     # part, and the file itself here with why, so no one looks for maps that ran
-    own = {part_name(Path(report)) for report in listed.values()}
+    own = {os.path.basename(report) + SUFFIX for report in listed.values()}  # part_name's, without a Path per report
     incomplete += [f"file left out: {why}" for name, why in sorted(unreadable.items()) if name not in own]
     damaged: list[str] = []  # parts whose header read but whose results do not (a damaged member): left out, named
     world = world_size(lists[first[LISTING]]["reports"], 0)  # run.json's, beside the reports; else the merge counts the ranks it takes
@@ -329,25 +338,53 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
 
 def _streamed(
     parts: list[tuple[Path, dict[str, Any], list]], damaged: list[str], strict: bool
-) -> Iterator[list[dict[str, Any]]]:  # fmt: skip
-    """Each part's results, read when the reduce asks for them and given the rank the merge numbered; a part that
-    cannot be decoded is named in `damaged` (or stops the merge when `strict`)."""
-    held: dict[Path, list] = {}  # a partial merge's results, read once and dropped with its last part
+) -> Iterator[list[dict[str, Any]] | Block]:  # fmt: skip
+    """Each part's results, read when the reduce asks for them and given the rank the merge numbered; a partial
+    merge's consecutive parts as one block of its ranks (its tables sliced once, not per rank); a part that cannot be
+    decoded is named in `damaged` (or stops the merge when `strict`)."""
+    held: dict[Path, Block] = {}  # a partial merge's block, read once and dropped with its last part
     last = {path: index for index, (path, _header, _results) in enumerate(parts)}
-    for index, (path, header, _results) in enumerate(parts):
+    for run in _runs(parts):
+        path, headers = parts[run[0]][0], [parts[index][1] for index in run]
+        span = headers[0] if len(run) == 1 else {"first": headers[0]["first"], "count": sum(h["count"] for h in headers)}
         try:
-            results = results_of(path, header, held)
+            results = results_of(path, span, held)
         except AnalysisError as exc:
             if strict:
                 raise
-            line = header["damaged"] if header.get("damaged") else exc.one_line()
-            damaged.append(f"rank {header['rank']} left out: {line}")
+            for header in headers:
+                line = header["damaged"] if header.get("damaged") else exc.one_line()
+                damaged.append(f"rank {header['rank']} left out: {line}")
             continue
         finally:
-            if last[path] == index:
+            if last[path] == run[-1]:
                 held.pop(path, None)
-        _give_rank(header, results, header["rank"], renumber=True)
+        if isinstance(results, Block):
+            first = 0
+            for header in headers:
+                _give_rank(header, results.results[first : first + header["count"]], header["rank"], renumber=True)
+                first += header["count"]
+            results.one_rank_per_part = all(header["count"] == 1 for header in headers)
+        else:
+            _give_rank(headers[0], results, headers[0]["rank"], renumber=True)
         yield results
+
+
+def _runs(parts: list[tuple[Path, dict[str, Any], list]]) -> Iterator[list[int]]:
+    """The parts' indices in runs the reduce takes at once: a partial merge's parts that follow one another in the
+    merge's order and in its file (each a part of its own otherwise)."""
+    run: list[int] = []
+    for index, (path, header, _results) in enumerate(parts):
+        if run:
+            before_path, before = parts[run[-1]][0], parts[run[-1]][1]
+            if (path == before_path and "first" in header and "first" in before and not header.get("damaged")
+                    and header["first"] == before["first"] + before["count"]):  # fmt: skip
+                run.append(index)
+                continue
+            yield run
+        run = [index]
+    if run:
+        yield run
 
 
 def _listing(listing: dict[str, list]) -> list[tuple[str, int, bool]]:
@@ -364,4 +401,5 @@ def _give_rank(header: dict[str, Any], results: list[dict[str, Any]], rank: int,
     for offset, result in enumerate(results):
         result["rank"] = result["summary"]["rank"] = rank + offset
         for name in RANKED_KEYS:
-            result[name].columns["rank"] = np.full(len(result[name]), rank + offset, dtype=np.int64)
+            if name in result:  # (a block's ranks have no tables of their own: the reduce numbers its joined ones)
+                result[name].columns["rank"] = np.full(len(result[name]), rank + offset, dtype=np.int64)

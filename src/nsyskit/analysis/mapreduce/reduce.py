@@ -3,35 +3,39 @@ process's workers (trace.analyze_run) or from part files mapped on a cluster (pa
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
-from nsyskit.analysis.compute import analyzers, counters, ncclbandwidth, nccldigest
+from nsyskit.analysis.compute import analyzers, ncclbandwidth, nccldigest
 from nsyskit.analysis.compute.metrics import comm_share_by_rank, per_rank, view_of
-from nsyskit.analysis.compute.result import Analysis, combine_kernel_summaries, concat
+from nsyskit.analysis.compute.result import Analysis, RankTables, combine_kernel_summaries
 from nsyskit.analysis.compute.table import Table
+from nsyskit.analysis.mapreduce.block import (  # noqa: F401  (trace and parts take the keys here)
+    KERNEL_SUMMARY,
+    NCCL_GROUPS,
+    NCCL_SUMS,
+    RANKED_KEYS,
+    TABLE_KEYS,
+    Block,
+    join,
+)
 
-FOLD = "nccl_fold"  # a partial merge's folded NCCL durations (ncclfold.DurationFold.cells()), on its first rank
-
-# The per-rank tables of trace.analyze_file's results (all but the kernel summary carry a rank column).
-TABLE_KEYS = ("kernel_summary", "breakdown", "memcpy", "nvtx", "nvtx_gpu", "steps", "evidence",
-              *counters.TABLES)  # and "nccl": its NcclDigest  # fmt: skip
-RANKED_KEYS = TABLE_KEYS[1:]
-NCCL_KEYS = ("nccl", FOLD)  # a rank's digest; and, on a partial merge's first rank, the block's folded durations
 JOINED_RANKS = 64  # ranks whose tables the merge holds apart before joining them (a part's tables die once joined)
 
 
 def merge(
-    per_file: Iterable[list[dict[str, Any]]], straggler_pct: float = 5.0, unprofiled_line: str = "",
+    per_file: Iterable[list[dict[str, Any]] | Block], straggler_pct: float = 5.0, unprofiled_line: str = "",
     incomplete: list[str] | None = None, world: ncclbandwidth.WorldSize | None = None,
 ) -> Analysis:  # fmt: skip
     """The reduce: one Analysis from the per-file results of analyze_file (in rank order), the same whether they come
     from this process's workers or from part files written on the cluster (nsyskit.analysis.mapreduce.parts).
 
     The files' results are folded in as they come (an iterator holds one part at a time): the per-rank tables are
-    joined JOINED_RANKS ranks at a time, so no list of thousands of small tables is kept until the end."""
+    joined JOINED_RANKS ranks at a time, so no list of thousands of small tables is kept until the end; a Block (a
+    partial merge's ranks) comes joined and is taken whole."""
     folded = _Fold()
     for results in per_file:
         folded.add(results)
@@ -40,9 +44,10 @@ def merge(
     for result in results:
         analysis.sources[result["rank"]] = result["source"]
         analysis.nsys_versions[result["rank"]] = result["nsys_version"]
-        analysis.kernel_summaries[result["rank"]] = result["kernel_summary"]
         analysis.warnings.extend(result.get("warnings", []))
-    analysis.top_kernels = combine_kernel_summaries(analysis.kernel_summaries)
+    kernel_summaries = folded.table(KERNEL_SUMMARY)
+    analysis.kernel_summaries = RankTables(kernel_summaries, [r["rank"] for r in results], folded.rows[KERNEL_SUMMARY])
+    analysis.top_kernels = combine_kernel_summaries(kernel_summaries if kernel_summaries is not None else {})
     for name in RANKED_KEYS:
         setattr(analysis, name, folded.table(name))
     analysis.nccl = folded.nccl.renumbered({position: result["rank"] for position, result in enumerate(results)})
@@ -63,44 +68,96 @@ def merge(
 
 
 def add_nccl(total: nccldigest.NcclRollup, rank: int, result: dict[str, Any]) -> None:
-    """Add a rank's NCCL digest to the roll-up (its durations folded in), and the folded durations of a partial
-    merge's ranks where the result carries them."""
+    """Add a rank's NCCL digest to the roll-up (its durations folded in)."""
     total.add(rank, result["nccl"])
-    if FOLD in result:
-        total.fold.add_cells(*result[FOLD])
+
+
+def add_nccl_block(total: nccldigest.NcclRollup, first: int, block: Block) -> None:
+    """Add a block's ranks' NCCL sums and joined groups to the roll-up as their ranks first, first+1, ... (what
+    NcclRollup.add does rank by rank: each group's per-rank sums appended in rank order), and its folded durations."""
+    sums = [result[NCCL_SUMS] for result in block.results]
+    for offset, rank_sums in enumerate(sums):
+        total.by_rank[first + offset] = rank_sums
+    for key in nccldigest.SUMS:
+        total.sums[key] += sum(rank_sums.get(key, 0) for rank_sums in sums)  # (a part written before a key: 0)
+    if block.fold is not None:
+        total.fold.add_cells(*block.fold)
+    groups = block.tables.get(NCCL_GROUPS)
+    if groups is None or not len(groups):
+        return
+    counted = np.fromiter((bool(rank_sums["count"]) for rank_sums in sums), dtype=bool, count=len(sums))
+    rows = block.row_counts(NCCL_GROUPS)
+    kept = np.repeat(counted, rows)  # a rank without operations adds no groups, as NcclRollup.add
+    positions = np.repeat(np.arange(first, first + len(sums), dtype=np.int64), rows)[kept]
+    seen: dict[tuple, int] = {}  # each group's code, in the order the ranks first have it (the roll-up's order)
+    keys = zip(*(groups[name][kept].tolist() for name in nccldigest.GROUP_KEYS), strict=True)
+    codes = np.fromiter((seen.setdefault(key, len(seen)) for key in keys), dtype=np.int64, count=int(kept.sum()))
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(seen) + 1))
+    columns = {name: groups[name][kept][order] for name in ("total_ns", "known", "bytes")}
+    positions = positions[order]
+    for code, key in enumerate(seen):
+        found = total.groups.get(key)
+        if found is None:
+            found = total.groups[key] = nccldigest.GroupSums()
+        rows_of = slice(bounds[code], bounds[code + 1])
+        found.ranks.extend(array("q", positions[rows_of].tobytes()))
+        found.total_ns.extend(array("q", columns["total_ns"][rows_of].astype(np.int64).tobytes()))
+        found.known.extend(array("q", columns["known"][rows_of].astype(np.int64).tobytes()))
+        found.bytes.extend(array("d", columns["bytes"][rows_of].astype(np.float64).tobytes()))
 
 
 class _Fold:
-    """The ranks' results as they come: what stays per rank (source, summary, kernel summary) in a list, the ranked
-    tables joined every JOINED_RANKS ranks, with each rank's row count to renumber them by, and the NCCL digests
-    added up as they come (their durations folded: no rank's durations outlive its fold).
+    """The ranks' results as they come: what stays per rank (source, summary) in a list, the tables joined every
+    JOINED_RANKS ranks (a block's come joined), with each rank's row count to renumber them by and to cut each rank's
+    kernel summary out of the joined one, and the NCCL digests added up as they come (their durations folded: no
+    rank's durations outlive its fold).
 
     When a file held several ranks, every rank is renumbered 0..N-1 in file order (as 'invoke analyze' numbers
     them); that is known only once every file is in, so the rank columns are rewritten at the end."""
 
     def __init__(self) -> None:
         self.kept: list[dict[str, Any]] = []
-        self.pending: dict[str, list[Table]] = {name: [] for name in RANKED_KEYS}
-        self.chunks: dict[str, list[Table]] = {name: [] for name in RANKED_KEYS}
-        self.rows: dict[str, list[int]] = {name: [] for name in RANKED_KEYS}
+        self.pending: dict[str, list[Table]] = {name: [] for name in TABLE_KEYS}
+        self.chunks: dict[str, list[Table]] = {name: [] for name in TABLE_KEYS}
+        self.rows: dict[str, list[int]] = {name: [] for name in TABLE_KEYS}
         self.renumber = False
         self.nccl = nccldigest.NcclRollup()  # by each rank's place in the list until finish() numbers them
 
-    def add(self, results: list[dict[str, Any]]) -> None:
+    def add(self, results: list[dict[str, Any]] | Block) -> None:
+        if isinstance(results, Block):
+            self._add_block(results)
+            return
         self.renumber = self.renumber or len(results) != 1
         for result in results:
-            for name in RANKED_KEYS:
+            for name in TABLE_KEYS:
                 table = result[name]
                 self.pending[name].append(table)
                 self.rows[name].append(len(table) if table is not None else 0)
             add_nccl(self.nccl, len(self.kept), result)
-            self.kept.append({key: value for key, value in result.items() if key not in (*RANKED_KEYS, *NCCL_KEYS)})
-            if len(self.pending[RANKED_KEYS[0]]) >= JOINED_RANKS:
+            self.kept.append({key: value for key, value in result.items() if key not in (*TABLE_KEYS, "nccl")})
+            if len(self.pending[TABLE_KEYS[0]]) >= JOINED_RANKS:
                 self._join()
 
+    def _add_block(self, block: Block) -> None:
+        """A block's ranks whole: its joined tables one chunk each, their rank columns the ranks its results were
+        given (one np.repeat over the row counts, not a column per rank)."""
+        self._join()  # the ranks before it first: the rows stay in rank order
+        self.renumber = self.renumber or not block.one_rank_per_part
+        ranks = np.fromiter((result["rank"] for result in block.results), dtype=np.int64, count=len(block.results))
+        for name in TABLE_KEYS:
+            table, rows = block.tables.get(name), block.row_counts(name)
+            if table is not None:
+                if name != KERNEL_SUMMARY:
+                    table.columns["rank"] = np.repeat(ranks, rows)
+                self.chunks[name].append(table)
+            self.rows[name] += rows.tolist()
+        add_nccl_block(self.nccl, len(self.kept), block)
+        self.kept += [{key: value for key, value in result.items() if key != NCCL_SUMS} for result in block.results]
+
     def _join(self) -> None:
-        for name in RANKED_KEYS:
-            joined = concat(self.pending[name])
+        for name in TABLE_KEYS:
+            joined = join(name, self.pending[name])
             if joined is not None:
                 self.chunks[name].append(joined)
             self.pending[name] = []
@@ -115,7 +172,7 @@ class _Fold:
 
     def table(self, name: str) -> Table | None:
         """The ranks' rows of one table, one rank after another (None when no rank had the table)."""
-        joined = concat(self.chunks[name])
-        if joined is not None and self.renumber and len(joined):
+        joined = join(name, self.chunks[name])
+        if joined is not None and self.renumber and len(joined) and name != KERNEL_SUMMARY:
             joined.columns["rank"] = np.repeat(np.arange(len(self.kept), dtype=np.int64), self.rows[name])
         return joined

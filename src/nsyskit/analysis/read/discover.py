@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from pathlib import Path
@@ -87,6 +88,13 @@ def number_unnamed(unnamed: list[Path], claimed: set[int]) -> list[tuple[int, Pa
     return [(next(free), file, False) for file in sorted(unnamed)]
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def report_stem(report: str) -> str:
+    """A report's path without its suffix (one report per stem, as discover keeps one file per stem); each report's
+    computed once, though a merge asks for it in every listing that names it (a Path per ask: 28k at 4,096 ranks)."""
+    return str(Path(report).with_suffix(""))
+
+
 def number_reports(
     owned: list[tuple[str, int, bool]], listed: list[list[tuple[str, int, bool]]]
 ) -> tuple[dict[str, int], str]:
@@ -100,14 +108,14 @@ def number_reports(
     stems: dict[str, str] = {}  # one report per stem, as discover keeps one file per stem
     named: dict[str, int] = {}
     for report, rank, is_named in itertools.chain(owned, *listed):
-        stem = str(Path(report).with_suffix(""))
+        stem = report_stem(report)
         stems.setdefault(stem, report)
         if is_named:
             named.setdefault(stem, rank)
     unnamed = [Path(stems[stem]) for stem in stems if stem not in named]
     numbered = {str(path): rank for rank, path, _named in number_unnamed(unnamed, set(named.values()))}
     by_stem = {stem: named[stem] if stem in named else numbered[stems[stem]] for stem in stems}
-    ranks = {report: by_stem[str(Path(report).with_suffix(""))] for report, _r, _n in itertools.chain(owned, *listed)}
+    ranks = {report: by_stem[report_stem(report)] for report, _r, _n in itertools.chain(owned, *listed)}
     if not unnamed or len(listed) == 1:
         return ranks, ""  # no unnamed report, or one map listed them all and numbered them as this does
     shown = ", ".join(f"{path.name} = rank {numbered[str(path)]}" for path in sorted(unnamed)[:8])
