@@ -30,6 +30,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -80,20 +81,58 @@ def child_partials(folder: str, blocks: int) -> None:
     print(json.dumps({"slowest_s": max(times), "sum_s": sum(times), "maxrss_kb": peak}))
 
 
-def child_merge(folder: str) -> None:
-    """Run in a child process: merge the parts of `folder`; print wall time, peak RSS and the ranks merged."""
+def child_merge(folder: str, workers: int) -> None:
+    """Run in a child process: merge the parts of `folder` with `workers` processes (analyze-merge --workers); print
+    wall time, the peak memory of this process and its workers together (sampled) and the ranks merged."""
     from nsyskit.analysis.compute.nccldigest import size_summary
-    from nsyskit.analysis.mapreduce.parts import merge_parts
+    from nsyskit.analysis.mapreduce.sidebyside import merged_parts
 
+    sampler = TreeMemory()
     start = time.perf_counter()
-    analysis, _facts = merge_parts(Path(folder))
-    wall = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with merged_parts(Path(folder), workers=workers) as (analysis, _facts):
+        wall = time.perf_counter() - start
+    peak = max(sampler.stop(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
     start = time.perf_counter()  # the NCCL sizes table again, alone: it grew faster than the ranks before the fold
     size_summary(analysis.nccl)
     sizes_s = time.perf_counter() - start
     print(json.dumps({"wall_s": wall, "maxrss_kb": peak, "ranks": len(analysis.ranks), "sizes_s": sizes_s,
                       "load": os.getloadavg()[0]}))  # fmt: skip
+
+
+class TreeMemory:
+    """The peak of the summed resident memory of this process and its children (the merge's workers), sampled every
+    20 ms in a thread (Linux /proc), in KB: ru_maxrss gives each process's peak alone, not the workers' together."""
+
+    def __init__(self) -> None:
+        self.peak = 0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+
+    def _sample(self) -> None:
+        while not self.done.wait(0.02):
+            self.peak = max(self.peak, sum(_rss_kb(pid) for pid in [os.getpid(), *_children(os.getpid())]))
+
+    def stop(self) -> int:
+        self.done.set()
+        self.thread.join()
+        return self.peak
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(child) for task in Path(f"/proc/{pid}/task").iterdir()
+                for child in (task / "children").read_text().split()]  # fmt: skip
+    except OSError:
+        return []
+
+
+def _rss_kb(pid: int) -> int:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:  # a worker that just ended
+        return 0
+    return next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
 
 
 def projection(map_s: float, merge_s: float, ranks: int, cores: int) -> None:
@@ -120,11 +159,13 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=8, help="array elements running at once per node (projection)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out")
     parser.add_argument("--tree", type=int, default=0, help="also merge each count as a tree of this many partial merges")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="processes per merge, as analyze-merge --workers (default: its default here)")
     parser.add_argument("--child-merge", help=argparse.SUPPRESS)
     parser.add_argument("--child-partials", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_merge:
-        child_merge(args.child_merge)
+        child_merge(args.child_merge, args.workers)
         return
     if args.child_partials:
         child_partials(args.child_partials, args.tree)
@@ -140,7 +181,12 @@ def main() -> None:
     if not args.merge_only:
         map_against_nsys(rank, times, args.nsys_runs)
     print(f"part size per rank: {part.stat().st_size / 1024:.0f} KB (export: {rank.stat().st_size / 2**20:.0f} MB)")
-    merges = {count: merge_in_child(part, count, work, args.tree) for count in sorted({REFERENCE_PARTS, *args.parts})}
+    from nsyskit.analysis.mapreduce.sidebyside import default_workers
+
+    workers = args.workers or default_workers()
+    print(f"merges with {workers} worker process(es) each (analyze-merge --workers; side by side from 512 parts)")
+    merges = {count: merge_in_child(part, count, work, args.tree, workers)
+              for count in sorted({REFERENCE_PARTS, *args.parts})}  # fmt: skip
     merge_table(merges)
     if args.tree:
         tree_table(merges, args.tree)
@@ -165,16 +211,16 @@ def map_against_nsys(rank: Path, times: list[float], runs: int) -> None:
     print("target: map >= 10x nsys stats: " + ("n/a (no nsys)" if not binary else "PASS" if nsys_s / map_s >= 10 else "FAIL"))
 
 
-def merge_in_child(part: Path, count: int, work: Path, tree: int = 0) -> dict:
-    """Wall time, peak memory and ranks of the merge of `count` copies of the part, in a fresh process; with `tree`,
-    also its partial merges in `tree` blocks ("partials") and the final merge of those ("final")."""
+def merge_in_child(part: Path, count: int, work: Path, tree: int = 0, workers: int = 1) -> dict:
+    """Wall time, peak memory and ranks of the merge of `count` copies of the part, in a fresh process with `workers`;
+    with `tree`, also its partial merges in `tree` blocks ("partials") and the final merge of those ("final")."""
     folder = work / f"parts{count}"
     copy_part(part, count, folder)
     try:
-        merged = _child("--child-merge", str(folder))
+        merged = _child("--child-merge", str(folder), "--workers", str(workers))
         if tree:
             merged["partials"] = _child("--child-partials", str(folder), "--tree", str(tree))
-            merged["final"] = _child("--child-merge", str(folder / "partials"))
+            merged["final"] = _child("--child-merge", str(folder / "partials"), "--workers", "1")
     finally:
         shutil.rmtree(folder, ignore_errors=True)  # 16,384 copies take 10 GB
     return merged
@@ -215,7 +261,8 @@ def merge_table(merges: dict[int, dict]) -> None:
         print(f"{count:>15,} {merged['wall_s']:8.2f} {merged['maxrss_kb'] / 1024:8.0f} {per_part * 1000:8.2f} "
               f"{per_part / reference:7.2f}x {merged['sizes_s']:8.2f} {merged['load']:5.1f}   {goal if count in MERGE_GOALS else '-'}: "
               f"{'PASS' if ok else 'FAIL'}")  # fmt: skip
-    print("(sizes s: the NCCL sizes table computed again from the merged run, alone; load: the 1-minute load average as the merge ended)")
+    print("(peak MB: the merge's process and its workers together, sampled every 20 ms; sizes s: the NCCL sizes table "
+          "computed again from the merged run, alone; load: the 1-minute load average as the merge ended)")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -133,12 +133,12 @@ def check_output(output: str | Path | None) -> Path | None:
     return folder
 
 
-def progress(what: str) -> Callable[[int, int], None]:
-    """A progress callback printing '<what>: i/N reports' about ten times, from PROGRESS_FROM reports on."""
+def progress(what: str, unit: str = "reports", start: int = PROGRESS_FROM) -> Callable[[int, int], None]:
+    """A progress callback printing '<what>: i/N <unit>' about ten times, from `start` of them on."""
 
     def show(done: int, total: int) -> None:
-        if total >= PROGRESS_FROM and (done == total or done % max(1, total // 10) == 0):
-            console.info(f"{what}: {done}/{total} reports")
+        if total >= start and (done == total or done % max(1, total // 10) == 0):
+            console.info(f"{what}: {done}/{total} {unit}")
 
     return show
 

@@ -265,3 +265,12 @@ class PartialAnalysis(NsyskitError):
     the top of every output; the distinct exit code tells a script the report is not whole."""
 
     exit_code = 4
+
+
+class MergeWorkerError(NsyskitError):
+    """A worker process of a merge stopped at an error: carries its block, the error's line and its exit code (the
+    error itself does not travel between processes, its line does)."""
+
+    def __init__(self, block: int, blocks: int, line: str, exit_code: int = 1) -> None:
+        self.block, self.blocks, self.line, self.exit_code = block, blocks, line, exit_code
+        super().__init__(f"block {block + 1} of {blocks} of the merge: {line}")

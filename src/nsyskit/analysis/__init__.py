@@ -28,7 +28,7 @@ _WHERE = {
     "compose": "present.report", "print_report": "present.report", "render_json": "present.report",
     "DEFAULT_MAX_EVENTS": "present.timeline", "run_recipes": "profilers.recipes",
     "map_reports": "mapreduce.parts", "merge_parts": "mapreduce.parts", "merged_timelines": "mapreduce.timelines",
-    "merge_block": "mapreduce.partial",
+    "merge_block": "mapreduce.partial", "merged_parts": "mapreduce.sidebyside", "default_workers": "mapreduce.sidebyside",
     "grouped": "present.grouping",
 }  # fmt: skip
 

@@ -155,16 +155,18 @@ def analyze_part(
         "with --array-index N): a file 'analyze-merge FOLDER' merges as it merges the parts themselves.",
         "array_index": "With --partial: this array element's block of the part files in name order, rank_2 before rank_10 (e.g. $SLURM_ARRAY_TASK_ID).",
         "array_size": "With --partial: how many blocks the part files are cut into (with --array-index).",
+        "workers": "Processes merging blocks of the parts side by side, from 512 parts on (default: the CPUs this job "
+        "may use, at most 8; each holds up to 1,024 parts' tables, ~300 MB for large ranks; 1: one process).",
         **JUDGE_HELP,
     },
 )
 def analyze_merge(
     c, parts=None, json_=False, html=True, output=None, straggler_pct=None, top=None, full_names=False, strict=False,
     timeline=False, flops_per_step=None, dtype=None, gpu_model=None, fabric=None, partial=None, array_index=None,
-    array_size=None,
+    array_size=None, workers=None,
 ):  # fmt: skip
     """The reduce of a cluster analysis: merge the parts into what 'invoke analyze' makes of the same reports."""
-    from nsyskit.analysis import merge_parts, merged_timelines, outputs
+    from nsyskit.analysis import default_workers, merged_parts, merged_timelines, outputs
     from nsyskit.analyze import check_output, show_and_write
 
     if not parts:
@@ -182,9 +184,10 @@ def analyze_merge(
     straggler = number_flag("--straggler-pct", straggler_pct, 5.0)
     request = AnalyzeRequest([parts], json=json_, html=html, timeline=timeline, top=rows,
                              **_judge_flags(flops_per_step, dtype, gpu_model, fabric))  # fmt: skip
+    processes = int(number_flag("--workers", workers, default_workers(), integer=True, low=1))
     inputs = request.judge_inputs()  # --fabric read before the merge: a file without a table stops it at once
-    analysis, facts = merge_parts(Path(parts), straggler, strict)
-    timelines = merged_timelines(facts["part_files"], analysis) if timeline else None  # before printing: may refuse
+    with merged_parts(Path(parts), straggler, strict, processes, progress("merge", "blocks of parts merged side by side", 1)) as (analysis, facts):
+        timelines = merged_timelines(facts["part_files"], analysis) if timeline else None  # before printing: may refuse
     folder = check_output(output) or Path(facts["folder"])
     result = outputs.of_analysis([facts["folder"]], folder, analysis, full_names, inputs)
     result.timelines = timelines
