@@ -78,7 +78,8 @@ def merge_block(
     timelines: list | None = []
     where = str(folder)
     for path, header in read_headers(block, strict, unreadable):
-        listings.update(read_listings(path, header))
+        if parts.PARTIAL in header or header[parts.LISTING] not in listings:  # a map's listing once, not per part
+            listings.update(read_listings(path, header))
         where = header.get("parts_folder", where)  # a partial of partials names the parts' folder
         held: dict[Path, Block] = {}
         ranks = read_timelines(path) if timelines is not None else None
