@@ -91,3 +91,30 @@ def test_37_missing_parts_of_2048_are_named_in_one_line_as_ranges(one_part, tmp_
         "(their map failed or has not run)); this analysis covers the others"
     ]
     assert sorted(merged.sources) == kept and len(merged.ranks) == len(kept) and len(facts["left_out"]) == 37
+
+
+def test_the_final_merge_of_partial_merges_builds_no_table_per_rank(one_part, tmp_path, monkeypatch):
+    # a partial merge holds its block's tables joined: the final merge reads a few tables per block, whatever the
+    # ranks (it decoded ~13 small tables a rank before, 58k at 4,096 ranks: most of its time)
+    from nsyskit.analysis.compute import table
+    from nsyskit.analysis.mapreduce.partial import merge_block
+
+    built = [0]
+    init = table.Table.__init__
+
+    def counted(self, *args, **kwargs):
+        built[0] += 1
+        init(self, *args, **kwargs)
+
+    tables = {}
+    for ranks in (64, 512):
+        copy_part(one_part, ranks, tmp_path / f"parts{ranks}")
+        for index in range(4):
+            merge_block(tmp_path / f"parts{ranks}", tmp_path / f"partials{ranks}", index, 4)
+        monkeypatch.setattr(table.Table, "__init__", counted)
+        built[0] = 0
+        merged, _facts = mapreduce_parts.merge_parts(tmp_path / f"partials{ranks}")
+        monkeypatch.setattr(table.Table, "__init__", init)
+        assert len(merged.ranks) == ranks and merged.incomplete == []
+        tables[ranks] = built[0]
+    assert tables[512] == tables[64] < 2 * 64, tables  # the same few per block and view at 8x the ranks

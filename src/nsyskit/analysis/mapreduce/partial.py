@@ -78,8 +78,8 @@ def merge_block(
     timelines: list | None = []
     where = str(folder)
     for path, header in read_headers(block, strict, unreadable):
-        if parts.PARTIAL in header or header[parts.LISTING] not in listings:  # one map's parts share a listing:
-            listings.update(read_listings(path, header))  # read once (200 KB of JSON a part at 1,024 ranks)
+        if parts.PARTIAL in header or header[parts.LISTING] not in listings:  # a map's listing once, not per part
+            listings.update(read_listings(path, header))
         where = header.get("parts_folder", where)  # a partial of partials names the parts' folder
         held: dict[Path, Block] = {}
         ranks = read_timelines(path) if timelines is not None else None

@@ -370,21 +370,17 @@ def _streamed(
         yield results
 
 
-def _runs(parts: list[tuple[Path, dict[str, Any], list]]) -> Iterator[list[int]]:
+def _runs(parts: list[tuple[Path, dict[str, Any], list]]) -> list[list[int]]:
     """The parts' indices in runs the reduce takes at once: a partial merge's parts that follow one another in the
-    merge's order and in its file (each a part of its own otherwise)."""
-    run: list[int] = []
+    merge's order and in its file (each a part of its own otherwise; a damaged part has no place in the file)."""
+    runs: list[list[int]] = []
     for index, (path, header, _results) in enumerate(parts):
-        if run:
-            before_path, before = parts[run[-1]][0], parts[run[-1]][1]
-            if (path == before_path and "first" in header and "first" in before and not header.get("damaged")
-                    and header["first"] == before["first"] + before["count"]):  # fmt: skip
-                run.append(index)
-                continue
-            yield run
-        run = [index]
-    if run:
-        yield run
+        before = parts[runs[-1][-1]] if runs else None
+        if before and before[0] == path and "first" in before[1] and header.get("first") == before[1]["first"] + before[1]["count"]:
+            runs[-1].append(index)
+        else:
+            runs.append([index])
+    return runs
 
 
 def _listing(listing: dict[str, list]) -> list[tuple[str, int, bool]]:
