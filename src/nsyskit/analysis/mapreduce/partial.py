@@ -16,6 +16,7 @@ from nsyskit.analysis.mapreduce import parts
 from nsyskit.analysis.mapreduce.block import Block
 from nsyskit.analysis.mapreduce.partpack import encode_block, encode_fold
 from nsyskit.analysis.mapreduce.parts import SUFFIX, part_headers, read_headers, read_listings, results_of
+from nsyskit.analysis.mapreduce.reduce import JOINED_RANKS
 from nsyskit.analysis.mapreduce.timelines import TIMELINE, read_timelines
 from nsyskit.analysis.process import keep_freed_memory
 from nsyskit.errors import AnalysisError, UsageError
@@ -36,16 +37,46 @@ def _by_number(path: Path) -> list:
     return [int(piece) if piece.isdigit() else piece for piece in re.split(r"(\d+)", path.name)]
 
 
-def _folded(fold: DurationFold, results: list[dict[str, Any]] | Block) -> Block:
-    """A part's ranks as a block, their NCCL durations folded into the block's `fold` (a partial merge's ranks come
-    as a block, their durations folded already: its fold is folded in)."""
+def _folded(fold: DurationFold, results: list[dict[str, Any]] | Block) -> list[dict[str, Any]] | Block:
+    """A part's ranks with their NCCL durations folded into the block's `fold` and dropped (a partial merge's ranks
+    come as a block, their durations folded already: its fold is folded in)."""
     if isinstance(results, Block):
         if results.fold is not None:
             fold.add_cells(*results.fold)
         return results
     for result in results:
         fold.add_digest(result["nccl"])
-    return Block.of_results(results)
+        result["nccl"] = result["nccl"].without_durations()
+    return results
+
+
+class _Pieces:
+    """The block's ranks as their parts come, in order: a partial merge's as its block, parts' ranks joined
+    JOINED_RANKS at a time (a block a part copied 11 tables a rank: 1 of a part's 4 ms)."""
+
+    def __init__(self) -> None:
+        self.blocks: list[Block] = []
+        self.loose: list[dict[str, Any]] = []
+
+    def add(self, mine: list[dict[str, Any]] | Block) -> int:
+        """Take a part's ranks; how many."""
+        if isinstance(mine, Block):
+            self._join()
+            self.blocks.append(mine)
+            return len(mine.results)
+        self.loose += mine
+        if len(self.loose) >= JOINED_RANKS:
+            self._join()
+        return len(mine)
+
+    def _join(self) -> None:
+        if self.loose:
+            self.blocks.append(Block.of_results(self.loose))
+            self.loose = []
+
+    def joined(self) -> Block:
+        self._join()
+        return Block.joined(self.blocks)
 
 
 def merge_block(
@@ -72,7 +103,7 @@ def merge_block(
     kept: list[dict[str, Any]] = []
     listings: dict[str, dict[str, list]] = {}
     unreadable: dict[str, str] = {}
-    pieces: list[Block] = []
+    pieces = _Pieces()
     taken = 0  # the block's ranks so far: where the next part's lie among them
     fold = DurationFold()  # the block's NCCL durations, folded as its ranks come: the partial holds no rank's own
     timelines: list | None = []
@@ -93,9 +124,8 @@ def merge_block(
                 own["damaged"] = part.get("damaged") or exc.one_line()
                 mine = None
             if "damaged" not in own:
-                own["first"], own["count"] = taken, len(mine.results) if mine else 0
+                own["first"], own["count"] = taken, pieces.add(mine) if mine is not None else 0
                 taken += own["count"]
-                pieces += [mine] if mine else []
             if part.get("error"):
                 pass  # a failed map's part: no ranks, no timeline (left out of the final merge's, as of a merge's)
             elif ranks is None:
@@ -111,7 +141,7 @@ def merge_block(
     if timelines is None:
         for own in kept:
             own.pop(TIMELINE, None)
-    arrays = encode_block(Block.joined(pieces)) | encode_fold(*fold.cells())
+    arrays = encode_block(pieces.joined()) | encode_fold(*fold.cells())
     arrays[parts.LISTING] = np.asarray(json.dumps(listings))
     if timelines is not None:
         arrays[TIMELINE] = np.asarray(json.dumps([[t.rank, t.events, t.total, t.note] for t in timelines]))
