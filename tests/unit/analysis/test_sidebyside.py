@@ -96,3 +96,18 @@ def test_the_command_merges_512_parts_side_by_side_as_in_one_process(mapped, tmp
     assert "merge: 2/2 blocks of parts merged side by side" in side.stderr + side.stdout  # the blocks' progress
     bad = nsyskit("analyze-merge", str(parts), "--workers", "0", "--no-html")
     assert bad.returncode != 0 and "--workers" in bad.stderr and "0" in bad.stderr
+
+
+def test_two_parts_claiming_one_rank_are_named_by_their_own_files_not_the_partial_merges(
+    mapped, tmp_path, few_files_side_by_side
+):  # fmt: skip
+    parts = tmp_path / "parts"
+    shutil.copytree(mapped, parts)
+    first = min(parts.glob("*" + SUFFIX))
+    shutil.copy(first, parts / ("stale_" + first.name))  # another run's part of the same report
+    claims = r"claims rank \d+, as .* does; fix: keep one part per report"
+    with pytest.raises(AnalysisError, match=claims) as claimed, merged_parts(parts, workers=2):
+        pass
+    named = str(claimed.value)
+    assert str(parts / first.name) in named and str(parts / ("stale_" + first.name)) in named
+    assert "nsyskit-merge-" not in named and "block-" not in named

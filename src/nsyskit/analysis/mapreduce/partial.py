@@ -115,7 +115,7 @@ def merge_block(
         held: dict[Path, Block] = {}
         ranks = read_timelines(path) if timelines is not None else None
         for part in part_headers(header):
-            own = {key: value for key, value in part.items() if key not in PLACES}
+            own = {"file": str(path), **{key: value for key, value in part.items() if key not in PLACES}}
             try:
                 mine = None if part.get("error") else _folded(fold, results_of(path, part, held))
             except AnalysisError as exc:

@@ -45,10 +45,8 @@ from nsyskit.errors import AnalysisError, NsyskitError, PartialAnalysis, UsageEr
 # time-bin sums and per-step totals (compute.counters); 7: the numeric columns packed in one array (partpack.Packer);
 # 8: the run's report list in its own member, named in the header by its hash (LISTING); 9: a partial merge, the
 # parts of a block in one file (PARTIAL); 10: a partial merge's NCCL durations folded over its ranks
-# (partpack.encode_fold); 11: a rank's NCCL durations ordered by group, kind, duration (not group, duration, kind): each
-# (group, kind) one sorted run, which the merge's fold takes as it is (compute.ncclfold); and a partial merge's ranks
-# as a block (mapreduce.block.Block): its tables joined over the block, each rank's row count beside, and per rank
-# only what is per rank (partpack.encode_block)
+# (partpack.encode_fold); 11: a rank's NCCL durations by group, kind, duration (each cell one sorted run: ncclfold),
+# a partial merge's ranks as a block (block.Block: tables joined, per rank only what is), each part's file in it
 PART_FORMAT = 11
 SUFFIX = ".part.npz"
 HEADER = "header"
@@ -288,13 +286,13 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
     for _path, header, results in parts:
         _give_rank(header, results, ranks[header["report"]])
     by_rank: dict[int, Path] = {}
-    for path, header, _results in parts:
+    for path, header, _results in parts:  # a partial merge's part named by its own file, not the partial's
         if header["rank"] in by_rank:
             raise AnalysisError(
-                path, f"claims rank {header['rank']}, as {by_rank[header['rank']]} does",
+                header.get("file", path), f"claims rank {header['rank']}, as {by_rank[header['rank']]} does",
                 "keep one part per report: remove the stale one (two runs' parts in one folder?)",
             )  # fmt: skip
-        by_rank[header["rank"]] = path
+        by_rank[header["rank"]] = header.get("file", path)
     parts.sort(key=lambda part: part[1]["rank"])
     first = parts[0][1]
     # By rank, not by path: maps running side by side may each have seen another's report as .nsys-rep or .sqlite.
