@@ -1,11 +1,13 @@
 """The run's NCCL durations folded across ranks as they come: per group and kind of operation the distinct durations
-in integer ns with how many operations took each, exactly; and the order statistics read from those counts.
+with how many operations took each, in integer ns up to a budget of distinct values, in coarser units past it.
 
 A merge of 16,384 ranks of 80k operations each cannot hold every rank's sorted durations (0.4 MB a rank), but every
 number the run's tables take from them (medians, bandwidth quantiles, outliers over a median, histograms) is a
-function of the multiset of durations per group and kind, which a count per distinct value holds exactly, in memory
-bounded by the values' range, not by the ranks. 'invoke analyze', the merge of parts and the merge of partial merges
-all fold the same way, so they give the same numbers.
+function of the multiset of durations per group and kind, which a count per distinct value holds exactly. Ranks
+whose durations jitter make nearly every duration distinct, so a cell holds at most DISTINCT_PER_CELL of them: past
+that it holds them in units of 2**k ns (each duration floored to its unit) for the least k that fits, and says so
+(coarsening_line). The least k depends only on the cell's multiset, so 'invoke analyze', the merge of parts and the
+merge of partial merges, in any order and split, give the same numbers.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 from nsyskit.analysis.compute.table import Table
 
 PENDING_DURATIONS = 1 << 22  # durations gathered over every cell before a batch folds them in (~50 ranks of 80k)
+DISTINCT_PER_CELL = 1 << 16  # distinct durations a cell holds before it coarsens its unit (2 MB of values and counts)
 CELL_COLUMNS = ("op", "origin", "bucket", "size_bytes", "nranks", "gpu")  # a cell: its group, then its kind
 
 
@@ -27,14 +30,17 @@ class DurationFold:
 
     Each cell keeps its own: its durations in their dtype (uint32 where every one fits: numpy sorts those twice as
     fast as int64, and no cell number packed beside them limits a duration's range), so a batch sorts each cell's
-    pending runs apart and merges the distinct values into that cell's."""
+    pending runs apart and merges the distinct values into that cell's. A cell whose distinct durations pass
+    DISTINCT_PER_CELL holds them floored to units of 2**k ns (its shift k: 0 is exact) for the least k that fits."""
 
     def __init__(self) -> None:
         self.cell_keys: list[tuple] = []  # each cell's CELL_COLUMNS (a size unknown is None), in order of arrival
         self.cell_of: dict[tuple, int] = {}
         self.values: list[np.ndarray] = []  # per cell: its distinct durations, ascending
         self.counts: list[np.ndarray] = []  # per cell: how many operations took each (int64)
-        self.pending: list[list[tuple[np.ndarray, np.ndarray | None]]] = []  # per cell: (durations, counts or None)
+        self.cell_shifts: list[int] = []  # per cell: its values are multiples of 2**shift ns, floored (0: exact)
+        # per cell: (durations, counts or None, the shift they are floored to)
+        self.pending: list[list[tuple[np.ndarray, np.ndarray | None, int]]] = []
         self.pending_size = 0
         self.folded_size = 0  # distinct durations over every cell
         self.read: tuple[Table, np.ndarray, np.ndarray, np.ndarray] | None = None  # cells() since the last change
@@ -48,6 +54,7 @@ class DurationFold:
             self.read = None
             self.values.append(np.empty(0, dtype=np.uint32))
             self.counts.append(np.empty(0, dtype=np.int64))
+            self.cell_shifts.append(0)
             self.pending.append([])
         return found
 
@@ -71,14 +78,18 @@ class DurationFold:
         for index, (row, kind) in enumerate(zip(rows.tolist(), codes[starts].tolist(), strict=True)):
             op, origin, bucket = group_keys[row]
             cell = self._cell((str(op), str(origin), str(bucket), *kind_keys[kind]))
-            self.pending[cell].append((durations[bounds[index] : bounds[index + 1]], None))
+            self.pending[cell].append((durations[bounds[index] : bounds[index + 1]], None, 0))
         self._pend(len(durations))
 
-    def add_cells(self, cells: Table, cell: np.ndarray, durations: np.ndarray, counts: np.ndarray) -> None:
-        """Fold in another fold's cells() (a partial merge's, read back from its file)."""
+    def add_cells(
+        self, cells: Table, cell: np.ndarray, durations: np.ndarray, counts: np.ndarray, shifts: np.ndarray | None = None
+    ) -> None:
+        """Fold in another fold's cells() (a partial merge's, read back from its file), with its shifts() (None: every
+        cell exact)."""
         if not len(cell):
             return
         mine = [self._cell(key) for key in keys_of(cells)]
+        theirs_shifts = [0] * len(mine) if shifts is None else [int(shift) for shift in shifts]
         if np.any(cell[1:] < cell[:-1]):  # cells() gives them ordered by cell; anything else is ordered here
             order = np.argsort(cell, kind="stable")
             cell, durations, counts = cell[order], durations[order], counts[order]
@@ -86,7 +97,7 @@ class DurationFold:
         for theirs, own in enumerate(mine):
             if bounds[theirs + 1] > bounds[theirs]:
                 piece = slice(bounds[theirs], bounds[theirs + 1])
-                self.pending[own].append((durations[piece], counts[piece]))
+                self.pending[own].append((durations[piece], counts[piece], theirs_shifts[theirs]))
         self._pend(len(cell))
 
     def _pend(self, added: int) -> None:
@@ -107,9 +118,35 @@ class DurationFold:
             counts = self.counts[cell].copy() if self.shared else self.counts[cell]  # what cells() gave stays as it was
             self.read = None
             self.folded_size -= len(self.values[cell])
-            self.values[cell], self.counts[cell] = _merged(self.values[cell], counts, runs)
-            self.folded_size += len(self.values[cell])
+            values, shift = self.values[cell], max(self.cell_shifts[cell], *(shift for _d, _c, shift in runs))
+            if shift > self.cell_shifts[cell]:  # a partial fold came coarser than this one: this one meets it first
+                values, counts = _coarsened(values, counts, shift)
+            values, counts = _merged(values, counts, [(_floored(d, shift), c) for d, c, _shift in runs])
+            if len(values) > DISTINCT_PER_CELL:
+                shift = _least_shift(values, shift)
+                values, counts = _coarsened(values, counts, shift)
+            self.values[cell], self.counts[cell], self.cell_shifts[cell] = values, counts, shift
+            self.folded_size += len(values)
         self.pending_size = 0
+
+    def shifts(self) -> np.ndarray:
+        """Per cell (in cells()' order) its shift k: its durations are held in units of 2**k ns, each the low edge of
+        its unit (0: exact)."""
+        self._fold()
+        return np.asarray(self.cell_shifts, dtype=np.int64)
+
+    def coarsening_line(self) -> str | None:
+        """The one warning line that says which cells hold their durations in units coarser than a ns (None when
+        every cell is exact)."""
+        shifts = self.shifts()
+        coarse = int(np.count_nonzero(shifts))
+        if not coarse:
+            return None
+        return (
+            f"NCCL durations: {coarse:,} of {len(shifts):,} kinds of operation had more than {DISTINCT_PER_CELL:,} "
+            f"distinct durations; they are held in units of up to {_unit_text(int(shifts.max()))}, so their medians, "
+            "bandwidth quantiles, outliers and histogram are exact to that unit"
+        )
 
     def cells(self) -> tuple[Table, np.ndarray, np.ndarray, np.ndarray]:
         """(the cells' CELL_COLUMNS, and for every distinct duration of every cell: its cell, the duration (int64),
@@ -129,6 +166,55 @@ class DurationFold:
         cell = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
         self.read = (cell_table(self.cell_keys), cell, durations, counts)
         return self.read
+
+
+def _floored(values: np.ndarray, shift: int) -> np.ndarray:
+    """The values floored to multiples of 2**shift (an arithmetic shift: toward -inf for negative ones), in their
+    dtype; uint32 ones past its width as int64."""
+    if not shift:
+        return values
+    if values.dtype != np.int64 and shift >= 8 * values.dtype.itemsize - 1:
+        values = values.astype(np.int64)
+    step = values.dtype.type(shift)
+    return (values >> step) << step
+
+
+def _coarsened(values: np.ndarray, counts: np.ndarray, shift: int) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct ascending values with their counts floored to multiples of 2**shift: counts of values that meet
+    are summed."""
+    floored = _floored(values, shift)
+    if not len(floored):
+        return floored, counts
+    starts = np.flatnonzero(np.r_[True, floored[1:] != floored[:-1]])
+    return floored[starts], np.add.reduceat(counts, starts)
+
+
+def _distinct_after(values: np.ndarray, shift: int) -> int:
+    """How many distinct values the ascending `values` leave when floored to multiples of 2**shift."""
+    floored = _floored(values, shift)
+    return 1 + int(np.count_nonzero(floored[1:] != floored[:-1])) if len(floored) else 0
+
+
+def _least_shift(values: np.ndarray, shift: int) -> int:
+    """The least shift above `shift` at which the ascending `values` (multiples of 2**shift) leave at most
+    DISTINCT_PER_CELL distinct values: found by halving, since flooring coarser never adds one."""
+    low, high = shift, 63  # at 63 every int64 is -1 or 0
+    while high - low > 1:
+        middle = (low + high) // 2
+        if _distinct_after(values, middle) <= DISTINCT_PER_CELL:
+            high = middle
+        else:
+            low = middle
+    return high
+
+
+def _unit_text(shift: int) -> str:
+    """2**shift ns in the unit a person reads: 256 ns, 4.1 us, 1.0 ms, 1.1 s."""
+    unit = float(1 << shift)
+    for scale, name in ((1e9, "s"), (1e6, "ms"), (1e3, "us")):
+        if unit >= scale:
+            return f"{unit / scale:.1f} {name}"
+    return f"{int(unit)} ns"
 
 
 def _merged(

@@ -37,7 +37,7 @@ def join(name: str, tables: list[Table | None]) -> Table | None:
 class Block:
     """Ranks' results, per rank only what is per rank (PER_RANK, the warnings, NCCL_SUMS), and per JOINED_KEYS name
     one table over the ranks in their order with each rank's row count (`rows`; None where no rank had the table).
-    `fold`: the block's folded NCCL durations (ncclfold.DurationFold.cells()) where it carries them.
+    `fold`: the block's folded NCCL durations (ncclfold.DurationFold.cells(), then shifts()) where it carries them.
     `one_rank_per_part`: whether each part it was taken from held one rank (else the merge numbers ranks 0..N-1)."""
 
     results: list[dict[str, Any]]

@@ -46,8 +46,9 @@ from nsyskit.errors import AnalysisError, NsyskitError, PartialAnalysis, UsageEr
 # 8: the run's report list in its own member, named in the header by its hash (LISTING); 9: a partial merge, the
 # parts of a block in one file (PARTIAL); 10: a partial merge's NCCL durations folded over its ranks
 # (partpack.encode_fold); 11: a rank's NCCL durations by group, kind, duration (each cell one sorted run: ncclfold),
-# a partial merge's ranks as a block (block.Block: tables joined, per rank only what is), each part's file in it
-PART_FORMAT = 11
+# a partial merge's ranks as a block (block.Block: tables joined, per rank only what is), each part's file in it;
+# 12: a partial merge's folded NCCL durations with each cell's unit (ncclfold.DISTINCT_PER_CELL: partpack.FOLD_SHIFTS)
+PART_FORMAT = 12
 SUFFIX = ".part.npz"
 HEADER = "header"
 # The run's reports, their ranks and whether each rank is named, as the map saw them: the same in every part of a map,

@@ -54,6 +54,9 @@ def merge(
     # n where a report states none: run.json's world size when the caller read one, else the ranks analyzed
     analysis.nccl.world = world or ncclbandwidth.WorldSize(max(1, len(results)), "rank reports")
     analysis.nccl_sizes = nccldigest.size_summary(analysis.nccl)
+    coarsened = analysis.nccl.fold.coarsening_line()  # a kind of operation whose durations passed the fold's budget
+    if coarsened:
+        analysis.warnings.append(coarsened)
     if unprofiled_line:  # the ranks the run ran without nsys: absent from every table, named so no one reads them as idle
         analysis.warnings.append(unprofiled_line)
     # The ranks table's comm share is the findings' (on a CPU run: of the window's step time, not of GPU busy time).
@@ -81,7 +84,7 @@ def add_nccl_block(total: nccldigest.NcclRollup, first: int, block: Block) -> No
     for key in nccldigest.SUMS:
         total.sums[key] += sum(rank_sums.get(key, 0) for rank_sums in sums)  # (a part written before a key: 0)
     if block.fold is not None:
-        total.fold.add_cells(*block.fold)
+        total.fold.add_cells(*block.fold)  # with its cells' shifts
     groups = block.tables.get(NCCL_GROUPS)
     if groups is None or not len(groups):
         return
