@@ -168,7 +168,7 @@ def test_a_partial_merge_holds_its_ranks_durations_folded_not_each_ranks(real_ru
         # per rank its NCCL sums alone (the block holds no rank's durations), the block's fold beside them
         assert all(set(r) - {"warnings"} == {"rank", "source", "nsys_version", "summary", NCCL_SUMS} for r in block.results)
         assert block.results[0][NCCL_SUMS]["count"] > 0
-        cells, cell, durations, counts, shifts = block.fold
+        cells, cell, durations, counts, shifts, _totals = block.fold
         assert not shifts.any()  # a real run's cells stay within the budget: every duration exact
         sizes[copies] = (len(cells), len(durations))
         per_rank = sum(r[NCCL_SUMS]["count"] for r in block.results) // copies

@@ -12,6 +12,7 @@ from test_partial_merge import same_merge, tree
 from test_parts import real_run as real_run  # the run folder of every real export: test_parts' fixture
 
 from nsyskit.analysis.compute import nccldigest, ncclfold
+from nsyskit.analysis.compute.ncclbandwidth import WorldSize
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.mapreduce.partpack import decode_fold, encode_fold
 from nsyskit.analysis.mapreduce.parts import merge_parts
@@ -69,6 +70,7 @@ def test_a_cell_past_the_budget_holds_the_least_unit_and_its_numbers_are_within_
     for index, key in enumerate(ncclfold.keys_of(cells)):
         values, weights, unit = durations[cell == index], counts[cell == index], 1 << int(shifts[index])
         assert shifts[index] == least_shift(exact[key]) and len(values) <= BUDGET
+        assert fold.totals()[index] == int(exact[key].sum())  # the cell's time stays exact, whatever its unit
         floored = {}
         for d in exact[key].tolist():
             floored[d // unit * unit] = floored.get(d // unit * unit, 0) + 1
@@ -81,7 +83,7 @@ def test_a_cell_past_the_budget_holds_the_least_unit_and_its_numbers_are_within_
 
 def through_file(fold: ncclfold.DurationFold) -> tuple:
     """A fold's cells() and shifts() as a partial merge's file holds them, read back."""
-    members = {name: np.asarray(value) for name, value in encode_fold(*fold.cells(), fold.shifts()).items()}
+    members = {name: np.asarray(value) for name, value in encode_fold(*fold.cells(), fold.shifts(), fold.totals()).items()}
     return decode_fold(members)
 
 
@@ -103,7 +105,7 @@ def test_folds_of_any_split_and_order_give_the_same_cells_and_units(small_budget
         block.add_digest(digests[index])
     for index in order[9:17]:
         inner.add_digest(digests[index])
-    outer.add_cells(*inner.cells(), inner.shifts())
+    outer.add_cells(*inner.cells(), inner.shifts(), inner.totals())
     for index in order[17:]:
         outer.add_digest(digests[index])
     other.add_cells(*through_file(block))
@@ -114,8 +116,20 @@ def test_folds_of_any_split_and_order_give_the_same_cells_and_units(small_budget
 def by_key(fold: ncclfold.DurationFold) -> dict:
     """Cell key -> (its shift, its durations, their counts): a fold's cells whatever order they came in."""
     cells, cell, durations, counts = fold.cells()
-    return {key: (int(fold.shifts()[index]), durations[cell == index].tolist(), counts[cell == index].tolist())
-            for index, key in enumerate(ncclfold.keys_of(cells))}  # fmt: skip
+    return {key: (int(fold.shifts()[index]), durations[cell == index].tolist(), counts[cell == index].tolist(),
+                  int(fold.totals()[index])) for index, key in enumerate(ncclfold.keys_of(cells))}  # fmt: skip
+
+
+def test_the_sizes_table_keeps_the_exact_time_of_a_collective_split_by_communicator_size(small_budget):
+    """A group (op, origin, bucket) run on two communicator sizes is two rows whose time comes from the fold's cells:
+    their exact totals, not their floored durations summed."""
+    rng = np.random.default_rng(14)
+    tables = jittered_tables(rng, 12, 600, 0, 3_000_000)
+    total = nccldigest.rollup({rank: nccldigest.digest(table, NO_STEPS) for rank, table in enumerate(tables)})
+    assert total.fold.shifts().max() > 0
+    sizes = nccldigest.size_summary(total, WorldSize(16, "test"))
+    assert len(sizes) > len(set(zip(sizes["op"], sizes["origin"], sizes["bucket"], strict=True)))  # groups split by n
+    assert int(sizes["total_ns"].sum()) == sum(int(table["duration_ns"].sum()) for table in tables)
 
 
 def test_a_fold_of_many_jittered_ranks_holds_at_most_the_budget_per_cell(small_budget):

@@ -245,18 +245,20 @@ class NcclRollup:
 
     def folded(self) -> Folded:
         """The folded durations, cell by cell (read once every rank is in)."""
-        return Folded(*self.fold.cells())
+        return Folded(*self.fold.cells(), totals=self.fold.totals())
 
 
 @dataclass
 class Folded:
     """The run's folded durations: `cells` (ncclfold.CELL_COLUMNS) and, per cell, its distinct durations and their
-    counts: durations[firsts[c] : firsts[c + 1]] (ascending) for cell c."""
+    counts: durations[firsts[c] : firsts[c + 1]] (ascending) for cell c; `totals`: each cell's exact time in ns
+    (a cell held in units coarser than a ns has floored values: its time is not theirs summed)."""
 
     cells: Table
     cell: np.ndarray
     durations: np.ndarray
     counts: np.ndarray
+    totals: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.firsts = np.searchsorted(self.cell, np.arange(len(self.cells) + 1))
@@ -354,7 +356,7 @@ def _size_row(
         for cell in cells:
             values, times = folded.of([cell])
             size, weight = float(folded.cells["size_bytes"][cell]), int(times.sum())
-            nanos += int((values * times).sum())
+            nanos += int(folded.totals[cell]) if folded.totals is not None else int((values * times).sum())
             if size == size:
                 known, nbytes = known + weight, nbytes + size * weight
     speeds, weights = [], []

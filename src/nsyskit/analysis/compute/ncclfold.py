@@ -39,6 +39,7 @@ class DurationFold:
         self.values: list[np.ndarray] = []  # per cell: its distinct durations, ascending
         self.counts: list[np.ndarray] = []  # per cell: how many operations took each (int64)
         self.cell_shifts: list[int] = []  # per cell: its values are multiples of 2**shift ns, floored (0: exact)
+        self.cell_totals: list[int] = []  # per cell: the exact sum of its durations in ns, whatever its unit
         # per cell: (durations, counts or None, the shift they are floored to)
         self.pending: list[list[tuple[np.ndarray, np.ndarray | None, int]]] = []
         self.pending_size = 0
@@ -55,6 +56,7 @@ class DurationFold:
             self.values.append(np.empty(0, dtype=np.uint32))
             self.counts.append(np.empty(0, dtype=np.int64))
             self.cell_shifts.append(0)
+            self.cell_totals.append(0)
             self.pending.append([])
         return found
 
@@ -75,17 +77,20 @@ class DurationFold:
         kind_keys = [(None if size != size else size, int(n), int(gpu))
                      for size, n, gpu in zip(*(kinds[k].tolist() for k in ("size_bytes", "nranks", "gpu")), strict=True)]  # fmt: skip
         bounds = np.r_[starts, len(durations)].tolist()
+        sums = np.add.reduceat(durations, starts, dtype=np.int64).tolist()  # each run's exact total
         for index, (row, kind) in enumerate(zip(rows.tolist(), codes[starts].tolist(), strict=True)):
             op, origin, bucket = group_keys[row]
             cell = self._cell((str(op), str(origin), str(bucket), *kind_keys[kind]))
             self.pending[cell].append((durations[bounds[index] : bounds[index + 1]], None, 0))
+            self.cell_totals[cell] += sums[index]
         self._pend(len(durations))
 
     def add_cells(
-        self, cells: Table, cell: np.ndarray, durations: np.ndarray, counts: np.ndarray, shifts: np.ndarray | None = None
-    ) -> None:
+        self, cells: Table, cell: np.ndarray, durations: np.ndarray, counts: np.ndarray,
+        shifts: np.ndarray | None = None, totals: np.ndarray | None = None,
+    ) -> None:  # fmt: skip
         """Fold in another fold's cells() (a partial merge's, read back from its file), with its shifts() (None: every
-        cell exact)."""
+        cell exact) and totals() (None: summed from the durations, exact where the cells are)."""
         if not len(cell):
             return
         mine = [self._cell(key) for key in keys_of(cells)]
@@ -98,6 +103,8 @@ class DurationFold:
             if bounds[theirs + 1] > bounds[theirs]:
                 piece = slice(bounds[theirs], bounds[theirs + 1])
                 self.pending[own].append((durations[piece], counts[piece], theirs_shifts[theirs]))
+                self.cell_totals[own] += (int(totals[theirs]) if totals is not None
+                                          else int(np.dot(durations[piece].astype(np.int64), counts[piece])))  # fmt: skip
         self._pend(len(cell))
 
     def _pend(self, added: int) -> None:
@@ -134,6 +141,11 @@ class DurationFold:
         its unit (0: exact)."""
         self._fold()
         return np.asarray(self.cell_shifts, dtype=np.int64)
+
+    def totals(self) -> np.ndarray:
+        """Per cell (in cells()' order) the exact sum of its durations in ns (a coarse cell's values are floored: its
+        time is not theirs summed)."""
+        return np.asarray(self.cell_totals, dtype=np.int64)
 
     def coarsening_line(self) -> str | None:
         """The one warning line that says which cells hold their durations in units coarser than a ns (None when

@@ -141,7 +141,7 @@ def merge_block(
     if timelines is None:
         for own in kept:
             own.pop(TIMELINE, None)
-    arrays = encode_block(pieces.joined()) | encode_fold(*fold.cells(), fold.shifts())
+    arrays = encode_block(pieces.joined()) | encode_fold(*fold.cells(), fold.shifts(), fold.totals())
     arrays[parts.LISTING] = np.asarray(json.dumps(listings))
     if timelines is not None:
         arrays[TIMELINE] = np.asarray(json.dumps([[t.rank, t.events, t.total, t.note] for t in timelines]))

@@ -23,6 +23,7 @@ KIND_COLUMNS = ("size_bytes", "nranks", "gpu")  # NcclDigest.kinds (numbers exac
 FOLD_CELLS, FOLD_CELL = "nccl_fold_cells", "nccl_fold_cell"
 FOLD_DURATIONS, FOLD_COUNTS = "nccl_fold_steps", "nccl_fold_counts"
 FOLD_SHIFTS = "nccl_fold_shifts"  # per cell its unit, 2**shift ns (DurationFold.shifts(): 0 is exact)
+FOLD_TOTALS = "nccl_fold_totals"  # per cell its durations' exact sum in ns (DurationFold.totals())
 COLUMNS = "columns"  # every numeric column of the part's tables, packed (partpack.Packer)
 # A partial merge's joined tables (mapreduce.block.Block): per name, each rank's row count and the table's columns,
 # placed as a part's are; its "results" hold per rank only what is per rank.
@@ -171,26 +172,27 @@ def _unsteps(steps: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 
 def encode_fold(
-    cells: Table, cell: np.ndarray, durations: np.ndarray, counts: np.ndarray, shifts: np.ndarray
+    cells: Table, cell: np.ndarray, durations: np.ndarray, counts: np.ndarray, shifts: np.ndarray, totals: np.ndarray
 ) -> dict[str, np.ndarray]:
-    """A partial merge's folded NCCL durations (ncclfold.DurationFold.cells(), then its shifts()) as members of its
+    """A partial merge's folded NCCL durations (ncclfold.DurationFold.cells(), its shifts() and totals()) as members of its
     file: the cells' keys as JSON and units, and per distinct duration its cell, the duration as a step from the one
     before in its cell, and its count."""
     per_cell = np.bincount(cell, minlength=len(cells)) if len(cell) else np.zeros(len(cells), dtype=np.int64)
     keys = keys_of(cells)
     return {FOLD_CELLS: np.asarray(json.dumps(keys)), FOLD_CELL: cell.astype(np.int32),
             FOLD_DURATIONS: _steps(durations, per_cell), FOLD_COUNTS: counts,
-            FOLD_SHIFTS: np.asarray(shifts, dtype=np.int8)}  # fmt: skip
+            FOLD_SHIFTS: np.asarray(shifts, dtype=np.int8), FOLD_TOTALS: np.asarray(totals, dtype=np.int64)}  # fmt: skip
 
 
-def decode_fold(data: Any) -> tuple[Table, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-    """The folded durations and the cells' shifts encode_fold wrote (None in a file without them: a part)."""
+def decode_fold(data: Any) -> tuple[Table, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """The folded durations, the cells' shifts and totals encode_fold wrote (None in a file without them: a part)."""
     if FOLD_CELLS not in data:
         return None
     cells = cell_table([tuple(key) for key in json.loads(str(data[FOLD_CELLS]))])
     cell = data[FOLD_CELL].astype(np.int64)
     per_cell = np.bincount(cell, minlength=len(cells)) if len(cell) else np.zeros(len(cells), dtype=np.int64)
-    return cells, cell, _unsteps(data[FOLD_DURATIONS], per_cell), data[FOLD_COUNTS], data[FOLD_SHIFTS].astype(np.int64)
+    return (cells, cell, _unsteps(data[FOLD_DURATIONS], per_cell), data[FOLD_COUNTS], data[FOLD_SHIFTS].astype(np.int64),
+            data[FOLD_TOTALS])  # fmt: skip
 
 
 def _plain(value: Any) -> Any:
