@@ -9,6 +9,8 @@ Side by side, with ratios:
   alone, and the part size per rank; with
   --parts 4096 16384 those merges beside it, each in its own process, and the time per part against 1,024's
   (issue 41's goals: 4,096 in < 10 s and < 1 GB, 16,384 in < 40 s and < 2 GB, within 1.3x per part);
+- with --jitter: copies whose NCCL durations differ as real ranks' do (each copy's raised at random), so nearly every
+  duration of every rank is distinct and the fold meets its budget of distinct durations per kind (issue 41);
 - with --tree N: each count's merge as a tree (issue 41): N partial merges of its blocks (the slowest and their sum:
   on a cluster they run side by side), then the final merge of the N partials in a fresh process (goal at 4,096
   parts in 8 blocks: < 3 s), beside the merge of the parts themselves;
@@ -16,7 +18,7 @@ Side by side, with ratios:
   on one machine (invoke analyze's 8 workers), from the measured per-rank map time and merge time.
 
 Usage: .venv/bin/python bench/mapreduce_bench.py [--kernels 1000000] [--map-ranks 8] [--nsys-runs 3] [--parts 1024 4096 16384]
-       [--merge-only] [--cores 8] [--tree 8]
+       [--merge-only] [--cores 8] [--tree 8] [--jitter]
 """
 
 from __future__ import annotations
@@ -159,6 +161,7 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=8, help="array elements running at once per node (projection)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out")
     parser.add_argument("--tree", type=int, default=0, help="also merge each count as a tree of this many partial merges")
+    parser.add_argument("--jitter", action="store_true", help="copies whose NCCL durations differ (real ranks' jitter)")
     parser.add_argument("--workers", type=int, default=None,
                         help="processes per merge, as analyze-merge --workers (default: its default here)")
     parser.add_argument("--child-merge", help=argparse.SUPPRESS)
@@ -185,7 +188,7 @@ def main() -> None:
 
     workers = args.workers or default_workers()
     print(f"merges with {workers} worker process(es) each (analyze-merge --workers; side by side from 512 parts)")
-    merges = {count: merge_in_child(part, count, work, args.tree, workers)
+    merges = {count: merge_in_child(part, count, work, args.tree, workers, args.jitter)
               for count in sorted({REFERENCE_PARTS, *args.parts})}  # fmt: skip
     merge_table(merges)
     if args.tree:
@@ -211,11 +214,14 @@ def map_against_nsys(rank: Path, times: list[float], runs: int) -> None:
     print("target: map >= 10x nsys stats: " + ("n/a (no nsys)" if not binary else "PASS" if nsys_s / map_s >= 10 else "FAIL"))
 
 
-def merge_in_child(part: Path, count: int, work: Path, tree: int = 0, workers: int = 1) -> dict:
-    """Wall time, peak memory and ranks of the merge of `count` copies of the part, in a fresh process with `workers`;
-    with `tree`, also its partial merges in `tree` blocks ("partials") and the final merge of those ("final")."""
+def merge_in_child(part: Path, count: int, work: Path, tree: int = 0, workers: int = 1, jitter: bool = False) -> dict:
+    """Wall time, peak memory and ranks of the merge of `count` copies of the part (`jitter`: their NCCL durations
+    made to differ), in a fresh process with `workers`; with `tree`, also its partial merges in `tree` blocks
+    ("partials") and the final merge of those ("final")."""
     folder = work / f"parts{count}"
     copy_part(part, count, folder)
+    if jitter:
+        jitter_copies(folder)
     try:
         merged = _child("--child-merge", str(folder), "--workers", str(workers))
         if tree:
@@ -224,6 +230,29 @@ def merge_in_child(part: Path, count: int, work: Path, tree: int = 0, workers: i
     finally:
         shutil.rmtree(folder, ignore_errors=True)  # 16,384 copies take 10 GB
     return merged
+
+
+def jitter_copies(folder: Path, seed: int = 0) -> None:
+    """Make the copies' NCCL durations differ as real ranks' do: each copy's duration steps (partpack._steps) raised by
+    0-399 ns at half the places, at random, so the durations drift apart and nearly all of them are distinct."""
+    import numpy as np
+
+    from nsyskit.analysis.mapreduce.partpack import NCCL_DURATIONS
+    from nsyskit.analysis.mapreduce.parts import write_npz
+
+    rng = np.random.default_rng(seed)
+    for path in sorted(folder.glob("*.part.npz")):
+        with np.load(path) as data:
+            arrays = dict(data)
+        dtype, shape, offset = json.loads(str(arrays["results"]))[0]["numbers"][NCCL_DURATIONS]
+        count = math.prod(shape)
+        place = slice(offset, offset + np.dtype(dtype).itemsize * count)
+        steps = arrays["columns"][place].view(dtype).copy()
+        steps += rng.integers(0, 2, count, dtype=steps.dtype) * rng.integers(0, 400, count, dtype=steps.dtype)
+        arrays["columns"] = arrays["columns"].copy()
+        arrays["columns"][place] = steps.view(np.uint8)
+        with open(path, "wb") as out:
+            write_npz(out, arrays)
 
 
 def _child(*words: str) -> dict:
