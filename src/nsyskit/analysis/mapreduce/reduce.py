@@ -70,11 +70,6 @@ def merge(
     return analysis
 
 
-def add_nccl(total: nccldigest.NcclRollup, rank: int, result: dict[str, Any]) -> None:
-    """Add a rank's NCCL digest to the roll-up (its durations folded in)."""
-    total.add(rank, result["nccl"])
-
-
 def add_nccl_block(total: nccldigest.NcclRollup, first: int, block: Block) -> None:
     """Add a block's ranks' NCCL sums and joined groups to the roll-up as their ranks first, first+1, ... (what
     NcclRollup.add does rank by rank: each group's per-rank sums appended in rank order), and its folded durations."""
@@ -137,7 +132,7 @@ class _Fold:
                 table = result[name]
                 self.pending[name].append(table)
                 self.rows[name].append(len(table) if table is not None else 0)
-            add_nccl(self.nccl, len(self.kept), result)
+            self.nccl.add(len(self.kept), result["nccl"])  # its durations folded in
             self.kept.append({key: value for key, value in result.items() if key not in (*TABLE_KEYS, "nccl")})
             if len(self.pending[TABLE_KEYS[0]]) >= JOINED_RANKS:
                 self._join()
