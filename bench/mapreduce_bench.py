@@ -237,20 +237,19 @@ def jitter_copies(folder: Path, seed: int = 0) -> None:
     0-399 ns at half the places, at random, so the durations drift apart and nearly all of them are distinct."""
     import numpy as np
 
-    from nsyskit.analysis.mapreduce.partpack import NCCL_DURATIONS
-    from nsyskit.analysis.mapreduce.parts import write_npz
+    from nsyskit.analysis.mapreduce.partfile import write_npz
+    from nsyskit.analysis.mapreduce.partpack import _steps, _unsteps, decode_results, encode_results
 
     rng = np.random.default_rng(seed)
     for path in sorted(folder.glob("*.part.npz")):
         with np.load(path) as data:
             arrays = dict(data)
-        dtype, shape, offset = json.loads(str(arrays["results"]))[0]["numbers"][NCCL_DURATIONS]
-        count = math.prod(shape)
-        place = slice(offset, offset + np.dtype(dtype).itemsize * count)
-        steps = arrays["columns"][place].view(dtype).copy()
-        steps += rng.integers(0, 2, count, dtype=steps.dtype) * rng.integers(0, 400, count, dtype=steps.dtype)
-        arrays["columns"] = arrays["columns"].copy()
-        arrays["columns"][place] = steps.view(np.uint8)
+            results = decode_results(data, json.loads(str(data["results"])))
+        for result in results:
+            steps = _steps(result["nccl"].durations)
+            steps += rng.integers(0, 2, len(steps), dtype=steps.dtype) * rng.integers(0, 400, len(steps), dtype=steps.dtype)
+            result["nccl"].durations = _unsteps(steps)
+        arrays.update(encode_results(results))
         with open(path, "wb") as out:
             write_npz(out, arrays)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nsyskit.analysis.mapreduce.parts import listing_member, write_npz
+from nsyskit.analysis.mapreduce.partfile import listing_member, write_npz
 
 
 def copy_part(part: Path, count: int, folder: Path, ranks: range | None = None) -> list[Path]:

@@ -9,6 +9,7 @@ import pytest
 from part_copies import copy_part
 from real_exports import NAMES, PACKED, decompress
 
+from nsyskit.analysis.mapreduce import partfile
 from nsyskit.analysis.mapreduce import parts as mapreduce_parts
 from nsyskit.analysis.mapreduce.leftout import rank_ranges
 from nsyskit.analysis.mapreduce.reduce import JOINED_RANKS, RANKED_KEYS
@@ -28,7 +29,7 @@ def one_part(tmp_path_factory, real_exports_dir):
     found = []
     for name in sorted((n for n in NAMES if n in PACKED), key=lambda n: decompress(n, real_exports_dir).stat().st_size):
         written = mapreduce_parts.map_reports([decompress(name, real_exports_dir)], folder / name)
-        header, results = mapreduce_parts.read_part(written[0])
+        header, results = partfile.read_part(written[0])
         if len(results) == 1 and not header["error"]:
             if results[0]["nccl"].sums["count"]:
                 return written[0]
@@ -51,10 +52,10 @@ def test_a_merge_of_2048_parts_holds_a_bounded_number_of_parts_at_once(one_part,
 
     def durations_gone():
         durations_alive[0] -= 1
-    read_results = mapreduce_parts.read_results
+    read_results = partfile.read_results
 
-    def counted(path):
-        results = read_results(path)
+    def counted(path, data=None):
+        results = read_results(path, data)
         key = id(results)
         tables = [result[name] for result in results for name in RANKED_KEYS if result[name] is not None]
         left = [len(tables)]
@@ -74,7 +75,7 @@ def test_a_merge_of_2048_parts_holds_a_bounded_number_of_parts_at_once(one_part,
         most[0] = max(most[0], len(alive))
         return results
 
-    monkeypatch.setattr(mapreduce_parts, "read_results", counted)
+    monkeypatch.setattr(partfile, "read_results", counted)
     merged, facts = mapreduce_parts.merge_parts(tmp_path / "parts")
     assert len(merged.ranks) == RANKS and facts["parts"] == RANKS and merged.incomplete == []
     assert 1 <= most[0] <= HELD_PARTS, f"{most[0]} parts' tables held at once"

@@ -17,7 +17,8 @@ from nsyskit.analysis import compose, print_report, run_analysis, summarize
 from nsyskit.analysis.compute import ncclcurve, nccldigest
 from nsyskit.analysis.compute.ncclbandwidth import WorldSize, bus_factor
 from nsyskit.analysis.compute.table import Table
-from nsyskit.analysis.mapreduce.parts import map_reports, merge_parts, read_part
+from nsyskit.analysis.mapreduce.partfile import read_part
+from nsyskit.analysis.mapreduce.parts import map_reports, merge_parts
 from nsyskit.analysis.trace import analyze_run, merge
 from nsyskit.runrecord import RunRecord
 

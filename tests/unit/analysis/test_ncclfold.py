@@ -13,8 +13,9 @@ from nsyskit.analysis.compute import nccldigest, ncclfold
 from nsyskit.analysis.compute.nccl import size_buckets
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.mapreduce.block import NCCL_SUMS
+from nsyskit.analysis.mapreduce.partfile import read_block, read_part
 from nsyskit.analysis.mapreduce.partial import merge_block
-from nsyskit.analysis.mapreduce.parts import map_reports, read_block, read_part
+from nsyskit.analysis.mapreduce.parts import map_reports
 
 
 def random_ops(rng, count: int) -> Table:

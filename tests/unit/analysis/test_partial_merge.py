@@ -16,8 +16,9 @@ from test_parts import RUN, run_nsyskit, whole_json
 from test_parts import real_run as real_run  # the run folder of every real export: test_parts' fixture
 
 from nsyskit.analysis.mapreduce.block import JOINED_KEYS, TABLE_KEYS
+from nsyskit.analysis.mapreduce.partfile import SUFFIX, read_block, read_part
 from nsyskit.analysis.mapreduce.partial import merge_block
-from nsyskit.analysis.mapreduce.parts import SUFFIX, map_reports, merge_parts, read_block, read_part
+from nsyskit.analysis.mapreduce.parts import map_reports, merge_parts
 from nsyskit.analysis.mapreduce.timelines import merged_timelines
 from nsyskit.analysis.present.timeline import DEFAULT_MAX_EVENTS, write_trace
 from nsyskit.errors import AnalysisError, PartialAnalysis, UsageError

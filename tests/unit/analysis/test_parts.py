@@ -18,7 +18,8 @@ import pytest
 from nsys_fixtures import Export, Kernel, write_export
 from real_exports import NAMES, PACKED, decompress
 
-from nsyskit.analysis.mapreduce.parts import SUFFIX, map_reports, merge_parts, read_part
+from nsyskit.analysis.mapreduce.partfile import SUFFIX, read_part
+from nsyskit.analysis.mapreduce.parts import map_reports, merge_parts
 from nsyskit.analysis.mapreduce.timelines import merged_timelines
 from nsyskit.analysis.present.timeline import DEFAULT_MAX_EVENTS, write_timeline, write_trace
 from nsyskit.analysis.read.discover import discover
@@ -260,7 +261,7 @@ def test_a_digests_durations_travel_as_steps_and_come_back_whole(dtype):
             falls += sum(int(a[-1] > b[0]) for a, b in zip(runs[:-1], runs[1:], strict=True) if len(a) and len(b))
             groups.extend(runs)
         durations = np.concatenate(groups or [np.empty(0, np.int64)]).astype(dtype)
-        back = _unsteps(_steps(durations, counts), counts)
+        back = _unsteps(_steps(durations))
         assert back.dtype == durations.dtype and back.tolist() == durations.tolist()
     assert falls > 100  # kinds that begin below the duration before them, inside a group
 

@@ -57,8 +57,13 @@ class RunView:
 
     @property
     def ranks(self) -> np.ndarray:
-        """The ranks that have steps."""
-        return np.unique(self.all_steps["rank"]) if len(self.all_steps) else np.empty(0, dtype=np.int64)
+        """The ranks that have steps (found once per view: a unique of every rank's steps)."""
+        if "ranks" not in self.memo:
+            steps = self.all_steps["rank"]
+            found = np.unique(steps) if len(steps) else np.empty(0, dtype=np.int64)
+            found.flags.writeable = False  # shared by every caller
+            self.memo["ranks"] = found
+        return self.memo["ranks"]
 
     @property
     def has_gpu(self) -> bool:

@@ -98,15 +98,16 @@ def quantiles(values: list[np.ndarray], in_place: bool = False) -> list[float]:
     return [float(v) for v in found]
 
 
-def world_size(paths: list, ranks: int) -> WorldSize:
-    """The run's world size: run.json's beside the reports (PATHS: reports or their folders) where a collect wrote
-    one, else the number of ranks analyzed."""
+def world_size(reports: list[str], ranks: int) -> WorldSize:
+    """The run's world size: run.json's beside the reports where a collect wrote one, else the number of ranks
+    analyzed."""
+    import os
     from pathlib import Path
 
     from nsyskit.analysis.read.runinfo import read_run_record
 
-    folders = sorted({p if p.is_dir() else p.parent for p in map(Path, paths)})
-    record = read_run_record(folders)
+    # the reports' folders by name: a stat per report was 0.15 s of a 4,096-rank merge here, more on a shared FS
+    record = read_run_record([Path(folder) for folder in sorted({os.path.dirname(report) for report in reports})])
     recorded = getattr(record, "world_size", None) if record is not None else None
     if isinstance(recorded, int) and recorded > 0:
         return WorldSize(recorded, "run.json")

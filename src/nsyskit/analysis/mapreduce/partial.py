@@ -12,10 +12,10 @@ import numpy as np
 
 from nsyskit import __version__
 from nsyskit.analysis.compute.ncclfold import DurationFold
-from nsyskit.analysis.mapreduce import parts
+from nsyskit.analysis.mapreduce import partfile
 from nsyskit.analysis.mapreduce.block import Block
+from nsyskit.analysis.mapreduce.partfile import SUFFIX, part_headers, read_headers, read_listings, results_of
 from nsyskit.analysis.mapreduce.partpack import encode_block, encode_fold
-from nsyskit.analysis.mapreduce.parts import SUFFIX, part_headers, read_headers, read_listings, results_of
 from nsyskit.analysis.mapreduce.reduce import JOINED_RANKS
 from nsyskit.analysis.mapreduce.timelines import TIMELINE, read_timelines
 from nsyskit.analysis.process import keep_freed_memory
@@ -108,16 +108,16 @@ def merge_block(
     fold = DurationFold()  # the block's NCCL durations, folded as its ranks come: the partial holds no rank's own
     timelines: list | None = []
     where = str(folder)
-    for path, header in read_headers(block, strict, unreadable):
-        if parts.PARTIAL in header or header[parts.LISTING] not in listings:  # a map's listing once, not per part
-            listings.update(read_listings(path, header))
+    for path, header, data in read_headers(block, strict, unreadable):  # each file opened once
+        if partfile.PARTIAL in header or header[partfile.LISTING] not in listings:  # a map's listing once, not per part
+            listings.update(read_listings(path, header, data))
         where = header.get("parts_folder", where)  # a partial of partials names the parts' folder
         held: dict[Path, Block] = {}
-        ranks = read_timelines(path) if timelines is not None else None
+        ranks = read_timelines(path, data) if timelines is not None else None
         for part in part_headers(header):
             own = {"file": str(path), **{key: value for key, value in part.items() if key not in PLACES}}
             try:
-                mine = None if part.get("error") else _folded(fold, results_of(path, part, held))
+                mine = None if part.get("error") else _folded(fold, results_of(path, part, held, data))
             except AnalysisError as exc:
                 if strict:
                     raise
@@ -142,10 +142,10 @@ def merge_block(
         for own in kept:
             own.pop(TIMELINE, None)
     arrays = encode_block(pieces.joined()) | encode_fold(*fold.cells(), fold.shifts(), fold.totals())
-    arrays[parts.LISTING] = np.asarray(json.dumps(listings))
+    arrays[partfile.LISTING] = np.asarray(json.dumps(listings))
     if timelines is not None:
         arrays[TIMELINE] = np.asarray(json.dumps([[t.rank, t.events, t.total, t.note] for t in timelines]))
-    header = {"format": parts.PART_FORMAT, "nsyskit": __version__, parts.PARTIAL: kept, "unreadable": unreadable,
+    header = {"format": partfile.PART_FORMAT, "nsyskit": __version__, partfile.PARTIAL: kept, "unreadable": unreadable,
               "parts_folder": where}  # fmt: skip
-    arrays[parts.HEADER] = np.asarray(json.dumps(header))
-    return parts.write_atomic(arrays, out / block_name(index))
+    arrays[partfile.HEADER] = np.asarray(json.dumps(header))
+    return partfile.write_atomic(arrays, out / block_name(index))

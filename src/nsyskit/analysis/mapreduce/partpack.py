@@ -16,11 +16,19 @@ from nsyskit.analysis.compute.ncclfold import cell_table, keys_of
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.mapreduce.block import NCCL_GROUPS, TABLE_KEYS, Block
 
-NCCL_DURATIONS = "nccl_durations"
-NCCL_KINDS, NCCL_KIND_CODES = "nccl_kinds", "nccl_kind_codes"
+# A rank's NCCL durations as steps (_steps) in 16 bits, and the steps that do not fit (where a run begins: a fall or
+# a leap; a rise past 65 us) at their places in the dtype of the durations. The 16 bits are two
+# byte planes: the high bytes in the columns, the low ones in their own member, NCCL_LOW. On ranks whose durations
+# jitter the low bytes are nearly random: deflate shrinks them little, so write_npz stores that member as it is, and
+# the merge inflates a third of the bytes it did (inflating was most of its reading of such a part).
+NCCL_DURATIONS, NCCL_WIDE_AT, NCCL_WIDE = "nccl_durations", "nccl_wide_at", "nccl_wide"
+NCCL_LOW = "nccl_low_bytes"
+# Each duration's kind as runs (the durations are ordered by group, kind, duration: a few runs a rank, not a code each)
+NCCL_KINDS, NCCL_KIND_CODES, NCCL_KIND_RUNS = "nccl_kinds", "nccl_kind_codes", "nccl_kind_runs"
 KIND_COLUMNS = ("size_bytes", "nranks", "gpu")  # NcclDigest.kinds (numbers exact as float64: sizes, ranks, 0/1)
-# A partial merge's NCCL durations, folded over its ranks (ncclfold.DurationFold): the cells, and per distinct duration
-FOLD_CELLS, FOLD_CELL = "nccl_fold_cells", "nccl_fold_cell"
+# A partial merge's NCCL durations, folded over its ranks (ncclfold.DurationFold): the cells and how many distinct
+# durations each holds, then per distinct duration (by cell, then duration) its step (_steps) and its count
+FOLD_CELLS, FOLD_LENGTHS = "nccl_fold_cells", "nccl_fold_lengths"
 FOLD_DURATIONS, FOLD_COUNTS = "nccl_fold_steps", "nccl_fold_counts"
 FOLD_SHIFTS = "nccl_fold_shifts"  # per cell its unit, 2**shift ns (DurationFold.shifts(): 0 is exact)
 FOLD_TOTALS = "nccl_fold_totals"  # per cell its durations' exact sum in ns (DurationFold.totals())
@@ -70,14 +78,14 @@ def encode_results(results: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     place, dtype and shape indexed in the JSON), and the JSON of the texts, summaries and that index. A merge of
     1,024 parts then opens two members per part, not one per column (150 columns: 16 of a 20 s merge went to
     opening them)."""
-    packed = Packer()
+    packed, low = Packer(), Packer()
     plain: list[dict[str, Any]] = []
     for result in results:
         tables: dict[str, dict[str, Any]] = {}
         digest = result["nccl"]
         numbers = {
-            NCCL_DURATIONS: packed.add(_steps(digest.durations, digest.groups["count"])),
-            NCCL_KIND_CODES: packed.add(digest.kind_codes),
+            **_pack_steps(packed, low, _steps(digest.durations)),
+            **_pack_runs(packed, digest.kind_codes),
             NCCL_KINDS: packed.add(np.column_stack([digest.kinds[c].astype(np.float64) for c in KIND_COLUMNS])),
         }
         for key, table in [*((k, result[k]) for k in TABLE_KEYS), (NCCL_GROUPS, digest.groups)]:
@@ -87,7 +95,7 @@ def encode_results(results: list[dict[str, Any]]) -> dict[str, np.ndarray]:
             "summary": result["summary"], "warnings": result.get("warnings"), "tables": tables, "nccl": digest.sums,
             "numbers": numbers,
         })  # fmt: skip
-    return {"results": np.asarray(json.dumps(plain)), COLUMNS: packed.bytes()}
+    return {"results": np.asarray(json.dumps(plain)), COLUMNS: packed.bytes(), NCCL_LOW: low.bytes()}
 
 
 def _encode_table(packed: Packer, table: Table) -> dict[str, dict[str, Any]]:
@@ -146,41 +154,61 @@ def decode_block(data: Any) -> Block:
     return Block(json.loads(str(data["results"])), tables, rows, decode_fold(data))
 
 
-def _steps(durations: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """A digest's durations (one group after another, each group's kinds one after another, each sorted) as steps: a
-    group's first duration as it is, each next one as its rise over the one before (where a kind begins inside a
-    group, a fall: it wraps, and _unsteps' modular sum undoes it exactly). Small numbers: the part compresses 30x
-    better, in a tenth of the time (the map waits for it)."""
-    if not len(durations):  # a digest whose durations were folded (a partial merge's ranks)
-        return durations
-    steps = np.diff(durations, prepend=np.zeros(1, dtype=durations.dtype))  # wraps at group starts: replaced below
-    firsts = np.cumsum(counts)[:-1] if len(counts) else np.empty(0, dtype=np.int64)
-    steps[firsts] = durations[firsts]
+def _steps(durations: np.ndarray) -> np.ndarray:
+    """Durations ordered in sorted runs (a digest's: by group, kind, duration; a fold's: by cell, duration) as steps,
+    each its rise over the one before, in their dtype: where a run begins lower than the one before ends, a fall that
+    wraps, and _unsteps' modular sum undoes it exactly. Small numbers: the part compresses 30x better, in a tenth of
+    the time (the map waits for it), and most fit 16 bits (_pack_steps)."""
+    return np.diff(durations, prepend=np.zeros(1, dtype=durations.dtype))
+
+
+def _unsteps(steps: np.ndarray) -> np.ndarray:
+    """The durations of _steps: their running sum in their dtype, exact modulo 2**bits since each duration fits it (a
+    uint32 sum moves half an int64's bytes: 0.9 -> 0.3 ms a rank of 80k durations)."""
+    return np.cumsum(steps, dtype=steps.dtype)
+
+
+def _pack_steps(packed: Packer, low: Packer, steps: np.ndarray) -> dict[str, list]:
+    """The places of a rank's duration steps packed as NCCL_DURATIONS says: 16 bits each (the high bytes in `packed`,
+    the low ones in `low`), the steps that do not fit apart."""
+    wide = steps > 0xFFFF if steps.dtype.kind == "u" else (steps < 0) | (steps > 0xFFFF)
+    at = np.flatnonzero(wide)
+    narrow = np.where(wide, 0, steps).astype(np.uint16)
+    return {NCCL_DURATIONS: packed.add((narrow >> 8).astype(np.uint8)), NCCL_LOW: low.add(narrow.astype(np.uint8)),
+            NCCL_WIDE_AT: packed.add(at.astype(np.uint32)), NCCL_WIDE: packed.add(steps[at])}  # fmt: skip
+
+
+def _unpack_steps(blob: np.ndarray, low: np.ndarray, numbers: dict[str, list]) -> np.ndarray:
+    """The steps _pack_steps packed, in the durations' dtype."""
+    wide = unpack(blob, numbers[NCCL_WIDE])
+    steps = unpack(blob, numbers[NCCL_DURATIONS]).astype(wide.dtype)
+    steps <<= wide.dtype.type(8)
+    steps |= unpack(low, numbers[NCCL_LOW])
+    steps[unpack(blob, numbers[NCCL_WIDE_AT])] = wide
     return steps
 
 
-def _unsteps(steps: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """The durations of _steps (each group's running sum), in their dtype: summed in it, wrapping, since a
-    duration fits its dtype, the running sum minus the one before its group is exact modulo 2**bits (a uint32
-    sum moves half an int64's bytes: 0.9 -> 0.3 ms a rank of 80k durations)."""
-    if len(steps) == 0:
-        return steps
-    sums = np.cumsum(steps, dtype=steps.dtype)
-    before = np.r_[np.zeros(1, dtype=steps.dtype), sums[np.cumsum(counts)[:-1] - 1]]  # the sum before each group
-    sums -= np.repeat(before, counts)
-    return sums
+def _pack_runs(packed: Packer, codes: np.ndarray) -> dict[str, list]:
+    """The places of a rank's kind codes packed as runs: each run's code, and its length."""
+    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]]) if len(codes) else np.empty(0, dtype=np.int64)
+    lengths = np.diff(np.r_[starts, len(codes)])
+    return {NCCL_KIND_CODES: packed.add(codes[starts]), NCCL_KIND_RUNS: packed.add(lengths.astype(np.uint32))}
+
+
+def _unpack_runs(blob: np.ndarray, numbers: dict[str, list]) -> np.ndarray:
+    """The kind codes _pack_runs packed, one per duration."""
+    return np.repeat(unpack(blob, numbers[NCCL_KIND_CODES]), unpack(blob, numbers[NCCL_KIND_RUNS]))
 
 
 def encode_fold(
     cells: Table, cell: np.ndarray, durations: np.ndarray, counts: np.ndarray, shifts: np.ndarray, totals: np.ndarray
 ) -> dict[str, np.ndarray]:
-    """A partial merge's folded NCCL durations (ncclfold.DurationFold.cells(), its shifts() and totals()) as members of its
-    file: the cells' keys as JSON and units, and per distinct duration its cell, the duration as a step from the one
-    before in its cell, and its count."""
-    per_cell = np.bincount(cell, minlength=len(cells)) if len(cell) else np.zeros(len(cells), dtype=np.int64)
-    keys = keys_of(cells)
-    return {FOLD_CELLS: np.asarray(json.dumps(keys)), FOLD_CELL: cell.astype(np.int32),
-            FOLD_DURATIONS: _steps(durations, per_cell), FOLD_COUNTS: counts,
+    """A partial merge's folded NCCL durations (ncclfold.DurationFold.cells(), ordered by cell, its shifts() and
+    totals()) as members of its file: the cells' keys as JSON, their units and how many distinct durations each
+    holds, and per distinct duration the duration as a step from the one before, and its count."""
+    lengths = np.bincount(cell, minlength=len(cells)) if len(cell) else np.zeros(len(cells), dtype=np.int64)
+    return {FOLD_CELLS: np.asarray(json.dumps(keys_of(cells))), FOLD_LENGTHS: lengths,
+            FOLD_DURATIONS: _steps(durations), FOLD_COUNTS: counts,
             FOLD_SHIFTS: np.asarray(shifts, dtype=np.int8), FOLD_TOTALS: np.asarray(totals, dtype=np.int64)}  # fmt: skip
 
 
@@ -189,9 +217,8 @@ def decode_fold(data: Any) -> tuple[Table, np.ndarray, np.ndarray, np.ndarray, n
     if FOLD_CELLS not in data:
         return None
     cells = cell_table([tuple(key) for key in json.loads(str(data[FOLD_CELLS]))])
-    cell = data[FOLD_CELL].astype(np.int64)
-    per_cell = np.bincount(cell, minlength=len(cells)) if len(cell) else np.zeros(len(cells), dtype=np.int64)
-    return (cells, cell, _unsteps(data[FOLD_DURATIONS], per_cell), data[FOLD_COUNTS], data[FOLD_SHIFTS].astype(np.int64),
+    cell = np.repeat(np.arange(len(cells), dtype=np.int64), data[FOLD_LENGTHS])
+    return (cells, cell, _unsteps(data[FOLD_DURATIONS]), data[FOLD_COUNTS], data[FOLD_SHIFTS].astype(np.int64),
             data[FOLD_TOTALS])  # fmt: skip
 
 
@@ -200,7 +227,7 @@ def _plain(value: Any) -> Any:
 
 
 def decode_results(data: Any, plain: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    blob = data[COLUMNS]
+    blob, low = data[COLUMNS], data[NCCL_LOW]
     results = []
     for item in plain:
         result = {k: item[k] for k in ("rank", "source", "nsys_version", "summary")}
@@ -212,8 +239,8 @@ def decode_results(data: Any, plain: list[dict[str, Any]]) -> list[dict[str, Any
         kinds = Table(
             {c: kinds[:, i].astype(np.float64 if c == "size_bytes" else np.int64) for i, c in enumerate(KIND_COLUMNS)}
         )
-        result["nccl"] = NcclDigest(groups, _unsteps(unpack(blob, numbers[NCCL_DURATIONS]), groups["count"]),
-                                    item["nccl"], kinds, unpack(blob, numbers[NCCL_KIND_CODES]))  # fmt: skip
+        result["nccl"] = NcclDigest(groups, _unsteps(_unpack_steps(blob, low, numbers)), item["nccl"],
+                                    kinds, _unpack_runs(blob, numbers))  # fmt: skip
         if item["warnings"] is not None:
             result["warnings"] = item["warnings"]
         results.append(result)

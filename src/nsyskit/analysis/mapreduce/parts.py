@@ -13,13 +13,9 @@ they come (a partial merge carries its ranks' folded, compute.ncclfold).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import tempfile
-import zipfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +26,22 @@ from nsyskit.analysis.compute.ncclbandwidth import world_size
 from nsyskit.analysis.compute.result import Analysis
 from nsyskit.analysis.mapreduce.block import Block
 from nsyskit.analysis.mapreduce.leftout import NO_PART, left_out_lines
-from nsyskit.analysis.mapreduce.partpack import decode_block, decode_results, encode_results
+from nsyskit.analysis.mapreduce.partfile import (
+    HEADER,
+    LISTED,
+    LISTING,
+    PART_FORMAT,
+    SUFFIX,
+    listing_member,
+    part_headers,
+    part_name,
+    read_header,
+    read_headers,
+    read_listings,
+    results_of,
+    write_atomic,
+)  # fmt: skip
+from nsyskit.analysis.mapreduce.partpack import encode_results
 from nsyskit.analysis.mapreduce.timelines import TIMELINE, report_timelines
 from nsyskit.analysis.present.timeline import RankTimeline
 from nsyskit.analysis.process import keep_freed_memory
@@ -38,33 +49,6 @@ from nsyskit.analysis.read.discover import discover_named, number_reports, repor
 from nsyskit.analysis.read.runinfo import not_profiled
 from nsyskit.analysis.trace import RANKED_KEYS, analyze_file, merge
 from nsyskit.errors import AnalysisError, NsyskitError, PartialAnalysis, UsageError
-
-# 2: a rank's NCCL operations as their digest (nsyskit.analysis.compute.nccldigest), not a table; 3: the digest's
-# sorted durations as steps (_steps); 4: each rank's evidence for the findings (compute.evidence); 5: each NCCL
-# duration's kind (message and communicator size: the bandwidths); 6: each rank's sampled counters: their stats,
-# time-bin sums and per-step totals (compute.counters); 7: the numeric columns packed in one array (partpack.Packer);
-# 8: the run's report list in its own member, named in the header by its hash (LISTING); 9: a partial merge, the
-# parts of a block in one file (PARTIAL); 10: a partial merge's NCCL durations folded over its ranks
-# (partpack.encode_fold); 11: a rank's NCCL durations by group, kind, duration (each cell one sorted run: ncclfold),
-# a partial merge's ranks as a block (block.Block: tables joined, per rank only what is), each part's file in it;
-# 12: a partial merge's folded NCCL durations with each cell's unit (ncclfold.DISTINCT_PER_CELL: partpack.FOLD_SHIFTS)
-PART_FORMAT = 12
-SUFFIX = ".part.npz"
-HEADER = "header"
-# The run's reports, their ranks and whether each rank is named, as the map saw them: the same in every part of a map,
-# so the header names them by a hash and the merge reads them once per map (in every header, they made the merge's
-# reading of headers grow as ranks x ranks: 4,096 parts held 1.6 GB of copies of one list)
-LISTING = "listing"
-LISTED = ("reports", "ranks", "named")
-# A partial merge's header (mapreduce/partial.py): the headers of the parts it holds, each with the place of its
-# results among the file's ("first", "count"), or why they could not be read ("damaged"). Its LISTING member holds
-# every listing its parts named, by hash.
-PARTIAL = "partial"
-
-
-def part_name(report: Path) -> str:
-    """The part file of a report: its name with the part suffix (one part per report)."""
-    return report.name + SUFFIX
 
 
 def write_part(
@@ -82,134 +66,6 @@ def write_part(
     own[LISTING], arrays[LISTING] = listing_member({key: header[key] for key in LISTED})
     arrays[HEADER] = np.asarray(json.dumps({"format": PART_FORMAT, "nsyskit": __version__, **own}))
     return write_atomic(arrays, folder / part_name(Path(header["report"])))
-
-
-def write_atomic(arrays: dict[str, np.ndarray], target: Path) -> Path:
-    """Write a part file (its members `arrays`) as `target` atomically: a reader never sees half of it; its path."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    folder = target.parent
-    # Not named *.part.npz until whole: a merge or a progress count never takes half a part (or a killed map's).
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            write_npz(out, arrays)
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    return target
-
-
-def listing_member(listing: dict[str, list]) -> tuple[str, np.ndarray]:
-    """(its hash, the member) of a map's listing of the run (LISTED's lists)."""
-    text = json.dumps(listing)
-    return hashlib.sha1(text.encode(), usedforsecurity=False).hexdigest(), np.asarray(text)
-
-
-def read_listing(path: Path) -> dict[str, list]:
-    """The run's listing (LISTED's lists) the map of this part saw."""
-    with _opened(path) as data:
-        return json.loads(str(data[LISTING]))
-
-
-def read_listings(path: Path, header: dict[str, Any]) -> dict[str, dict[str, list]]:
-    """{hash: listing} of every map whose parts the file holds: a part's one, a partial merge's all."""
-    listed = read_listing(path)
-    return listed if PARTIAL in header else {header[LISTING]: listed}
-
-
-def read_headers(paths: list[Path], strict: bool, unreadable: dict[str, str]) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """(path, header) of each file that reads (a part or a partial merge), in order; one that does not is named in
-    `unreadable` with why (as are the parts a partial merge names), unless `strict`: then its error stops."""
-    for path in paths:
-        try:
-            header = read_header(path)
-        except AnalysisError as exc:
-            if strict:
-                raise
-            unreadable[path.name] = exc.one_line()
-            continue
-        unreadable.update(header.get("unreadable", {}))
-        yield path, header
-
-
-def part_headers(header: dict[str, Any]) -> list[dict[str, Any]]:
-    """The headers of the parts a file holds: a part's own, or those a partial merge kept."""
-    return header.get(PARTIAL, [header])
-
-
-def results_of(path: Path, header: dict[str, Any], held: dict[Path, Block]) -> list[dict[str, Any]] | Block:
-    """The results of the part `header` names in `path`: a part's own (its ranks' results), or its ranks of a partial
-    merge's block (read once for all its parts into `held`; the block's folded NCCL durations go with the first
-    ranks taken); a damaged part's is one AnalysisError."""
-    if header.get("damaged"):
-        message, _sep, fix = header["damaged"].partition("; fix: ")
-        raise AnalysisError(path, f"holds a part that could not be read ({message})", fix)
-    if "first" not in header:
-        return read_results(path)
-    if path not in held:
-        held[path] = read_block(path)
-    block = held[path]
-    taken = block.take(header["first"], header["count"])
-    taken.fold, block.fold = block.fold, None
-    return taken
-
-
-def write_npz(out, arrays: dict[str, np.ndarray]) -> None:
-    """np.savez_compressed's file (np.load reads it), at zlib level 1: a part crosses the shared file system (KB-MB,
-    not the rows' bytes), and level 1 makes it within 1% of level 6's size in half the time (the map waits for it)."""
-    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
-        for name, values in arrays.items():
-            with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
-                np.lib.format.write_array(member, np.asanyarray(values), allow_pickle=False)
-
-
-def read_part(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(header, per-rank results) of a part (of a partial merge: its ranks' own results, their tables joined in its
-    block: read_block); a truncated part, or one of another format or version, is one error."""
-    header = read_header(path)
-    return header, read_block(path).results if PARTIAL in header else read_results(path)
-
-
-def read_header(path: Path) -> dict[str, Any]:
-    """A part's header alone (its results stay on disk: the merge reads those one part at a time); a truncated
-    part, or one of another format or version, is one error."""
-    with _opened(path) as data:
-        header = json.loads(str(data[HEADER]))
-    if header.get("format") != PART_FORMAT or header.get("nsyskit") != __version__:
-        raise AnalysisError(
-            path, f"is a part of nsyskit {header.get('nsyskit')} (part format {header.get('format')}), "
-            f"not of this nsyskit {__version__} (format {PART_FORMAT})",
-            "map the report again with this version ('invoke analyze-part'), or merge with the version that wrote it",
-        )  # fmt: skip
-    return header
-
-
-def read_results(path: Path) -> list[dict[str, Any]]:
-    """The per-rank results of a part whose header read_header took."""
-    with _opened(path) as data:
-        return decode_results(data, json.loads(str(data["results"])))
-
-
-def read_block(path: Path) -> Block:
-    """The ranks of a partial merge whose header read_header took, as the block it stores (joined tables)."""
-    with _opened(path) as data:
-        return decode_block(data)
-
-
-@contextmanager
-def _opened(path: Path):
-    """The part's members (np.load's NpzFile); a part cut short or damaged is one AnalysisError naming it."""
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            yield data
-    except AnalysisError:
-        raise
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as exc:
-        raise AnalysisError(
-            path, f"is not a whole part file ({type(exc).__name__}: {exc})",
-            "map its report again ('invoke analyze-part REPORT --out PARTS_DIR'): it was cut short or damaged",
-        ) from None  # fmt: skip
 
 
 def map_reports(
@@ -268,7 +124,7 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
     if not paths:
         raise AnalysisError(folder, "holds no part files (*.part.npz)", "map the reports first: 'invoke analyze-part'")
     parts, unreadable, where = [], {}, set()
-    for path, header in read_headers(paths, strict, unreadable):  # the results are read as the reduce takes them
+    for path, header, _members in read_headers(paths, strict, unreadable):  # results: read as the reduce takes them
         parts += [(path, held, []) for held in part_headers(header)]
         where.add(header.get("parts_folder", str(folder)))
     if not parts:  # no file reads, or partial merges of parts none of which read: the first such file, with why
@@ -324,7 +180,8 @@ def merge_parts(folder: Path, straggler_pct: float = 5.0, strict: bool = False) 
     own = {os.path.basename(report) + SUFFIX for report in listed.values()}  # part_name's, without a Path per report
     incomplete += [f"file left out: {why}" for name, why in sorted(unreadable.items()) if name not in own]
     damaged: list[str] = []  # parts whose header read but whose results do not (a damaged member): left out, named
-    world = world_size(lists[first[LISTING]]["reports"], 0)  # run.json's, beside the reports; else the merge counts the ranks it takes
+    # run.json's, beside the reports; else the merge counts the ranks it takes
+    world = world_size(lists[first[LISTING]]["reports"], 0)
     world = world if world.source == "run.json" else None
     analysis = merge(_streamed(good, damaged, strict), straggler_pct, first["unprofiled"], incomplete, world)
     analysis.incomplete += damaged

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -16,14 +17,15 @@ from nsyskit.errors import AnalysisError
 TIMELINE = "timeline"  # the part's member holding its ranks' timelines
 
 
-def read_timelines(path: Path) -> list[RankTimeline] | None:
-    """The ranks' capped timeline events a part holds (None when it was mapped without --timeline)."""
-    with np.load(path, allow_pickle=False) as data:
-        if TIMELINE not in data:
-            return None
-        return [
-            RankTimeline(rank, events, total, note) for rank, events, total, note in json.loads(str(data[TIMELINE]))
-        ]
+def read_timelines(path: Path, data: Any = None) -> list[RankTimeline] | None:
+    """The ranks' capped timeline events a part holds (None when it was mapped without --timeline), from its members
+    `data` when they are open."""
+    if data is None:
+        with np.load(path, allow_pickle=False) as data:
+            return read_timelines(path, data)
+    if TIMELINE not in data:
+        return None
+    return [RankTimeline(rank, events, total, note) for rank, events, total, note in json.loads(str(data[TIMELINE]))]
 
 
 def report_timelines(rank: int, path: Path, budget: int) -> list[RankTimeline]:
