@@ -113,6 +113,33 @@ def test_folds_of_any_split_and_order_give_the_same_cells_and_units(small_budget
     assert by_key(one) == by_key(other) and one.shifts().max() > 0
 
 
+@pytest.mark.parametrize("budget", [BUDGET, 1 << 16])
+def test_counting_in_bins_and_sorting_fold_the_same(monkeypatch, budget):
+    """The fold counts a cell's pending durations in a bin per unit where they span few units, and sorts them where
+    they do not: the same cells, durations, counts, units and totals either way, for ranks and for partial folds
+    (weighted), uint32 and int64 durations, below zero and past 2**32, coarse cells and exact ones."""
+    monkeypatch.setattr(ncclfold, "DISTINCT_PER_CELL", budget)
+    monkeypatch.setattr(ncclfold, "PENDING_DURATIONS", 1500)
+    rng = np.random.default_rng(15)
+    digests = jittered_digests(rng, 10, 900, -(1 << 12), 1 << 34)
+    digests += jittered_digests(rng, 10, 900, 0, 5000)  # narrow cells: counted in bins while exact
+    digests += jittered_digests(rng, 6, 900, 0, 1 << 31)
+
+    def folded() -> dict:
+        partial, whole = ncclfold.DurationFold(), ncclfold.DurationFold()
+        for digest in digests[::2]:
+            partial.add_digest(digest)
+        for digest in digests[1::2]:
+            whole.add_digest(digest)
+        whole.add_cells(*through_file(partial))
+        return by_key(whole)
+
+    counted = folded()
+    monkeypatch.setattr(ncclfold, "DENSE_BINS", 0)  # every pending batch sorted
+    assert counted == folded()
+    assert any(shift for shift, *_rest in counted.values()) == (budget == BUDGET)
+
+
 def by_key(fold: ncclfold.DurationFold) -> dict:
     """Cell key -> (its shift, its durations, their counts): a fold's cells whatever order they came in."""
     cells, cell, durations, counts = fold.cells()
