@@ -86,7 +86,7 @@ def child_partials(folder: str, blocks: int) -> None:
 def child_merge(folder: str, workers: int) -> None:
     """Run in a child process: merge the parts of `folder` with `workers` processes (analyze-merge --workers); print
     wall time, the peak memory of this process and its workers together (sampled) and the ranks merged."""
-    from nsyskit.analysis.compute.nccldigest import size_summary
+    from nsyskit.analysis.compute.ncclsizes import size_summary
     from nsyskit.analysis.mapreduce.sidebyside import merged_parts
 
     sampler = TreeMemory()

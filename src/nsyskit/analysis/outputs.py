@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from nsyskit.analysis.compute.ncclbandwidth import logged_sizes, with_fabric
-from nsyskit.analysis.compute.nccldigest import size_summary
+from nsyskit.analysis.compute.ncclsizes import size_summary
 from nsyskit.analysis.compute.result import Analysis
 from nsyskit.analysis.judge.summary import Summary, summarize
 from nsyskit.analysis.present.report import TIMELINE_NAME, Report, compose, nccl_logs, write_report

@@ -14,7 +14,7 @@ from real_exports import decompress
 from rich.console import Console
 
 from nsyskit.analysis import compose, print_report, run_analysis, summarize
-from nsyskit.analysis.compute import ncclcurve, nccldigest
+from nsyskit.analysis.compute import ncclcurve, nccldigest, ncclsizes
 from nsyskit.analysis.compute.ncclbandwidth import WorldSize, bus_factor
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.mapreduce.partfile import read_part
@@ -155,11 +155,11 @@ def test_the_digest_split_anyhow_gives_the_bandwidths_of_all_operations_at_once(
     })  # fmt: skip
     steps = Table({"start_ns": np.empty(0, dtype=np.int64), "duration_ns": np.empty(0, dtype=np.int64)})
     world = WorldSize(64, "run.json")
-    whole = nccldigest.size_summary(nccldigest.rollup({0: nccldigest.digest(table, steps)}), world)
+    whole = ncclsizes.size_summary(nccldigest.rollup({0: nccldigest.digest(table, steps)}), world)
     cuts = np.sort(rng.choice(np.arange(1, count), 40, replace=False))
     pieces = np.split(np.arange(count), cuts)
     split = nccldigest.rollup({r: nccldigest.digest(table.take(rows), steps) for r, rows in enumerate(pieces)})
-    assert repr(nccldigest.size_summary(split, world).columns) == repr(whole.columns)
+    assert repr(ncclsizes.size_summary(split, world).columns) == repr(whole.columns)
     rows = {(r["bucket"], r["nranks"]): r for r in whole.rows()}
     assert {n for _b, n in rows} == {8, 64} and rows["1MB-16MB", 8]["n_source"] == "report"
     gpu = (table["source"] == "gpu") & (table["nranks"] == 8) & (sizes == 1 << 20)

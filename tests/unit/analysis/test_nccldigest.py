@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nsyskit.analysis.compute import nccldigest, ncclfold
+from nsyskit.analysis.compute import nccldigest, ncclfold, ncclsizes
 from nsyskit.analysis.compute.nccl import size_buckets
 from nsyskit.analysis.compute.table import Table
 
@@ -35,14 +35,14 @@ def test_run_medians_are_those_of_every_duration_whichever_way_they_are_folded(p
     total = nccldigest.rollup_of_ops(
         Table({k: np.concatenate([ops(r, d, np.full(len(d), 4096.0))[k] for r, d in enumerate(per_rank)])
                for k in ops(0, [1], [1.0]).names}), no_steps())  # fmt: skip
-    [row] = list(nccldigest.size_summary(total).rows())
+    [row] = list(ncclsizes.size_summary(total).rows())
     every = np.concatenate(per_rank)
     assert row["count"] == len(every) and row["total_ns"] == int(every.sum())
     assert row["median_ns"] == float(np.median(every.astype(np.float64)))
     even = np.concatenate(per_rank[:-1])
     total_even = nccldigest.rollup({r: nccldigest.digest(ops(r, d, np.full(len(d), 4096.0)), no_steps())
                                     for r, d in enumerate(per_rank[:-1])})  # fmt: skip
-    assert len(even) % 2 == 0 and next(nccldigest.size_summary(total_even).rows())["median_ns"] == float(
+    assert len(even) % 2 == 0 and next(ncclsizes.size_summary(total_even).rows())["median_ns"] == float(
         np.median(even)
     )
     kept = [nccldigest.digest(ops(r, d, np.full(len(d), 4096.0)), no_steps()).durations.dtype
@@ -52,7 +52,7 @@ def test_run_medians_are_those_of_every_duration_whichever_way_they_are_folded(p
 
 def test_groups_bytes_and_unknown_sizes():
     one = nccldigest.digest(ops(0, [10, 20, 30, 40], [100.0, np.nan, 2e6, 3e6]), no_steps())
-    table = nccldigest.size_summary(nccldigest.rollup({0: one}))
+    table = ncclsizes.size_summary(nccldigest.rollup({0: one}))
     rows = {(r["op"], r["bucket"]): r for r in table.rows()}
     assert rows["AllReduce", "<64KB"]["bytes"] == 100.0
     assert np.isnan(table["bytes"][list(table["bucket"]).index("unknown")])  # no size known: no bytes, not 0

@@ -11,7 +11,7 @@ from test_partial_merge import mapped as mapped  # the real exports' parts: test
 from test_partial_merge import same_merge, tree
 from test_parts import real_run as real_run  # the run folder of every real export: test_parts' fixture
 
-from nsyskit.analysis.compute import nccldigest, ncclfold
+from nsyskit.analysis.compute import nccldigest, ncclfold, ncclsizes
 from nsyskit.analysis.compute.ncclbandwidth import WorldSize
 from nsyskit.analysis.compute.table import Table
 from nsyskit.analysis.mapreduce.partpack import decode_fold, encode_fold
@@ -154,7 +154,7 @@ def test_the_sizes_table_keeps_the_exact_time_of_a_collective_split_by_communica
     tables = jittered_tables(rng, 12, 600, 0, 3_000_000)
     total = nccldigest.rollup({rank: nccldigest.digest(table, NO_STEPS) for rank, table in enumerate(tables)})
     assert total.fold.shifts().max() > 0
-    sizes = nccldigest.size_summary(total, WorldSize(16, "test"))
+    sizes = ncclsizes.size_summary(total, WorldSize(16, "test"))
     assert len(sizes) > len(set(zip(sizes["op"], sizes["origin"], sizes["bucket"], strict=True)))  # groups split by n
     assert int(sizes["total_ns"].sum()) == sum(int(table["duration_ns"].sum()) for table in tables)
 

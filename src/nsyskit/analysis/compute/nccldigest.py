@@ -17,14 +17,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from nsyskit.analysis.compute import ncclfold
 from nsyskit.analysis.compute.nccl import NO_NRANKS, SIZE_BUCKETS, UNKNOWN_SIZE, distinct_sizes
 from nsyskit.analysis.compute.ncclbandwidth import (
-    BANDWIDTH_COLUMNS,
-    QUANTILES,
     WorldSize,
-    bandwidths,
-    bus_factor,
     communicator_sizes,
 )
 from nsyskit.analysis.compute.ncclfold import DurationFold
@@ -232,6 +227,40 @@ class NcclRollup:
             found.bytes.append(float(groups["bytes"][row]))
         self.fold.add_digest(part)
 
+    def add_joined(
+        self, first: int, sums: list[dict[str, int]], groups: Table | None, rows: np.ndarray, fold: tuple | None
+    ) -> None:  # fmt: skip
+        """Add ranks first, first+1, ... at once, as add does rank by rank: their sums, their groups joined (`rows`:
+        each rank's rows of `groups`; each group's per-rank sums appended in rank order) and their durations folded
+        already (DurationFold.add_cells' arguments: a partial merge's fold, with its cells' units), or None."""
+        for offset, rank_sums in enumerate(sums):
+            self.by_rank[first + offset] = rank_sums
+        for key in SUMS:
+            self.sums[key] += sum(rank_sums.get(key, 0) for rank_sums in sums)  # (a part written before a key: 0)
+        if fold is not None:
+            self.fold.add_cells(*fold)
+        if groups is None or not len(groups):
+            return
+        counted = np.fromiter((bool(rank_sums["count"]) for rank_sums in sums), dtype=bool, count=len(sums))
+        kept = np.repeat(counted, rows)  # a rank without operations adds no groups, as add
+        positions = np.repeat(np.arange(first, first + len(sums), dtype=np.int64), rows)[kept]
+        seen: dict[tuple, int] = {}  # each group's code, in the order the ranks first have it (add's order)
+        keys = zip(*(groups[name][kept].tolist() for name in GROUP_KEYS), strict=True)
+        codes = np.fromiter((seen.setdefault(key, len(seen)) for key in keys), dtype=np.int64, count=int(kept.sum()))
+        order = np.argsort(codes, kind="stable")
+        bounds = np.searchsorted(codes[order], np.arange(len(seen) + 1))
+        columns = {name: groups[name][kept][order] for name in ("total_ns", "known", "bytes")}
+        positions = positions[order]
+        for code, key in enumerate(seen):
+            found = self.groups.get(key)
+            if found is None:
+                found = self.groups[key] = GroupSums()
+            rows_of = slice(bounds[code], bounds[code + 1])
+            found.ranks.extend(array("q", positions[rows_of].tobytes()))
+            found.total_ns.extend(array("q", columns["total_ns"][rows_of].astype(np.int64).tobytes()))
+            found.known.extend(array("q", columns["known"][rows_of].astype(np.int64).tobytes()))
+            found.bytes.extend(array("d", columns["bytes"][rows_of].astype(np.float64).tobytes()))
+
     def renumbered(self, ranks: dict[int, int]) -> NcclRollup:
         """The roll-up with each rank r given as ranks[r] (the merge numbers ranks once every part is in)."""
         self.by_rank = {ranks[rank]: sums for rank, sums in sorted(self.by_rank.items(), key=lambda i: ranks[i[0]])}
@@ -299,89 +328,3 @@ def rollup_of_ops(ops: Table | None, window_steps: Table) -> NcclRollup:
     step_rows = rows_by_rank(window_steps["rank"]) if len(window_steps) else {}
     return rollup({rank: digest(ops.take(rows), window_steps.take(step_rows.get(rank, np.empty(0, dtype=np.int64))))
                    for rank, rows in rows_by_rank(ops["rank"]).items()})  # fmt: skip
-
-
-def group_medians(total: NcclRollup) -> dict[tuple[str, str, str], tuple[float, np.ndarray, np.ndarray]]:
-    """(op, origin, bucket) -> (the median over every rank and kind, the durations, their counts), groups in the
-    order they first came."""
-    folded = total.folded()
-    found = {}
-    for key, cells in folded.by_group().items():
-        durations, counts = folded.of(cells)
-        found[key] = (ncclfold.median(durations, counts), durations, counts)
-    return found
-
-
-SIZE_COLUMNS = ("op", "origin", "bucket", "nranks", "n_source", "count", "total_ns", "avg_ns", "median_ns", "bytes",
-                "bw_count", *BANDWIDTH_COLUMNS)  # fmt: skip
-TEXT_KEYS = (*GROUP_KEYS, "n_source")
-
-
-def size_summary(total: NcclRollup, world: WorldSize | None = None) -> Table:
-    """Per collective, origin, message-size bucket and communicator size n (the report's where it states one, else
-    `world`'s; by default the number of ranks): count, total/average/median duration, total bytes, and the p10,
-    median and p90 of the algbw and busbw of the operations timed on the GPU (bw_count of them), in GB/s."""
-    world = world or total.world or WorldSize(max(1, len(total.by_rank)), "rank reports")
-    folded = total.folded()
-    rows: dict[str, list] = {c: [] for c in SIZE_COLUMNS}
-    bucket_rank = {label: i for i, (label, _, _) in enumerate(SIZE_BUCKETS)}
-    by_group = folded.by_group()
-    sizes_of = {op: folded.sizes(op, world, total.logged) for op in {key[0] for key in by_group}}
-    for key in sorted(by_group, key=lambda k: (k[0], k[1], bucket_rank.get(k[2], 99))):
-        n_of, source_of = sizes_of[key[0]]
-        by_n: dict[tuple[int, str], list[int]] = {}
-        for cell in by_group[key]:
-            by_n.setdefault((int(n_of[cell]), source_of[cell]), []).append(cell)
-        for (n, source), cells in sorted(by_n.items()):
-            _size_row(rows, key, n, source, cells, total.groups[key] if len(by_n) == 1 else None, folded)
-    return Table({
-        **{k: np.asarray(rows[k], dtype=object) for k in TEXT_KEYS},
-        **{k: np.asarray(rows[k], dtype=np.int64) for k in ("nranks", "count", "total_ns", "bw_count")},
-        **{k: np.asarray(rows[k], dtype=np.float64) for k in ("avg_ns", "median_ns", "bytes", *BANDWIDTH_COLUMNS)},
-    })  # fmt: skip
-
-
-def _size_row(
-    rows: dict[str, list], key: tuple, n: int, source: str, cells: list[int], whole: GroupSums | None, folded: Folded
-) -> None:
-    """Append the row of one (op, origin, bucket) and communicator size n: its cells; `whole`: the group's per-rank
-    sums when every operation of the group is this row's (then its sums are the digests', added in rank order)."""
-    durations, counts = folded.of(cells)
-    count = int(counts.sum())
-    if whole is not None:
-        nanos, known = int(whole.in_rank_order("total_ns").sum()), int(whole.in_rank_order("known").sum())
-        nbytes = float(np.sum(whole.in_rank_order("bytes")))
-    else:  # sums of whole numbers: exact in any order (bytes below 2^53 in all)
-        nanos, known, nbytes = 0, 0, 0.0
-        for cell in cells:
-            values, times = folded.of([cell])
-            size, weight = float(folded.cells["size_bytes"][cell]), int(times.sum())
-            nanos += int(folded.totals[cell]) if folded.totals is not None else int((values * times).sum())
-            if size == size:
-                known, nbytes = known + weight, nbytes + size * weight
-    speeds, weights = [], []
-    for cell in cells:
-        size = float(folded.cells["size_bytes"][cell])
-        if folded.cells["gpu"][cell] != 1 or size != size:  # a bandwidth needs a known size and the GPU's time
-            continue
-        values, times = folded.of([cell])
-        timed = values > 0
-        speeds.append(bandwidths(key[0], n, np.full(int(timed.sum()), size), values[timed], bus=False)[0])
-        weights.append(times[timed])
-    speeds_all = np.concatenate(speeds) if speeds else np.empty(0)
-    weights_all = np.concatenate(weights) if weights else np.empty(0, dtype=np.int64)
-    alg = ncclfold.quantiles(speeds_all, weights_all, [q for _name, q in QUANTILES])
-    values_of = (*key, n, source, count, nanos, nanos / count, ncclfold.median(durations, counts),
-                 nbytes if known else np.nan, int(weights_all.sum()), *alg,
-                 *(q * bus_factor(key[0], n) for q in alg))  # fmt: skip
-    for column, value in zip(SIZE_COLUMNS, values_of, strict=True):
-        rows[column].append(value)
-
-
-def bucket_durations(total: NcclRollup) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Size bucket -> the distinct durations of its operations (per group and kind) and their counts."""
-    folded = total.folded()
-    cells: dict[str, list[int]] = {}
-    for cell, bucket in enumerate(folded.cells["bucket"].tolist()):
-        cells.setdefault(bucket, []).append(cell)
-    return {bucket: folded.of(members) for bucket, members in cells.items()}

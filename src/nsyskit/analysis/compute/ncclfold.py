@@ -21,7 +21,7 @@ from nsyskit.analysis.compute.table import Table
 
 PENDING_DURATIONS = 1 << 22  # durations gathered over every cell before a batch folds them in (~50 ranks of 80k)
 DISTINCT_PER_CELL = 1 << 16  # distinct durations a cell holds before it coarsens its unit (2 MB of values and counts)
-DENSE_BINS_PER_VALUE = 4  # a cell's values are counted in bins of its unit where they span at most this many a value
+DENSE_BINS_PER_VALUE = 2  # a cell's values are counted in bins of its unit where they span at most this many a value
 DENSE_BINS = 1 << 22  # and at most this many bins (32 MB of counts)
 CELL_COLUMNS = ("op", "origin", "bucket", "size_bytes", "nranks", "gpu")  # a cell: its group, then its kind
 

@@ -14,7 +14,7 @@ from nsyskit.analysis.compute import units
 from nsyskit.analysis.compute.commcauses import OUTLIER_MIN_NS, OUTLIER_X, SEPARATOR, SERIAL_OVERLAP_PCT
 from nsyskit.analysis.compute.evidence import pivot
 from nsyskit.analysis.compute.metrics import RunView
-from nsyskit.analysis.compute.nccldigest import group_medians
+from nsyskit.analysis.compute.ncclsizes import group_medians
 from nsyskit.analysis.judge.finding import Finding, document
 
 OUTLIERS = document(

@@ -3,13 +3,12 @@ process's workers (trace.analyze_run) or from part files mapped on a cluster (pa
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
-from nsyskit.analysis.compute import analyzers, ncclbandwidth, nccldigest
+from nsyskit.analysis.compute import analyzers, ncclbandwidth, nccldigest, ncclsizes
 from nsyskit.analysis.compute.metrics import comm_share_by_rank, per_rank, view_of
 from nsyskit.analysis.compute.result import Analysis, RankTables, combine_kernel_summaries
 from nsyskit.analysis.compute.table import Table
@@ -53,7 +52,7 @@ def merge(
     analysis.nccl = folded.nccl.renumbered({position: result["rank"] for position, result in enumerate(results)})
     # n where a report states none: run.json's world size when the caller read one, else the ranks analyzed
     analysis.nccl.world = world or ncclbandwidth.WorldSize(max(1, len(results)), "rank reports")
-    analysis.nccl_sizes = nccldigest.size_summary(analysis.nccl)
+    analysis.nccl_sizes = ncclsizes.size_summary(analysis.nccl)
     coarsened = analysis.nccl.fold.coarsening_line()  # a kind of operation whose durations passed the fold's budget
     if coarsened:
         analysis.warnings.append(coarsened)
@@ -68,41 +67,6 @@ def merge(
     analysis.ranks = analyzers.cross_rank(summaries, straggler_pct, dict(zip(work["rank"].tolist(), work["work_ns"].tolist(), strict=True)))
     analysis.straggler_pct = straggler_pct
     return analysis
-
-
-def add_nccl_block(total: nccldigest.NcclRollup, first: int, block: Block) -> None:
-    """Add a block's ranks' NCCL sums and joined groups to the roll-up as their ranks first, first+1, ... (what
-    NcclRollup.add does rank by rank: each group's per-rank sums appended in rank order), and its folded durations."""
-    sums = [result[NCCL_SUMS] for result in block.results]
-    for offset, rank_sums in enumerate(sums):
-        total.by_rank[first + offset] = rank_sums
-    for key in nccldigest.SUMS:
-        total.sums[key] += sum(rank_sums.get(key, 0) for rank_sums in sums)  # (a part written before a key: 0)
-    if block.fold is not None:
-        total.fold.add_cells(*block.fold)  # with its cells' shifts
-    groups = block.tables.get(NCCL_GROUPS)
-    if groups is None or not len(groups):
-        return
-    counted = np.fromiter((bool(rank_sums["count"]) for rank_sums in sums), dtype=bool, count=len(sums))
-    rows = block.row_counts(NCCL_GROUPS)
-    kept = np.repeat(counted, rows)  # a rank without operations adds no groups, as NcclRollup.add
-    positions = np.repeat(np.arange(first, first + len(sums), dtype=np.int64), rows)[kept]
-    seen: dict[tuple, int] = {}  # each group's code, in the order the ranks first have it (the roll-up's order)
-    keys = zip(*(groups[name][kept].tolist() for name in nccldigest.GROUP_KEYS), strict=True)
-    codes = np.fromiter((seen.setdefault(key, len(seen)) for key in keys), dtype=np.int64, count=int(kept.sum()))
-    order = np.argsort(codes, kind="stable")
-    bounds = np.searchsorted(codes[order], np.arange(len(seen) + 1))
-    columns = {name: groups[name][kept][order] for name in ("total_ns", "known", "bytes")}
-    positions = positions[order]
-    for code, key in enumerate(seen):
-        found = total.groups.get(key)
-        if found is None:
-            found = total.groups[key] = nccldigest.GroupSums()
-        rows_of = slice(bounds[code], bounds[code + 1])
-        found.ranks.extend(array("q", positions[rows_of].tobytes()))
-        found.total_ns.extend(array("q", columns["total_ns"][rows_of].astype(np.int64).tobytes()))
-        found.known.extend(array("q", columns["known"][rows_of].astype(np.int64).tobytes()))
-        found.bytes.extend(array("d", columns["bytes"][rows_of].astype(np.float64).tobytes()))
 
 
 class _Fold:
@@ -150,7 +114,8 @@ class _Fold:
                     table.columns["rank"] = np.repeat(ranks, rows)
                 self.chunks[name].append(table)
             self.rows[name] += rows.tolist()
-        add_nccl_block(self.nccl, len(self.kept), block)
+        self.nccl.add_joined(len(self.kept), [result[NCCL_SUMS] for result in block.results],
+                             block.tables.get(NCCL_GROUPS), block.row_counts(NCCL_GROUPS), block.fold)  # fmt: skip
         self.kept += [{key: value for key, value in result.items() if key != NCCL_SUMS} for result in block.results]
 
     def _join(self) -> None:

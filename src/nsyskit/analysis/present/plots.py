@@ -20,8 +20,9 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from nsyskit.analysis.compute import units  # noqa: E402
 from nsyskit.analysis.compute.analyzers import SIZE_BUCKETS, UNKNOWN_SIZE  # noqa: E402
-from nsyskit.analysis.compute.nccldigest import NcclRollup, bucket_durations  # noqa: E402
+from nsyskit.analysis.compute.nccldigest import NcclRollup  # noqa: E402
 from nsyskit.analysis.compute.ncclfold import histogram  # noqa: E402
+from nsyskit.analysis.compute.ncclsizes import bucket_durations  # noqa: E402
 from nsyskit.analysis.compute.table import Table  # noqa: E402
 from nsyskit.analysis.present.pernode import Nodes, per_cell  # noqa: E402
 
