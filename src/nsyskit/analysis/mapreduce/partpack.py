@@ -62,9 +62,9 @@ class Packer:
 def unpack(blob: np.ndarray, place: list) -> np.ndarray:
     """The array add() placed at `place` in `blob`, copied out (a view would keep every part's whole blob alive
     through the merge: 1.3 GB instead of 0.8 at 1,024 parts)."""
-    dtype, shape, offset = _dtype(place[0]), tuple(place[1]), place[2]
-    size = math.prod(shape) * dtype.itemsize  # a scalar's shape () holds one
-    return blob[offset : offset + size].view(dtype).reshape(shape).copy()
+    shape = place[1]
+    values = np.frombuffer(blob, _dtype(place[0]), math.prod(shape), place[2])  # a scalar's shape () holds one
+    return (values if len(shape) == 1 else values.reshape(shape)).copy()
 
 
 @functools.cache
