@@ -26,8 +26,18 @@ OPERATIONS = 40_000
 
 
 def one_rank_part(mapped):
-    """(header, results) of a real export's part that holds one rank."""
-    return next(read_part(path) for path in sorted(mapped.glob("*" + SUFFIX)) if len(read_part(path)[1]) == 1)
+    """A real export's part file that holds one rank."""
+    return next(path for path in sorted(mapped.glob("*" + SUFFIX)) if len(read_part(path)[1]) == 1)
+
+
+def rotted(path, member: str) -> None:
+    """Flip 400 bytes inside a member's deflated data, as bit rot on a file system would: the file stays whole."""
+    with zipfile.ZipFile(path) as archive:
+        info = archive.getinfo(f"{member}.npy")
+    data = bytearray(path.read_bytes())
+    start = info.header_offset + 30 + len(info.filename) + len(info.extra) + 200
+    data[start : start + 400] = bytes(byte ^ 0x5A for byte in data[start : start + 400])
+    path.write_bytes(bytes(data))
 
 
 @pytest.mark.parametrize("dtype", [np.uint32, np.int64])
@@ -50,7 +60,7 @@ def test_a_jittered_ranks_low_bytes_are_stored_and_an_alike_ranks_deflated(mappe
     """A rank whose NCCL durations are nearly all distinct (jitter) has the low bytes of its steps stored as they
     are (deflate would shrink them little and cost the merge its time); a rank of few distinct durations has them
     deflated. The other members are deflated either way, and both parts read back to the same digests."""
-    header, results = one_rank_part(mapped)
+    header, results = read_part(one_rank_part(mapped))
     rng = np.random.default_rng(22)
     typical = rng.choice([8_000, 90_000, 2_000_000], OPERATIONS)  # each operation's time, as alike ranks take it
     kinds = {"jittered": typical + rng.integers(0, 3_000, OPERATIONS), "alike": typical}
@@ -73,8 +83,7 @@ def test_a_jittered_ranks_low_bytes_are_stored_and_an_alike_ranks_deflated(mappe
 def test_a_blocks_merge_opens_each_part_file_once(mapped, tmp_path, monkeypatch):
     """Header, listing, timeline and results of a part come from one opening of its file (three openings a part were
     a tenth of a jittered part's merge)."""
-    part = next(path for path in sorted(mapped.glob("*" + SUFFIX)) if len(read_part(path)[1]) == 1)
-    copy_part(part, 12, tmp_path / "parts")
+    copy_part(one_rank_part(mapped), 12, tmp_path / "parts")
     opened: list[str] = []
     load = np.load
 
@@ -87,3 +96,16 @@ def test_a_blocks_merge_opens_each_part_file_once(mapped, tmp_path, monkeypatch)
     assert sorted(opened) == sorted(str(path) for path in (tmp_path / "parts").glob("*" + SUFFIX))
     monkeypatch.setattr(partfile.np, "load", load)
     same_merge(merge_parts(tmp_path / "parts"), merge_parts(written.parent))
+
+
+def test_a_part_whose_deflated_bytes_rotted_is_left_out_in_one_line_by_the_merge_and_a_blocks_merge(mapped, tmp_path):
+    """A part whole in length but with damaged deflated bytes (zlib's error, not a cut): its rank is left out and
+    named with its file, by the merge of the parts and through a partial merge, not a traceback."""
+    parts = tmp_path / "parts"
+    copy_part(one_rank_part(mapped), 4, parts)
+    rotted(parts / f"rank_2.sqlite{SUFFIX}", "columns")
+    for folder in (parts, merge_block(parts, tmp_path / "partials").parent):
+        merged, _facts = merge_parts(folder)
+        assert len(merged.sources) == 3 and 2 not in merged.sources
+        assert any(line.startswith(f"rank 2 left out: {parts / f'rank_2.sqlite{SUFFIX}'}: is not a whole part file")
+                   for line in merged.incomplete), merged.incomplete  # fmt: skip

@@ -77,7 +77,7 @@ def listing_member(listing: dict[str, list]) -> tuple[str, np.ndarray]:
 
 def read_listing(path: Path, data: Any = None) -> dict[str, list]:
     """The run's listing (LISTED's lists) the map of this part saw (from its members `data` when open)."""
-    with _members(path, data) as data:
+    with members(path, data) as data:
         return json.loads(str(data[LISTING]))
 
 
@@ -87,7 +87,9 @@ def read_listings(path: Path, header: dict[str, Any], data: Any = None) -> dict[
     return listed if PARTIAL in header else {header[LISTING]: listed}
 
 
-def read_headers(paths: list[Path], strict: bool, unreadable: dict[str, str]) -> Iterator[tuple[Path, dict[str, Any], Any]]:
+def read_headers(
+    paths: list[Path], strict: bool, unreadable: dict[str, str]
+) -> Iterator[tuple[Path, dict[str, Any], Any]]:
     """(path, header, members) of each file that reads (a part or a partial merge), in order, its members (np.load's
     NpzFile) open until the next file is taken: its results and timelines are read without opening it again. One that
     does not read is named in `unreadable` with why (as are the parts a partial merge names), unless `strict`: then
@@ -109,7 +111,9 @@ def part_headers(header: dict[str, Any]) -> list[dict[str, Any]]:
     return header.get(PARTIAL, [header])
 
 
-def results_of(path: Path, header: dict[str, Any], held: dict[Path, Block], data: Any = None) -> list[dict[str, Any]] | Block:
+def results_of(
+    path: Path, header: dict[str, Any], held: dict[Path, Block], data: Any = None
+) -> list[dict[str, Any]] | Block:
     """The results of the part `header` names in `path` (its members `data` when read_headers has them open): a
     part's own (its ranks' results), or its ranks of a partial merge's block (read once for all its parts into
     `held`; the block's folded NCCL durations go with the first ranks taken); a damaged part's is one AnalysisError."""
@@ -178,19 +182,20 @@ def _checked(path: Path, header: dict[str, Any]) -> dict[str, Any]:
 
 def read_results(path: Path, data: Any = None) -> list[dict[str, Any]]:
     """The per-rank results of a part whose header read_header took (from its members `data` when open)."""
-    with _members(path, data) as data:
+    with members(path, data) as data:
         return decode_results(data, json.loads(str(data["results"])))
 
 
 def read_block(path: Path, data: Any = None) -> Block:
     """The ranks of a partial merge whose header read_header took, as the block it stores (joined tables)."""
-    with _members(path, data) as data:
+    with members(path, data) as data:
         return decode_block(data)
 
 
 @contextmanager
-def _members(path: Path, data: Any = None):
-    """The part's members: `data` when open already (its errors named as _opened names them), else opened."""
+def members(path: Path, data: Any = None):
+    """The part's members: `data` when read_headers has them open (their errors named as _opened names them), else
+    the file opened."""
     if data is None:
         with _opened(path) as data:
             yield data
@@ -213,7 +218,8 @@ def _named(path: Path):
         yield
     except AnalysisError:
         raise
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError) as exc:
+    # zlib.error: a member whose deflated bytes were damaged (not cut short) on the way or on the shared file system
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError, zlib.error) as exc:
         raise AnalysisError(
             path, f"is not a whole part file ({type(exc).__name__}: {exc})",
             "map its report again ('invoke analyze-part REPORT --out PARTS_DIR'): it was cut short or damaged",

@@ -40,7 +40,7 @@ from nsyskit.analysis.mapreduce.partfile import (
     read_listings,
     results_of,
     write_atomic,
-)  # fmt: skip
+)
 from nsyskit.analysis.mapreduce.partpack import encode_results
 from nsyskit.analysis.mapreduce.timelines import TIMELINE, report_timelines
 from nsyskit.analysis.present.timeline import RankTimeline

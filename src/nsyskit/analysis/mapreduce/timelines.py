@@ -7,9 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from nsyskit.analysis.compute.result import Analysis
+from nsyskit.analysis.mapreduce.partfile import members
 from nsyskit.analysis.present.timeline import RankTimeline, read_rank
 from nsyskit.analysis.read.discover import open_export
 from nsyskit.errors import AnalysisError
@@ -20,12 +19,10 @@ TIMELINE = "timeline"  # the part's member holding its ranks' timelines
 def read_timelines(path: Path, data: Any = None) -> list[RankTimeline] | None:
     """The ranks' capped timeline events a part holds (None when it was mapped without --timeline), from its members
     `data` when they are open."""
-    if data is None:
-        with np.load(path, allow_pickle=False) as data:
-            return read_timelines(path, data)
-    if TIMELINE not in data:
-        return None
-    return [RankTimeline(rank, events, total, note) for rank, events, total, note in json.loads(str(data[TIMELINE]))]
+    with members(path, data) as data:  # a part cut short or damaged: one error naming it
+        if TIMELINE not in data:
+            return None
+        return [RankTimeline(rank, events, total, note) for rank, events, total, note in json.loads(str(data[TIMELINE]))]
 
 
 def report_timelines(rank: int, path: Path, budget: int) -> list[RankTimeline]:
